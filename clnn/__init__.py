@@ -1,0 +1,78 @@
+"""clnn: a portable OpenCL compute toolkit for neural networks.
+
+Tensors with autograd on any OpenCL device (AMD, Intel, NVIDIA GPUs, or a CPU through PoCL), kernels
+compiled at run time from ``kernels_cl/`` and specialized per device.
+"""
+
+from .device import (
+    Device,
+    DeviceError,
+    default_device,
+    device,
+    device_table,
+    devices,
+    limit_devices,
+    memory_stats,
+    set_default_device,
+    use_device,
+)
+from .kernels import KernelBuildError
+from .ops import (
+    arange,
+    argmax,
+    argmin,
+    empty,
+    full,
+    gemm,
+    logsumexp,
+    manual_seed,
+    matmul,
+    maximum,
+    minimum,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Device",
+    "DeviceError",
+    "KernelBuildError",
+    "Tensor",
+    "arange",
+    "argmax",
+    "argmin",
+    "default_device",
+    "device",
+    "device_table",
+    "devices",
+    "empty",
+    "enable_grad",
+    "full",
+    "gemm",
+    "is_grad_enabled",
+    "limit_devices",
+    "logsumexp",
+    "manual_seed",
+    "matmul",
+    "maximum",
+    "memory_stats",
+    "minimum",
+    "no_grad",
+    "ones",
+    "ones_like",
+    "rand",
+    "randn",
+    "set_default_device",
+    "tensor",
+    "use_device",
+    "zeros",
+    "zeros_like",
+]

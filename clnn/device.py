@@ -1,0 +1,348 @@
+"""Device manager: find, describe and pick OpenCL devices on every platform.
+
+This is the only module that touches OpenCL platforms. A :class:`Device` owns one context, one in-order
+command queue and one memory pool; everything else (kernels, tensors) hangs off a ``Device``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.tools as cl_tools
+
+__all__ = [
+    "Device",
+    "DeviceError",
+    "devices",
+    "device",
+    "default_device",
+    "set_default_device",
+    "use_device",
+    "memory_stats",
+    "limit_devices",
+]
+
+_TYPE_NAMES = {
+    cl.device_type.GPU: "gpu",
+    cl.device_type.CPU: "cpu",
+    cl.device_type.ACCELERATOR: "accelerator",
+}
+_TYPE_RANK = {"gpu": 0, "accelerator": 1, "cpu": 2}
+
+
+class DeviceError(RuntimeError):
+    """No OpenCL device is available, or none matches the request."""
+
+
+@dataclass(eq=False)
+class Device:
+    """One OpenCL device, with the facts kernels need to size their launches.
+
+    Attributes mirror the OpenCL device queries; ``max_work_group_size`` and ``local_mem_size`` may be
+    lowered by :func:`limit_devices` to emulate a smaller GPU.
+    """
+
+    index: int
+    platform_index: int
+    device_index: int
+    name: str
+    vendor: str
+    platform_name: str
+    platform_vendor: str
+    platform_version: str
+    type: str
+    compute_units: int
+    global_mem_size: int
+    max_alloc_size: int
+    local_mem_size: int
+    max_work_group_size: int
+    opencl_c_version: str
+    fp16: bool
+    fp64: bool
+    cl_device: cl.Device = field(repr=False)
+    _context: cl.Context | None = field(default=None, repr=False)
+    _queue: cl.CommandQueue | None = field(default=None, repr=False)
+    _pool: cl_tools.MemoryPool | None = field(default=None, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def context(self) -> cl.Context:
+        """The device's OpenCL context, created on first use."""
+        self._open()
+        return self._context
+
+    @property
+    def queue(self) -> cl.CommandQueue:
+        """The device's in-order command queue, created on first use."""
+        self._open()
+        return self._queue
+
+    @property
+    def pool(self) -> cl_tools.MemoryPool:
+        """The device's buffer pool: freed buffers are kept and reused instead of released."""
+        self._open()
+        return self._pool
+
+    def _open(self) -> None:
+        if self._queue is None:
+            with self._lock:
+                if self._queue is None:
+                    ctx = cl.Context([self.cl_device])
+                    self._queue = cl.CommandQueue(ctx)
+                    self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self._queue))
+                    self._context = ctx
+
+    def supports(self, dtype: np.dtype) -> bool:
+        """Whether tensors of ``dtype`` can live on this device (float16 is storage-only everywhere)."""
+        return np.dtype(dtype) != np.float64 or self.fp64
+
+    def synchronize(self) -> None:
+        """Wait until every command queued on this device has finished."""
+        self.queue.finish()
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.platform_name}, {self.type})"
+
+
+_lock = threading.Lock()
+_devices: list[Device] | None = None
+_default: Device | None = None
+_scoped = threading.local()
+_limits: dict[str, int | bool] = {}
+
+
+def _describe(index: int, p_index: int, d_index: int, platform: cl.Platform, d: cl.Device) -> Device:
+    ext = d.extensions.split()
+    dtype = _TYPE_NAMES.get(d.type & ~cl.device_type.DEFAULT, "other")
+    return Device(
+        index=index,
+        platform_index=p_index,
+        device_index=d_index,
+        name=d.name.strip(),
+        vendor=d.vendor.strip(),
+        platform_name=platform.name.strip(),
+        platform_vendor=platform.vendor.strip(),
+        platform_version=platform.version.strip(),
+        type=dtype,
+        compute_units=d.max_compute_units,
+        global_mem_size=d.global_mem_size,
+        max_alloc_size=d.max_mem_alloc_size,
+        local_mem_size=d.local_mem_size,
+        max_work_group_size=d.max_work_group_size,
+        opencl_c_version=d.opencl_c_version.strip(),
+        fp16="cl_khr_fp16" in ext,
+        fp64="cl_khr_fp64" in ext or d.double_fp_config != 0,
+        cl_device=d,
+    )
+
+
+def _apply_limits(dev: Device) -> None:
+    if "max_work_group_size" in _limits:
+        dev.max_work_group_size = min(dev.max_work_group_size, int(_limits["max_work_group_size"]))
+    if "local_mem_size" in _limits:
+        dev.local_mem_size = min(dev.local_mem_size, int(_limits["local_mem_size"]))
+    if _limits.get("fp64") is False:
+        dev.fp64 = False
+
+
+def _limits_from_env() -> None:
+    """``CLNN_LIMITS="wg=64,local=16384,fp64=0"`` makes every device report at most these limits."""
+    spec = os.environ.get("CLNN_LIMITS", "").strip()
+    keys = {"wg": "max_work_group_size", "local": "local_mem_size", "fp64": "fp64"}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        key, _, value = item.partition("=")
+        if key not in keys or not value.isdigit():
+            raise DeviceError(f"CLNN_LIMITS: expected items like wg=64, local=16384, fp64=0; got {item!r}")
+        _limits[keys[key]] = bool(int(value)) if key == "fp64" else int(value)
+
+
+def devices() -> list[Device]:
+    """Every OpenCL device on every platform, in platform then device order.
+
+    Raises:
+        DeviceError: no OpenCL platform is installed.
+    """
+    global _devices
+    with _lock:
+        if _devices is None:
+            _limits_from_env()
+            try:
+                platforms = cl.get_platforms()
+            except cl.Error:
+                platforms = []
+            found: list[Device] = []
+            for p_index, platform in enumerate(platforms):
+                try:
+                    cl_devs = platform.get_devices()
+                except cl.Error:
+                    continue
+                for d_index, d in enumerate(cl_devs):
+                    found.append(_describe(len(found), p_index, d_index, platform, d))
+            for dev in found:
+                _apply_limits(dev)
+            _devices = found
+        if not _devices:
+            raise DeviceError(
+                "no OpenCL platform was found. Install a CPU runtime with `pip install 'clnn[pocl]'`, "
+                "or your GPU vendor's OpenCL driver (NVIDIA, AMD ROCm, Intel compute-runtime)."
+            )
+        return list(_devices)
+
+
+def limit_devices(
+    max_work_group_size: int | None = None, local_mem_size: int | None = None, fp64: bool | None = None
+) -> None:
+    """Make every device report at most these limits, to test launch code as on a small GPU.
+
+    Affects devices listed after the call (and the ones already listed). ``CLNN_LIMITS`` sets the same
+    from the environment, e.g. ``CLNN_LIMITS=wg=64,local=16384,fp64=0``.
+    """
+    for key, value in (
+        ("max_work_group_size", max_work_group_size),
+        ("local_mem_size", local_mem_size),
+        ("fp64", fp64),
+    ):
+        if value is not None:
+            _limits[key] = value
+    for dev in _devices or []:
+        _apply_limits(dev)
+
+
+def _auto(devs: list[Device]) -> Device:
+    return min(devs, key=lambda d: (_TYPE_RANK.get(d.type, 3), -d.compute_units, d.index))
+
+
+def _available(devs: list[Device]) -> str:
+    return "; ".join(f"[{d.index}] {d.platform_index}:{d.device_index} {d}" for d in devs)
+
+
+def _match(spec: str | int, devs: list[Device]) -> Device:
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        if 0 <= spec < len(devs):
+            return devs[spec]
+        raise DeviceError(f"device index {spec} is out of range; available: {_available(devs)}")
+    if not isinstance(spec, str):
+        raise TypeError(f"device spec must be None, a str, an int or a Device; got {type(spec).__name__}")
+    s = spec.strip().lower()
+    if s in ("", "auto"):
+        return _auto(devs)
+    if s in ("gpu", "cpu", "accelerator"):
+        typed = [d for d in devs if d.type == s]
+        if typed:
+            return _auto(typed)
+    elif ":" in s and all(part.isdigit() for part in s.split(":")):
+        p, d = (int(x) for x in s.split(":"))
+        for dev in devs:
+            if (dev.platform_index, dev.device_index) == (p, d):
+                return dev
+    elif s.isdigit():
+        return _match(int(s), devs)
+    else:
+        on_platform = [d for d in devs if s in d.platform_name.lower() or s in d.platform_vendor.lower()]
+        on_device = [d for d in devs if s in d.name.lower() or s in d.vendor.lower()]
+        if on_platform or on_device:
+            return _auto(on_platform or on_device)
+    raise DeviceError(f"no OpenCL device matches {spec!r}; available: {_available(devs)}")
+
+
+def device(spec: str | int | Device | None = None) -> Device:
+    """Pick a device.
+
+    Args:
+        spec: ``None`` for the current default (``CLNN_DEVICE`` or ``"auto"``); ``"auto"`` (GPU, then
+            accelerator, then CPU, most compute units first); ``"gpu"``/``"cpu"``; a case-insensitive
+            substring of a platform's name or vendor, else of a device's name or vendor (``"nvidia"``,
+            ``"intel"``, ``"pocl"``); ``"P:D"`` platform and device indices; or an index into
+            :func:`devices`.
+
+    Raises:
+        DeviceError: no device matches; the message lists the available ones.
+
+    Example:
+        >>> dev = clnn.device("cpu")
+    """
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        return default_device()
+    return _match(spec, devices())
+
+
+def default_device() -> Device:
+    """The device ops use when none is given: the innermost ``use_device``, else the global default."""
+    global _default
+    stack = getattr(_scoped, "stack", None)
+    if stack:
+        return stack[-1]
+    if _default is None:
+        chosen = _match(os.environ.get("CLNN_DEVICE", "auto"), devices())
+        with _lock:
+            if _default is None:
+                _default = chosen
+    return _default
+
+
+def set_default_device(spec: str | int | Device | None) -> Device:
+    """Set the global default device (``None`` re-reads ``CLNN_DEVICE``); returns it."""
+    global _default
+    _default = None if spec is None else device(spec)
+    return default_device()
+
+
+@contextlib.contextmanager
+def use_device(spec: str | int | Device) -> Iterator[Device]:
+    """Make ``spec`` the default device inside a ``with`` block (per thread)."""
+    dev = device(spec)
+    stack = getattr(_scoped, "stack", None)
+    if stack is None:
+        stack = _scoped.stack = []
+    stack.append(dev)
+    try:
+        yield dev
+    finally:
+        stack.pop()
+
+
+def memory_stats(dev: str | int | Device | None = None) -> dict[str, int]:
+    """Bytes in use by live tensors and bytes held by the allocator's pool on ``dev``."""
+    pool = device(dev).pool
+    return {
+        "bytes_in_use": int(pool.active_bytes),
+        "bytes_held": int(pool.managed_bytes - pool.active_bytes),
+        "blocks_in_use": int(pool.active_blocks),
+        "blocks_held": int(pool.held_blocks),
+    }
+
+
+def device_table(devs: list[Device] | None = None) -> str:
+    """A readable table of ``devs`` (default: all devices)."""
+    devs = devices() if devs is None else devs
+    default = default_device()
+    header = ("#", "P:D", "type", "device", "platform", "CUs", "global", "local", "max WG", "fp16", "fp64", "OpenCL C")
+    rows = [header]
+    for d in devs:
+        rows.append((
+            f"{d.index}{'*' if d is default else ''}",
+            f"{d.platform_index}:{d.device_index}",
+            d.type,
+            d.name,
+            d.platform_name,
+            str(d.compute_units),
+            f"{d.global_mem_size / 2**30:.1f} GiB",
+            f"{d.local_mem_size // 1024} KiB",
+            str(d.max_work_group_size),
+            "yes" if d.fp16 else "no",
+            "yes" if d.fp64 else "no",
+            d.opencl_c_version.replace("OpenCL C ", ""),
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("* default device (set with CLNN_DEVICE or clnn.set_default_device)")
+    return "\n".join(lines)

@@ -1,0 +1,34 @@
+"""Ops: argument checks and kernel launches, each recording its backward for autograd."""
+
+from .creation import arange, empty, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+from .elementwise import (
+    abs,
+    add,
+    clip,
+    div,
+    equal,
+    exp,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    log,
+    log1p,
+    maximum,
+    minimum,
+    mul,
+    neg,
+    not_equal,
+    pow,
+    relu,
+    sigmoid,
+    sign,
+    sqrt,
+    square,
+    sub,
+    tanh,
+)
+from .matmul import gemm, matmul
+from .random import manual_seed
+from .reduce import argmax, argmin, logsumexp, max, mean, min, sum
+from .shape import astype, broadcast_to, flatten, getitem, permute, reshape, to, transpose

@@ -1,0 +1,170 @@
+"""Matrix products: ``gemm`` and NumPy-style ``matmul`` (``kernels_cl/gemm.cl``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import kernels, tuning
+from ..device import Device
+from ..tensor import Tensor
+from ._core import defines, empty, real_scalar, record, require_float, require_tensor, same_device, same_dtype
+
+
+def _gemm_config(dev: Device, dtype: np.dtype) -> dict[str, int]:
+    """Tile sizes for ``dev``, shrunk until the work-group and local memory fit its limits."""
+    p = tuning.params(dev, "gemm")
+    ts, tk, wpt = int(p["TS"]), int(p["TK"]), int(p["WPT"])
+    real_size = 8 if dtype == np.float64 else 4
+    while ts > wpt and ((ts // wpt) ** 2 > dev.max_work_group_size or 2 * tk * (ts + 1) * real_size > dev.local_mem_size):
+        ts //= 2
+        tk = min(tk, ts)
+        wpt = max(1, min(wpt, ts // 2))
+    return {"TS": ts, "TK": tk, "WPT": wpt}
+
+
+def gemm_raw(
+    a: Tensor, a_strides: tuple[int, int, int],
+    b: Tensor, b_strides: tuple[int, int, int],
+    batch: int, m: int, n: int, k: int,
+    alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None,
+) -> Tensor:
+    """``out[b] = alpha * A[b] @ B[b] + beta * c`` with A, B read through (batch, row, col) strides.
+
+    ``c``, when given, must already have the output's shape (batch, m, n); it is not modified.
+    """
+    dev = a.device
+    out = empty((batch, m, n), a.dtype, dev)
+    if out.size == 0:
+        return out
+    if c is not None and beta != 0:
+        from .shape import strided_copy, contiguous_strides
+
+        strided_copy(c, out, out.shape, contiguous_strides(out.shape), contiguous_strides(out.shape))
+    else:
+        beta = 0.0
+    cfg = _gemm_config(dev, a.dtype)
+    rts = cfg["TS"] // cfg["WPT"]
+    kern = kernels.kernel(dev, "gemm.cl", "gemm", defines(a.dtype, **cfg))
+    groups = ((n + cfg["TS"] - 1) // cfg["TS"], (m + cfg["TS"] - 1) // cfg["TS"])
+    kernels.launch(
+        dev, kern, (groups[0] * rts, groups[1] * rts, batch), (rts, rts, 1),
+        np.int32(m), np.int32(n), np.int32(k), real_scalar(a.dtype, alpha), real_scalar(a.dtype, beta),
+        a.data, *(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), out.data,
+    )
+    return out
+
+
+def _check_pair(op: str, a: Any, b: Any) -> None:
+    require_tensor(f"{op}: a", a)
+    require_tensor(f"{op}: b", b)
+    same_device(op, a=a, b=b)
+    same_dtype(op, a=a, b=b)
+    require_float(f"{op}: a", a)
+
+
+def gemm(
+    a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
+    trans_a: bool = False, trans_b: bool = False,
+) -> Tensor:
+    """``alpha * op(a) @ op(b) + beta * c`` for 2-D ``a``, ``b`` (``op`` transposes when asked).
+
+    Args:
+        a: (M, K), or (K, M) with ``trans_a``.
+        b: (K, N), or (N, K) with ``trans_b``.
+        c: broadcastable to (M, N); used when ``beta != 0``. Not modified.
+    Returns:
+        A new (M, N) tensor.
+    """
+    _check_pair("gemm", a, b)
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
+    from .elementwise import sum_to_shape
+    from .shape import broadcast_to, reshape, transpose
+
+    m, ka = (a.shape[1], a.shape[0]) if trans_a else a.shape
+    kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
+    if ka != kb:
+        raise ValueError(
+            f"gemm: op(a) is {m}x{ka} but op(b) is {kb}x{n}: inner dimensions differ "
+            f"(a {a.shape}, trans_a={trans_a}; b {b.shape}, trans_b={trans_b})"
+        )
+    a_s = (0, 1, a.shape[1]) if trans_a else (0, a.shape[1], 1)
+    b_s = (0, 1, b.shape[1]) if trans_b else (0, b.shape[1], 1)
+    cc = None
+    if c is not None and beta != 0:
+        require_tensor("gemm: c", c)
+        same_device("gemm", a=a, c=c)
+        same_dtype("gemm", a=a, c=c)
+        cc = broadcast_to(c, (m, n))
+    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc), (m, n))
+
+    def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        ga = gb = gc = None
+        if a.requires_grad:  # d op(a) = alpha g op(b)^T
+            ga = gemm(g, b, alpha=alpha, trans_b=not trans_b)
+            ga = transpose(ga) if trans_a else ga
+        if b.requires_grad:  # d op(b) = alpha op(a)^T g
+            gb = gemm(a, g, alpha=alpha, trans_a=not trans_a)
+            gb = transpose(gb) if trans_b else gb
+        if cc is not None and c.requires_grad:
+            gc = sum_to_shape(g * beta, c.shape)
+        return ga, gb, gc
+
+    inputs = (a, b) if cc is None else (a, b, c)
+    return record(out, inputs, backward, "gemm")
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """Matrix product with NumPy's rules: 1-D operands are promoted, batch dims broadcast.
+
+    Shapes: (..., M, K) @ (..., K, N) -> (..., M, N).
+    """
+    from .creation import tensor
+    from .elementwise import broadcast_shapes
+    from .shape import broadcast_to, reshape
+
+    if not isinstance(a, Tensor):
+        a = tensor(np.asarray(a), dtype=b.dtype, device=b.device)
+    if not isinstance(b, Tensor):
+        b = tensor(np.asarray(b), dtype=a.dtype, device=a.device)
+    _check_pair("matmul", a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: operands must have at least 1 dimension; got shapes {a.shape} and {b.shape}")
+    a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+    b2 = reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+    m, k = a2.shape[-2:]
+    kb, n = b2.shape[-2:]
+    if k != kb:
+        raise ValueError(f"matmul: a has shape {a.shape} and b has shape {b.shape}: inner dimensions {k} != {kb}")
+    batch_shape = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
+    batch = int(np.prod(batch_shape, dtype=np.int64))
+
+    def operand(t: Tensor, rows: int, cols: int) -> tuple[Tensor, int]:
+        """``t`` with the full batch shape, and its batch stride (0 when shared by every batch)."""
+        if int(np.prod(t.shape[:-2], dtype=np.int64)) == 1:
+            return t, 0
+        return broadcast_to(t, batch_shape + (rows, cols)), rows * cols
+
+    a3, a_bs = operand(a2, m, k)
+    b3, b_bs = operand(b2, k, n)
+    out = gemm_raw(a3, (a_bs, k, 1), b3, (b_bs, n, 1), batch, m, n, k)
+    out_shape = batch_shape + (m, n)
+    final = out_shape[:-2] + (() if a.ndim == 1 else (m,)) + (() if b.ndim == 1 else (n,))
+    result = reshape(out, final)
+
+    def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        from .elementwise import sum_to_shape
+
+        g3 = reshape(g, (batch, m, n))
+        ga = gb = None
+        if a.requires_grad:  # g @ b^T, summed over the batches a was broadcast along
+            ga = gemm_raw(g3, (m * n, n, 1), b3, (b_bs, 1, n), batch, m, k, n)
+            ga = reshape(sum_to_shape(reshape(ga, batch_shape + (m, k)), a2.shape), a.shape)
+        if b.requires_grad:  # a^T @ g
+            gb = gemm_raw(a3, (a_bs, 1, k), g3, (m * n, n, 1), batch, k, n, m)
+            gb = reshape(sum_to_shape(reshape(gb, batch_shape + (k, n)), b2.shape), b.shape)
+        return ga, gb
+
+    return record(result.detach(), (a, b), backward, "matmul")

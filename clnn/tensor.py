@@ -1,0 +1,383 @@
+"""The device tensor and the reverse-mode autograd engine.
+
+A :class:`Tensor` is a contiguous block of device memory (a pooled ``cl.Buffer``) with a shape and a
+dtype. Ops live in :mod:`clnn.ops`; each one that is differentiable records a :class:`Node` holding its
+inputs and a closure that maps the output's gradient to the inputs' gradients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from .device import Device
+
+__all__ = ["Tensor", "Node", "no_grad", "enable_grad", "is_grad_enabled", "SUPPORTED_DTYPES"]
+
+SUPPORTED_DTYPES = tuple(
+    np.dtype(t) for t in (np.float32, np.float16, np.float64, np.int32, np.int64, np.bool_)
+)
+FLOAT_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float16, np.float64))
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops record the graph for ``backward`` in this thread."""
+    return getattr(_state, "grad", True)
+
+
+@contextlib.contextmanager
+def _grad_mode(enabled: bool) -> Iterator[None]:
+    previous = is_grad_enabled()
+    _state.grad = enabled
+    try:
+        yield
+    finally:
+        _state.grad = previous
+
+
+def no_grad() -> contextlib.AbstractContextManager[None]:
+    """``with clnn.no_grad():`` ops inside record nothing for autograd."""
+    return _grad_mode(False)
+
+
+def enable_grad() -> contextlib.AbstractContextManager[None]:
+    """``with clnn.enable_grad():`` re-enable recording inside a ``no_grad`` block."""
+    return _grad_mode(True)
+
+
+Backward = Callable[["Tensor"], Sequence["Tensor | None"]]
+
+
+class Node:
+    """The op that made a tensor: its inputs and the map from output gradient to input gradients."""
+
+    __slots__ = ("inputs", "backward", "name")
+
+    def __init__(self, inputs: tuple[Tensor, ...], backward: Backward, name: str) -> None:
+        self.inputs = inputs
+        self.backward = backward
+        self.name = name
+
+
+class Tensor:
+    """An n-dimensional array in an OpenCL device's memory, with autograd.
+
+    Make one with :func:`clnn.tensor` or :func:`clnn.zeros` and friends. Arithmetic follows NumPy's
+    broadcasting; ``requires_grad=True`` makes ops record what ``backward()`` needs.
+    """
+
+    __slots__ = ("data", "shape", "dtype", "device", "requires_grad", "grad", "_node", "__weakref__")
+    __array_priority__ = 1000
+    __array_ufunc__ = None  # NumPy defers to our reflected operators
+
+    def __init__(self, data: cl.MemoryObjectHolder, shape: tuple[int, ...], dtype: np.dtype, device: Device):
+        self.data = data
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.device = device
+        self.requires_grad = False
+        self.grad: Tensor | None = None
+        self._node: Node | None = None
+
+    # ---- facts ------------------------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def numel(self) -> int:
+        return self.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self) -> Node | None:
+        return self._node
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        return f"tensor({body}, dtype={self.dtype.name}, device='{self.device.name}'{grad})"
+
+    # ---- host transfer ----------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """Copy to a new NumPy array (waits for pending work on the device)."""
+        out = np.empty(self.shape, self.dtype)
+        if out.size:
+            with self.device._lock:
+                cl.enqueue_copy(self.device.queue, out, self.data, is_blocking=True)
+        return out
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def item(self) -> float | int | bool:
+        if self.size != 1:
+            raise ValueError(f"item() needs a tensor of one element; got shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    # ---- autograd ---------------------------------------------------------------------------------
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        if flag and self.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"only floating tensors can require grad; got dtype {self.dtype}")
+        self.requires_grad = flag
+        return self
+
+    def detach(self) -> Tensor:
+        """The same memory, cut from the graph."""
+        return Tensor(self.data, self.shape, self.dtype, self.device)
+
+    def backward(self, grad: Tensor | None = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+        Args:
+            grad: gradient of some scalar with respect to ``self``; may be omitted for one element.
+            retain_graph: keep the graph so ``backward`` can run through it again.
+        """
+        from .ops.creation import ones
+
+        if not self.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad and has no grad_fn")
+        if grad is None:
+            if self.size != 1:
+                raise RuntimeError(f"backward() needs a grad for a non-scalar output of shape {self.shape}")
+            grad = ones(self.shape, dtype=self.dtype, device=self.device)
+        elif grad.shape != self.shape or grad.dtype != self.dtype:
+            raise ValueError(
+                f"backward(): grad must have shape {self.shape} and dtype {self.dtype}; "
+                f"got shape {grad.shape} and dtype {grad.dtype}"
+            )
+        order = _topological_order(self)
+        grads: dict[int, Tensor] = {id(self): grad}
+        with no_grad():
+            for t in order:
+                g = grads.pop(id(t), None)
+                if g is None:
+                    continue
+                node = t._node
+                if node is None:
+                    t.grad = g if t.grad is None else t.grad + g
+                    continue
+                for inp, gi in zip(node.inputs, node.backward(g)):
+                    if gi is None or not inp.requires_grad:
+                        continue
+                    if gi.shape != inp.shape:
+                        raise RuntimeError(f"{node.name} backward gave grad {gi.shape} for input {inp.shape}")
+                    prev = grads.get(id(inp))
+                    grads[id(inp)] = gi if prev is None else prev + gi
+                if not retain_graph:
+                    t._node = None
+
+    # ---- operators (implemented in clnn.ops) ------------------------------------------------------
+    def __add__(self, other: Any) -> Tensor:
+        return _ops.add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops.add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops.sub(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops.sub(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops.mul(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops.div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops.div(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _ops.pow(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _ops.pow(other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _ops.matmul(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops.neg(self)
+
+    def __abs__(self) -> Tensor:
+        return _ops.abs(self)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ops.equal(self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ops.not_equal(self, other)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return _ops.less(self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return _ops.less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return _ops.greater(self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return _ops.greater_equal(self, other)
+
+    __hash__ = object.__hash__
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _ops.getitem(self, index)
+
+    def neg(self) -> Tensor:
+        return _ops.neg(self)
+
+    def exp(self) -> Tensor:
+        return _ops.exp(self)
+
+    def log(self) -> Tensor:
+        return _ops.log(self)
+
+    def sqrt(self) -> Tensor:
+        return _ops.sqrt(self)
+
+    def abs(self) -> Tensor:
+        return _ops.abs(self)
+
+    def relu(self) -> Tensor:
+        return _ops.relu(self)
+
+    def sigmoid(self) -> Tensor:
+        return _ops.sigmoid(self)
+
+    def tanh(self) -> Tensor:
+        return _ops.tanh(self)
+
+    def clip(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
+        return _ops.clip(self, min, max)
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.sum(self, axis, keepdims)
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.mean(self, axis, keepdims)
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.max(self, axis, keepdims)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.min(self, axis, keepdims)
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.argmax(self, axis, keepdims)
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.argmin(self, axis, keepdims)
+
+    def logsumexp(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.logsumexp(self, axis, keepdims)
+
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        return _ops.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
+    def view(self, *shape: int | Sequence[int]) -> Tensor:
+        return self.reshape(*shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        return _ops.flatten(self, start_dim, end_dim)
+
+    def permute(self, *axes: int | Sequence[int]) -> Tensor:
+        return _ops.permute(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
+
+    def transpose(self, dim0: int = 0, dim1: int = 1) -> Tensor:
+        return _ops.transpose(self, dim0, dim1)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802
+        """All axes reversed, as NumPy's ``.T``."""
+        return _ops.permute(self, tuple(range(self.ndim - 1, -1, -1)))
+
+    def broadcast_to(self, shape: Sequence[int]) -> Tensor:
+        return _ops.broadcast_to(self, shape)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+    def astype(self, dtype: Any) -> Tensor:
+        return _ops.astype(self, dtype)
+
+    def float(self) -> Tensor:
+        return _ops.astype(self, np.float32)
+
+    def to(self, device: Any = None, dtype: Any = None) -> Tensor:
+        """Copy to another device and/or dtype (``t.to("cpu")``, ``t.to(dtype=np.float16)``)."""
+        return _ops.to(self, device, dtype)
+
+    def clone(self) -> Tensor:
+        return _ops.astype(self, self.dtype, copy=True)
+
+    def matmul(self, other: Tensor) -> Tensor:
+        return _ops.matmul(self, other)
+
+
+def _topological_order(root: Tensor) -> list[Tensor]:
+    """Tensors reachable from ``root`` through recorded nodes, each after every tensor that uses it."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        stack.append((t, True))
+        if t._node is not None:
+            stack.extend((i, False) for i in t._node.inputs if i.requires_grad and id(i) not in seen)
+    order.reverse()
+    return order
+
+
+from . import ops as _ops  # noqa: E402  (ops import Tensor; the operators resolve them at call time)

@@ -1,0 +1,33 @@
+"""Tunable kernel parameters as plain data, looked up per device (most specific entry wins).
+
+Keys go from general to specific: ``"default"``, the device type (``"cpu"``, ``"gpu"``,
+``"accelerator"``), a vendor substring (``"nvidia"``, ``"amd"``, ``"intel"``), a platform substring
+(``"portable computing language"``), then a device-name substring. A tuner adds rows without code
+changes. Each kernel's launcher then checks the choice against the device's real limits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .device import Device
+
+TABLE: dict[str, dict[str, dict[str, Any]]] = {
+    "gemm": {
+        "default": {"TS": 32, "TK": 16, "WPT": 4},
+        "cpu": {"TS": 32, "TK": 16, "WPT": 4},
+        "gpu": {"TS": 64, "TK": 16, "WPT": 4},
+    },
+}
+
+
+def params(dev: Device, kernel: str) -> dict[str, Any]:
+    """The merged parameters for ``kernel`` on ``dev``."""
+    rows = TABLE[kernel]
+    out = dict(rows["default"])
+    keys = [dev.type, dev.vendor.lower(), dev.platform_name.lower(), dev.name.lower()]
+    for key in keys:
+        for name, row in rows.items():
+            if name != "default" and name in key:
+                out.update(row)
+    return out
