@@ -32,11 +32,11 @@ def _launch(op: str, x: Tensor, axes: tuple[int, ...]) -> tuple[Tensor, Tensor |
     """Reduce ``axes`` of ``x``; returns values and (for arg ops) int64 indices, shaped with kept dims."""
     from .shape import permute
 
+    kept = _kept_shape(x.shape, axes)  # the output's memory order is the same before and after a permute
     if axes and axes != tuple(range(axes[0], axes[-1] + 1)):  # not one block: move reduced axes last
         rest = tuple(i for i in range(x.ndim) if i not in axes)
         x = permute(x, rest + axes)
         axes = tuple(range(len(rest), x.ndim))
-    kept = _kept_shape(x.shape, axes)
     outer = int(np.prod(x.shape[: axes[0]] if axes else x.shape, dtype=np.int64))
     length = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     inner = int(np.prod(x.shape[axes[-1] + 1 :], dtype=np.int64)) if axes else 1
