@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pyopencl as cl
 
 from .. import kernels
 from ..device import Device, default_device
@@ -14,6 +15,13 @@ from ..tensor import FLOAT_DTYPES, SUPPORTED_DTYPES, Backward, Node, Tensor, is_
 MAXD = 8  # most dimensions a kernel's shape descriptor holds (kernels_cl: MAXD)
 DESCRIPTOR = np.dtype([("ndim", np.int32), ("shape", np.int32, MAXD), ("s0", np.int32, MAXD), ("s1", np.int32, MAXD)])
 INT_MAX = 2**31 - 1
+_poison = {"on": False}
+
+
+def poison_new_tensors(on: bool = True) -> None:
+    """Fill every newly allocated tensor with NaN (floats) or all-ones bytes (ints): a test aid that
+    proves kernels write every output element."""
+    _poison["on"] = on
 
 
 def check_dtype_on(dtype: np.dtype, dev: Device) -> np.dtype:
@@ -53,6 +61,10 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
             f"cannot allocate {nbytes} bytes for a tensor of shape {shape} on {dev} "
             f"(global memory {dev.global_mem_size} bytes): {err}"
         ) from None
+    if _poison["on"] and n:
+        pattern = np.array(np.nan, dt) if dt.kind == "f" else np.array(-1, dt)
+        with dev._lock:
+            cl.enqueue_fill_buffer(dev.queue, buf, pattern, 0, nbytes)
     return Tensor(buf, shape, dt, dev)
 
 
