@@ -119,6 +119,7 @@ _limits: dict[str, int | bool] = {}
 
 def _describe(index: int, p_index: int, d_index: int, platform: cl.Platform, d: cl.Device) -> Device:
     ext = d.extensions.split()
+    # a device claiming several types (Oclgrind claims all) is "other": auto never picks a simulator
     dtype = _TYPE_NAMES.get(d.type & ~cl.device_type.DEFAULT, "other")
     return Device(
         index=index,

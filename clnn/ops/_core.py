@@ -9,7 +9,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import kernels
-from ..device import Device, default_device
+from ..device import Device
 from ..tensor import FLOAT_DTYPES, SUPPORTED_DTYPES, Backward, Node, Tensor, is_grad_enabled
 
 MAXD = 8  # most dimensions a kernel's shape descriptor holds (kernels_cl: MAXD)

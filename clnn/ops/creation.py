@@ -10,7 +10,8 @@ import pyopencl as cl
 
 from ..device import Device, device
 from ..tensor import FLOAT_DTYPES, Tensor
-from ._core import check_dtype_on, empty as _empty
+from ._core import check_dtype_on
+from ._core import empty as _empty
 
 
 def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
@@ -47,7 +48,7 @@ def tensor(
     dev = _device_of(device)
     dt = check_dtype_on(_default_dtype(data) if dtype is None else dtype, dev)
     try:
-        host = np.ascontiguousarray(np.asarray(data), dtype=dt)
+        host = np.asarray(data, dtype=dt, order="C")
     except (TypeError, ValueError) as err:
         raise TypeError(f"tensor: cannot convert data of type {type(data).__name__} to {dt.name}: {err}") from None
     t = _empty(host.shape, dt, dev)

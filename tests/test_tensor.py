@@ -1,0 +1,367 @@
+"""Tensor round trips and every foundation op against NumPy on fresh random values."""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import numpy as np
+import pytest
+from helpers import assert_close
+
+import clnn
+
+SIZES = [1, 7, 1023, 4097]
+DTYPES = ["float32", "float64", "float16"]
+
+
+def _skip_unsupported(dev, dtype):
+    if not dev.supports(np.dtype(dtype)):
+        pytest.skip(f"{dtype} is not supported on {dev}")
+
+
+def _tol(dtype):
+    return {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}[np.dtype(dtype).name]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int64", "bool"])
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4, 5)])
+def test_round_trip_is_exact(dev, rng, dtype, shape):
+    _skip_unsupported(dev, dtype)
+    host = (rng.standard_normal(shape) * 100).astype(dtype)
+    t = clnn.tensor(host, device=dev)
+    assert t.shape == shape and t.dtype == np.dtype(dtype) and t.device is dev
+    np.testing.assert_array_equal(t.numpy(), host)
+    np.testing.assert_array_equal(np.asarray(t), host)
+    assert t.numpy().dtype == host.dtype
+
+
+def test_tensor_from_lists_and_default_dtypes(dev):
+    assert clnn.tensor([1.5, 2.0], device=dev).dtype == np.float32
+    assert clnn.tensor([1, 2], device=dev).dtype == np.int64
+    assert clnn.tensor([True, False], device=dev).dtype == np.bool_
+    assert clnn.tensor(np.ones(3, np.int32), device=dev).dtype == np.int32
+    assert clnn.tensor([[1, 2]], dtype="float32", device=dev).numpy().tolist() == [[1.0, 2.0]]
+
+
+def test_non_contiguous_numpy_input(dev, rng):
+    host = rng.standard_normal((6, 8)).astype(np.float32)[::2, 1::3].T
+    np.testing.assert_array_equal(clnn.tensor(host, device=dev).numpy(), host)
+
+
+@pytest.mark.parametrize(
+    ("make", "ref"),
+    [
+        (lambda d: clnn.zeros(3, 4, device=d), np.zeros((3, 4), np.float32)),
+        (lambda d: clnn.ones((2, 5), dtype="float64", device=d), np.ones((2, 5))),
+        (lambda d: clnn.full((7,), -2.5, device=d), np.full(7, -2.5, np.float32)),
+        (lambda d: clnn.arange(1, 10, 2, device=d), np.arange(1, 10, 2)),
+        (lambda d: clnn.arange(0.5, 3.0, 0.5, device=d), np.arange(0.5, 3.0, 0.5).astype(np.float32)),
+        (lambda d: clnn.zeros_like(clnn.ones(2, 2, device=d)), np.zeros((2, 2), np.float32)),
+        (lambda d: clnn.ones_like(clnn.zeros(3, device=d, dtype="int32")), np.ones(3, np.int32)),
+    ],
+)
+def test_creation_functions(dev, make, ref):
+    if not dev.fp64 and ref.dtype == np.float64:
+        pytest.skip("no fp64")
+    t = make(dev)
+    assert t.dtype == ref.dtype
+    np.testing.assert_array_equal(t.numpy(), ref)
+
+
+def test_empty_has_shape_and_dtype(dev):
+    t = clnn.empty(4, 5, dtype="int32", device=dev)
+    assert t.shape == (4, 5) and t.dtype == np.int32
+
+
+@pytest.mark.parametrize("n", [1, 7, 4097, 100_003])
+def test_random_draws_are_seeded_and_distributed(dev, n):
+    u = clnn.rand(n, seed=42, device=dev).numpy()
+    assert u.dtype == np.float32 and u.shape == (n,)
+    np.testing.assert_array_equal(u, clnn.rand(n, seed=42, device=dev).numpy())
+    assert ((u >= 0) & (u < 1)).all()
+    z = clnn.randn(n, seed=7, device=dev).numpy()
+    assert np.isfinite(z).all()
+    if n > 4000:
+        assert abs(u.mean() - 0.5) < 0.02 and abs(u.std() - 12**-0.5) < 0.02
+        assert abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05
+        assert not np.array_equal(u, clnn.rand(n, seed=43, device=dev).numpy())
+    clnn.manual_seed(3)
+    a = clnn.randn(5, 3, device=dev).numpy()
+    b = clnn.randn(5, 3, device=dev).numpy()
+    clnn.manual_seed(3)
+    np.testing.assert_array_equal(a, clnn.randn(5, 3, device=dev).numpy())
+    assert not np.array_equal(a, b)
+
+
+BINARY = [
+    (operator.add, None),
+    (operator.sub, None),
+    (operator.mul, None),
+    (operator.truediv, "nonzero"),
+    (operator.pow, "positive"),
+    (clnn.maximum, None),
+    (clnn.minimum, None),
+]
+NP_BINARY = {clnn.maximum: np.maximum, clnn.minimum: np.minimum}
+
+
+def _inputs(rng, shape, kind, dtype):
+    x = rng.standard_normal(shape)
+    if kind == "positive":
+        x = np.abs(x) + 0.5
+    elif kind == "nonzero":
+        x = np.sign(x) * (np.abs(x) + 0.5)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize(("op", "kind"), BINARY)
+def test_binary_ops_match_numpy(dev, rng, dtype, n, op, kind):
+    _skip_unsupported(dev, dtype)
+    a = _inputs(rng, (n,), "positive" if op is operator.pow else None, dtype)
+    b = _inputs(rng, (n,), kind, dtype)
+    ref_op = NP_BINARY.get(op, op)
+    ref = ref_op(a.astype(np.float64), b.astype(np.float64))
+    assert_close(op(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev)).numpy(), ref, _tol(dtype))
+
+
+BROADCAST_CASES = [
+    ((1,), (7,)),
+    ((7,), (1,)),
+    ((), (3, 4)),
+    ((3, 1), (1, 4)),
+    ((5, 1, 7), (3, 1)),
+    ((2, 1, 3, 1), (4, 1, 5)),
+    ((1, 1), (1, 1)),
+    ((1023, 1), (1, 3)),
+    ((0, 3), (1, 3)),
+    ((2, 3, 1, 2, 1, 2, 1, 2, 3), (3, 1, 2, 1, 2, 1, 1)),
+]
+
+
+@pytest.mark.parametrize(("sa", "sb"), BROADCAST_CASES)
+@pytest.mark.parametrize(("op", "kind"), BINARY[:4])
+def test_broadcasting_matches_numpy(dev, rng, sa, sb, op, kind):
+    a, b = _inputs(rng, sa, None, np.float32), _inputs(rng, sb, kind, np.float32)
+    out = op(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
+    ref = op(a.astype(np.float64), b.astype(np.float64))
+    assert out.shape == ref.shape
+    if ref.size:
+        assert_close(out.numpy(), ref)
+
+
+@pytest.mark.parametrize("op", [operator.add, operator.sub, operator.mul, operator.truediv, operator.pow])
+@pytest.mark.parametrize("scalar", [2, -0.75, 3.5])
+def test_scalar_operands_on_both_sides(dev, rng, op, scalar):
+    a = np.abs(rng.standard_normal((5, 3))).astype(np.float32) + 0.5
+    t = clnn.tensor(a, device=dev)
+    assert_close(op(t, scalar).numpy(), op(a.astype(np.float64), scalar))
+    assert_close(op(scalar if op is not operator.pow else abs(scalar), t).numpy(),
+                 op(scalar if op is not operator.pow else abs(scalar), a.astype(np.float64)))
+
+
+def test_numpy_array_operands_upload_beside_the_tensor(dev, rng):
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    assert_close((clnn.tensor(a, device=dev) + b).numpy(), a.astype(np.float64) + b)
+    assert_close((b * clnn.tensor(a, device=dev)).numpy(), a.astype(np.float64) * b)
+
+
+UNARY = [
+    ("neg", operator.neg, np.negative, None),
+    ("exp", lambda t: t.exp(), np.exp, None),
+    ("log", lambda t: t.log(), np.log, "positive"),
+    ("sqrt", lambda t: t.sqrt(), np.sqrt, "positive"),
+    ("abs", abs, np.abs, None),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize(("name", "op", "ref", "kind"), UNARY)
+def test_unary_ops_match_numpy(dev, rng, dtype, n, name, op, ref, kind):
+    _skip_unsupported(dev, dtype)
+    a = _inputs(rng, (n, 1), kind, dtype)
+    assert_close(op(clnn.tensor(a, device=dev)).numpy(), ref(a.astype(np.float64)), _tol(dtype), name)
+
+
+COMPARE = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge]
+
+
+@pytest.mark.parametrize("op", COMPARE)
+@pytest.mark.parametrize(("sa", "sb"), [((7,), (7,)), ((1023, 1), (1, 5)), ((3,), ())])
+def test_comparisons_match_numpy(dev, rng, op, sa, sb):
+    a = rng.integers(-3, 3, sa).astype(np.float32)
+    b = rng.integers(-3, 3, sb).astype(np.float32)
+    out = op(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
+    assert out.dtype == np.bool_
+    np.testing.assert_array_equal(out.numpy(), op(a, b))
+    np.testing.assert_array_equal(op(clnn.tensor(a, device=dev), 1.0).numpy(), op(a, 1.0))
+
+
+def test_integer_tensors_compare_as_numbers(dev, rng):
+    y = rng.integers(0, 10, 4097)
+    p = y.copy()
+    p[::3] = 0
+    eq = clnn.tensor(p, device=dev) == clnn.tensor(y, device=dev)
+    np.testing.assert_array_equal(eq.numpy(), p == y)
+    assert float(eq.astype("float32").mean().item()) == pytest.approx((p == y).mean())
+
+
+REDUCE_SHAPES = [(1,), (7,), (1023,), (4097,), (3, 5), (4097, 3), (2, 3, 4, 5), (1, 1, 7)]
+
+
+@pytest.mark.parametrize("shape", REDUCE_SHAPES)
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "argmax", "argmin", "logsumexp"])
+def test_reductions_over_each_axis_and_all(dev, rng, shape, name):
+    a = rng.standard_normal(shape).astype(np.float32)
+    t = clnn.tensor(a, device=dev)
+    a64 = a.astype(np.float64)
+
+    def ref(axis, keepdims):
+        if name == "logsumexp":
+            m = a64.max(axis=axis, keepdims=True)
+            out = np.log(np.exp(a64 - m).sum(axis=axis, keepdims=True)) + m
+            return out if keepdims else np.squeeze(out, axis=axis)
+        return getattr(np, name)(a64, axis=axis, keepdims=keepdims)
+
+    axes = [None, *range(len(shape)), *range(-len(shape), 0)]
+    if len(shape) >= 3:
+        axes += [(0, 2), (1, 2), (0, len(shape) - 1)]
+    for axis in axes:
+        if name.startswith("arg") and isinstance(axis, tuple):
+            continue
+        for keepdims in (False, True):
+            out = getattr(t, name)(axis=axis, keepdims=keepdims)
+            expected = ref(axis, keepdims)
+            if name.startswith("arg"):
+                assert out.dtype == np.int64
+                np.testing.assert_array_equal(out.numpy(), expected)
+            else:
+                assert out.shape == np.shape(expected), (axis, keepdims)
+                assert_close(out.numpy(), expected, 1e-5, f"{name} axis={axis}")
+
+
+def test_long_reductions_are_deterministic(dev, rng):
+    t = clnn.tensor(rng.standard_normal(1_000_003).astype(np.float32), device=dev)
+    first = t.sum().numpy()
+    assert all(np.array_equal(first, t.sum().numpy()) for _ in range(3))
+    assert_close(first, t.numpy().astype(np.float64).sum())
+
+
+def test_reductions_propagate_nan_like_numpy(dev):
+    a = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, -1.0]], np.float32)
+    t = clnn.tensor(a, device=dev)
+    np.testing.assert_array_equal(t.max(axis=1).numpy(), np.max(a, axis=1))
+    np.testing.assert_array_equal(t.argmax(axis=1).numpy(), np.argmax(a, axis=1))
+    assert np.isnan(t.sum().item())
+
+
+def test_ties_pick_the_first_index(dev):
+    t = clnn.tensor(np.array([[1, 3, 3, 0], [2, 2, 2, 2]], np.float32), device=dev)
+    np.testing.assert_array_equal(t.argmax(axis=1).numpy(), [1, 0])
+    np.testing.assert_array_equal(t.argmin(axis=1).numpy(), [3, 0])
+    assert int(t.argmax().item()) == 1
+
+
+LAYOUT = [
+    (lambda t: t.reshape(6, -1), lambda a: a.reshape(6, -1)),
+    (lambda t: t.reshape((4, 3, 5)), lambda a: a.reshape(4, 3, 5)),
+    (lambda t: t.flatten(), lambda a: a.reshape(-1)),
+    (lambda t: t.flatten(1), lambda a: a.reshape(2, -1)),
+    (lambda t: t.transpose(0, 2), lambda a: a.transpose(2, 1, 0)),
+    (lambda t: t.permute(2, 0, 1), lambda a: a.transpose(2, 0, 1)),
+    (lambda t: t.T, lambda a: a.T),
+    (lambda t: t[1], lambda a: a[1]),
+    (lambda t: t[:, 1:3], lambda a: a[:, 1:3]),
+    (lambda t: t[..., ::2], lambda a: a[..., ::2]),
+    (lambda t: t[::-1, None, 2, 4:0:-3], lambda a: a[::-1, None, 2, 4:0:-3]),
+    (lambda t: t[-1, -2, -3], lambda a: a[-1, -2, -3]),
+    (lambda t: t[:, 5:], lambda a: a[:, 5:]),
+    (lambda t: t.broadcast_to((3, 2, 6, 5)), lambda a: np.broadcast_to(a, (3, 2, 6, 5))),
+]
+
+
+@pytest.mark.parametrize(("op", "ref"), LAYOUT)
+def test_layout_ops_match_numpy(dev, rng, op, ref):
+    a = rng.standard_normal((2, 6, 5)).astype(np.float32)
+    out = op(clnn.tensor(a, device=dev))
+    expected = ref(a)
+    assert out.shape == expected.shape
+    np.testing.assert_array_equal(out.numpy(), expected)
+
+
+@pytest.mark.parametrize("dst", ["float32", "float16", "float64", "int32", "int64", "bool"])
+@pytest.mark.parametrize("src", ["float32", "int64", "bool"])
+def test_astype_matches_numpy(dev, rng, src, dst):
+    _skip_unsupported(dev, dst)
+    a = (rng.standard_normal(1023) * 50).astype(src)
+    np.testing.assert_array_equal(clnn.tensor(a, device=dev).astype(dst).numpy(), a.astype(dst))
+
+
+def test_to_moves_between_devices(dev, rng):
+    other = dataclasses.replace(dev, _context=None, _queue=None, _pool=None)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    moved = clnn.tensor(a, device=dev).to(other)
+    assert moved.device is other
+    np.testing.assert_array_equal(moved.numpy(), a)
+    np.testing.assert_array_equal(clnn.tensor(a, device=dev).to(dtype="float16").numpy(), a.astype(np.float16))
+
+
+def test_item_len_repr(dev):
+    t = clnn.tensor([[2.5]], device=dev)
+    assert t.item() == 2.5 and float(t) == 2.5 and len(t) == 1
+    assert "tensor(" in repr(t) and "float32" in repr(t)
+
+
+ERRORS = [
+    (lambda d: clnn.ones(3, device=d) + clnn.ones(4, device=d), ValueError, r"add: shapes \(3,\) and \(4,\)"),
+    (lambda d: clnn.ones(3, device=d) * clnn.ones(3, dtype="float16", device=d), TypeError,
+     "a has dtype float32 but b has dtype float16"),
+    (lambda d: clnn.ones(3, device=d) < clnn.ones((2, 2), device=d), ValueError, "cannot be broadcast"),
+    (lambda d: clnn.ones(6, device=d).reshape(4, -1), ValueError, r"cannot reshape .*\(6,\)"),
+    (lambda d: clnn.ones(6, device=d).reshape(-1, -1), ValueError, "one -1"),
+    (lambda d: clnn.ones((2, 3), device=d).permute(0, 0), ValueError, "permutation"),
+    (lambda d: clnn.ones((2, 3), device=d).sum(axis=2), ValueError, r"axis: expected a value in \[-2, 1\]; got 2"),
+    (lambda d: clnn.ones((2, 3), device=d)[2], IndexError, "index 2 is out of bounds for axis 0 with size 2"),
+    (lambda d: clnn.ones((2, 3), device=d)[0, 0, 0], IndexError, "too many indices"),
+    (lambda d: clnn.ones((2, 3), device=d)[[0, 1]], TypeError, "array indexing is not supported"),
+    (lambda d: clnn.ones((2, 3), device=d)[::0], ValueError, "step cannot be zero"),
+    (lambda d: clnn.ones(3, dtype="int64", device=d) + 1, TypeError, "expected a floating tensor"),
+    (lambda d: clnn.zeros(3, dtype="complex64", device=d), TypeError, "dtype: expected one of"),
+    (lambda d: clnn.zeros((2, -1), device=d), ValueError, "dimensions must be >= 0"),
+    (lambda d: clnn.zeros((0, 3), device=d).max(), ValueError, "cannot reduce an empty axis"),
+    (lambda d: clnn.ones(3, device=d).item(), ValueError, "one element"),
+]
+
+
+@pytest.mark.parametrize(("call", "exc", "pattern"), ERRORS)
+def test_errors_name_both_sides(dev, call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call(dev)
+
+
+def test_mixed_devices_raise_before_launch(dev):
+    other = dataclasses.replace(dev, _context=None, _queue=None, _pool=None)
+    a, b = clnn.ones(3, device=dev), clnn.ones(3, device=other)
+    with pytest.raises(ValueError, match=r"add: a is on .* but b is on .*\.to\(device\)"):
+        a + b
+    with pytest.raises(ValueError, match="matmul: a is on"):
+        clnn.ones((2, 2), device=dev) @ clnn.ones((2, 2), device=other)
+
+
+def test_float64_on_a_device_without_fp64_is_refused(dev, monkeypatch):
+    monkeypatch.setattr(dev, "fp64", False)
+    with pytest.raises(TypeError, match="float64 is not supported on .*cl_khr_fp64"):
+        clnn.zeros(3, dtype="float64", device=dev)
+    half = clnn.tensor(np.arange(5, dtype=np.float16), device=dev)  # half storage works everywhere
+    np.testing.assert_array_equal((half * 2).numpy(), np.arange(5, dtype=np.float16) * 2)
+
+
+def test_zero_size_tensors(dev):
+    t = clnn.zeros((0, 4), device=dev)
+    assert (t + 1).shape == (0, 4)
+    assert t.sum(axis=0).numpy().tolist() == [0.0] * 4
+    assert t.numpy().shape == (0, 4)
