@@ -3,6 +3,9 @@
 Each function validates its arguments, then launches kernels from ``kernels_cl/``.
 """
 
+from .ops.conv import conv1d, conv2d, conv_transpose2d
 from .ops.elementwise import relu, sigmoid, tanh
 
-__all__ = ["relu", "sigmoid", "tanh"]
+__all__ = [
+    "conv1d", "conv2d", "conv_transpose2d",
+    "relu", "sigmoid", "tanh"]

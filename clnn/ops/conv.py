@@ -1,0 +1,371 @@
+"""Convolution: ``conv1d``, ``conv2d``, ``conv_transpose2d`` with PyTorch layouts (``kernels_cl/conv.cl``).
+
+Algorithm: im2col + GEMM (``gemm_raw``), the batch processed in chunks whose column matrix fits
+``COL_BUDGET_BYTES``; groups are the GEMM's batch dimension. The input gradient is GEMM + col2im (a
+gather, deterministic); ``conv_transpose2d``'s forward is that same input gradient, and its input
+gradient is ``conv2d``'s forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import kernels
+from ..tensor import Tensor
+from ._core import (
+    defines,
+    empty,
+    group_size,
+    launch_1d,
+    record,
+    require_float,
+    require_tensor,
+    same_device,
+    same_dtype,
+)
+from .matmul import gemm_raw
+
+COL_BUDGET_BYTES = 64 << 20  # most bytes one batch chunk's column matrix may take
+IntOrTuple = int | Sequence[int]
+
+
+@dataclass(frozen=True)
+class _Geom:
+    """A 2-D convolution x (n, c, h, w) * weight (o, c/groups, kh, kw) -> y (n, o, oh, ow)."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+    groups: int
+
+    @property
+    def rows(self) -> int:  # column-matrix rows per group: Cg * KH * KW
+        return self.c // self.groups * self.kh * self.kw
+
+    def chunk(self, itemsize: int) -> int:
+        """Images per batch chunk: as many as fit the column budget, at least one."""
+        per_image = self.c * self.kh * self.kw * self.oh * self.ow * itemsize
+        return max(1, min(self.n, COL_BUDGET_BYTES // max(per_image, 1)))
+
+    def args(self, nb: int) -> tuple[np.int32, ...]:
+        vals = (nb, self.c, self.h, self.w, self.kh, self.kw, self.oh, self.ow,
+                self.sh, self.sw, self.ph, self.pw, self.dh, self.dw)
+        return tuple(np.int32(v) for v in vals)
+
+
+def _kernel(t: Tensor, name: str) -> Any:
+    return kernels.kernel(t.device, "conv.cl", name, defines(t.dtype))
+
+
+def _im2col(x: Tensor, g: _Geom, n0: int, nb: int) -> Tensor:
+    """The (C*KH*KW, nb*P) column matrix of images ``n0 .. n0+nb`` of ``x``."""
+    np_ = nb * g.oh * g.ow
+    col = empty((g.c * g.kh * g.kw, np_), x.dtype, x.device)
+    wg = group_size(x.device, 64)
+    kernels.launch(
+        x.device, _kernel(x, "im2col"), (np_, col.shape[0]), (wg, 1),
+        *g.args(nb), x.data, np.int32(n0 * g.c * g.h * g.w), col.data,
+    )
+    return col
+
+
+def _transposed_chunk(y: Tensor, n0: int, nb: int) -> Tensor:
+    """Images ``n0 .. n0+nb`` of ``y`` (N, O, H, W) laid out as (O, nb*H*W)."""
+    from .shape import strided_copy
+
+    o, p = y.shape[1], y.shape[2] * y.shape[3]
+    if nb == 1 and n0 == 0:
+        return y
+    t = empty((o, nb * p), y.dtype, y.device)
+    strided_copy(y, t, (o, nb, p), (p, o * p, 1), (nb * p, p, 1), src_offset=n0 * o * p)
+    return t
+
+
+def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
+    """y = conv(x, w) + bias, shape (N, O, OH, OW); records nothing."""
+    y = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device)
+    og, k, p = g.o // g.groups, g.rows, g.oh * g.ow
+    step = g.chunk(x.dtype.itemsize)
+    for n0 in range(0, g.n, step):
+        nb = min(step, g.n - n0)
+        col = _im2col(x, g, n0, nb)
+        t = gemm_raw(w, (og * k, k, 1), col, (k * nb * p, nb * p, 1), g.groups, og, nb * p, k)  # (O, nb*P)
+        launch_1d(
+            x.device, _kernel(x, "onp_to_nop"), nb * g.o * p,
+            np.int32(nb), np.int32(g.o), np.int32(p), t.data, (bias if bias is not None else t).data,
+            np.int32(bias is not None), y.data, np.int32(n0 * g.o * p),
+        )
+    return y
+
+
+def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
+    """gx (N, C, H, W) of y = conv(x, w) given gy (N, O, OH, OW), plus bias per channel; records nothing."""
+    gx = empty((g.n, g.c, g.h, g.w), gy.dtype, gy.device)
+    og, k, p = g.o // g.groups, g.rows, g.oh * g.ow
+    step = g.chunk(gy.dtype.itemsize)
+    for n0 in range(0, g.n, step):
+        nb = min(step, g.n - n0)
+        gyt = _transposed_chunk(gy, n0, nb)  # (O, nb*P)
+        col = gemm_raw(w, (og * k, 1, k), gyt, (og * nb * p, nb * p, 1), g.groups, k, nb * p, og)
+        launch_1d(
+            gy.device, _kernel(gy, "col2im"), nb * g.c * g.h * g.w,
+            *g.args(nb), col.data, (bias if bias is not None else col).data, np.int32(bias is not None),
+            gx.data, np.int32(n0 * g.c * g.h * g.w),
+        )
+    return gx
+
+
+def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
+    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy; chunks add up in order. Records nothing."""
+    og, k, p = g.o // g.groups, g.rows, g.oh * g.ow
+    step = g.chunk(x.dtype.itemsize)
+    gw: Tensor | None = None
+    for n0 in range(0, g.n, step):
+        nb = min(step, g.n - n0)
+        col, gyt = _im2col(x, g, n0, nb), _transposed_chunk(gy, n0, nb)
+        gw = gemm_raw(
+            gyt, (og * nb * p, nb * p, 1), col, (k * nb * p, 1, nb * p), g.groups, og, k, nb * p,
+            beta=0.0 if gw is None else 1.0, c=gw,
+        )
+    if gw is None:  # empty batch
+        from .creation import zeros
+
+        return zeros((g.o, g.c // g.groups, g.kh, g.kw), dtype=x.dtype, device=x.device)
+    return Tensor(gw.data, (g.o, g.c // g.groups, g.kh, g.kw), gw.dtype, gw.device)
+
+
+def _bias_grad(gy: Tensor) -> Tensor:
+    from .reduce import sum as reduce_sum
+
+    return reduce_sum(gy, (0, 2, 3))
+
+
+# ---- argument checks ------------------------------------------------------------------------------
+
+
+def _ints(op: str, name: str, value: Any, nd: int, minimum: int) -> tuple[int, ...]:
+    """``value`` (an int or a tuple of ``nd`` ints) as a tuple, each at least ``minimum``."""
+    items = (value,) * nd if isinstance(value, (int, np.integer)) else value
+    if (
+        not isinstance(items, (tuple, list))
+        or len(items) != nd
+        or any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) for v in items)
+    ):
+        raise TypeError(f"{op}: {name} must be an int or a tuple of {nd} ints; got {value!r}")
+    if any(v < minimum for v in items):
+        raise ValueError(f"{op}: {name} must be >= {minimum}; got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def _check_operands(
+    op: str, x: Any, weight: Any, bias: Any, groups: Any, nd: int, transposed: bool
+) -> tuple[int, int]:
+    """Validate tensors and channels; returns (input channels, output channels)."""
+    require_tensor(f"{op}: x", x)
+    require_tensor(f"{op}: weight", weight)
+    if bias is not None:
+        require_tensor(f"{op}: bias", bias)
+    same_device(op, x=x, weight=weight, bias=bias)
+    same_dtype(op, x=x, weight=weight, bias=bias)
+    require_float(f"{op}: x", x)
+    layout = "(N, C, L)" if nd == 1 else "(N, C, H, W)"
+    if x.ndim != nd + 2:
+        raise ValueError(f"{op}: x must be {nd + 2}-D {layout}; got shape {x.shape}")
+    if weight.ndim != nd + 2:
+        raise ValueError(f"{op}: weight must be {nd + 2}-D; got shape {weight.shape}")
+    if isinstance(groups, (bool, np.bool_)) or not isinstance(groups, (int, np.integer)):
+        raise TypeError(f"{op}: groups must be an int; got {groups!r}")
+    if groups < 1:
+        raise ValueError(f"{op}: groups must be >= 1; got {groups}")
+    if any(s == 0 for s in weight.shape):
+        raise ValueError(f"{op}: weight must have no zero-sized dimension; got shape {weight.shape}")
+    c = x.shape[1]
+    if c % groups:
+        raise ValueError(f"{op}: groups={groups} must divide x's {c} input channels (x has shape {x.shape})")
+    if transposed:
+        if weight.shape[0] != c:
+            raise ValueError(
+                f"{op}: weight expects {c} input channels (x has {c}) in dim 0, got weight of shape {weight.shape}"
+            )
+        o = weight.shape[1] * groups
+    else:
+        o = weight.shape[0]
+        if weight.shape[1] != c // groups:
+            raise ValueError(
+                f"{op}: weight expects {c // groups} input channels (x has {c}, groups={groups}), "
+                f"got weight of shape {weight.shape}"
+            )
+        if o % groups:
+            raise ValueError(f"{op}: groups={groups} must divide weight's {o} output channels ({weight.shape})")
+    if bias is not None and bias.shape != (o,):
+        raise ValueError(f"{op}: bias must have shape ({o},) for {o} output channels; got {bias.shape}")
+    return c, o
+
+
+def _geometry(
+    op: str, x: Tensor, weight: Tensor, groups: int, nd: int, stride: Any, padding: Any, dilation: Any,
+) -> _Geom:
+    """The 2-D geometry of conv{nd}d, a 1-D problem seen as height 1; raises on bad hyperparameters."""
+    s = _ints(op, "stride", stride, nd, 1)
+    d = _ints(op, "dilation", dilation, nd, 1)
+    ks, size = weight.shape[2:], x.shape[2:]
+    if isinstance(padding, str):
+        if padding == "valid":
+            lo = (0,) * nd
+        elif padding == "same":
+            if any(v != 1 for v in s):
+                raise ValueError(f"{op}: padding='same' needs stride 1; got stride={stride!r}")
+            lo = tuple(di * (k - 1) // 2 for di, k in zip(d, ks))  # any odd extra goes right/bottom
+        else:
+            raise ValueError(f"{op}: padding must be 'same', 'valid', an int or a tuple; got {padding!r}")
+        out = size if padding == "same" else tuple((n - di * (k - 1) - 1) // si + 1 for n, k, si, di in
+                                                   zip(size, ks, s, d))
+    else:
+        lo = _ints(op, "padding", padding, nd, 0)
+        out = tuple((n + 2 * p - di * (k - 1) - 1) // si + 1 for n, k, si, di, p in zip(size, ks, s, d, lo))
+    if any(v <= 0 for v in out):
+        raise ValueError(
+            f"{op}: output size would be {out}: input size {tuple(size)} with padding {padding!r} is smaller "
+            f"than the dilated kernel (kernel {tuple(ks)}, dilation {d})"
+        )
+    return _lift(x.shape, weight.shape[0], ks, out, s, lo, d, groups)
+
+
+def _lift(
+    xs: Sequence[int], o: int, ks: Sequence[int], out: Sequence[int], s: Sequence[int], p: Sequence[int],
+    d: Sequence[int], groups: int,
+) -> _Geom:
+    """A ``_Geom`` from 1-D or 2-D sizes (1-D gets a unit height)."""
+    one = 2 - len(ks)
+    h, w = (1,) * one + tuple(xs[2:])
+    kh, kw = (1,) * one + tuple(ks)
+    oh, ow = (1,) * one + tuple(out)
+    sh, sw = (1,) * one + tuple(s)
+    ph, pw = (0,) * one + tuple(p)
+    dh, dw = (1,) * one + tuple(d)
+    return _Geom(xs[0], xs[1], h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups)
+
+
+# ---- public ops -----------------------------------------------------------------------------------
+
+
+def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
+          dilation: Any, groups: int) -> Tensor:
+    _check_operands(op, x, weight, bias, groups, nd, transposed=False)
+    g = _geometry(op, x, weight, groups, nd, stride, padding, dilation)
+    x4 = Tensor(x.data, (g.n, g.c, g.h, g.w), x.dtype, x.device)
+    w4 = Tensor(weight.data, (g.o, g.c // groups, g.kh, g.kw), x.dtype, x.device)
+    y = _forward(x4, w4, bias, g)
+
+    def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
+        gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
+        gx = _input_grad(gy4, w4, None, g) if x.requires_grad else None
+        gw = _weight_grad(x4, gy4, g) if weight.requires_grad else None
+        grads = (
+            None if gx is None else Tensor(gx.data, x.shape, gx.dtype, gx.device),
+            None if gw is None else Tensor(gw.data, weight.shape, gw.dtype, gw.device),
+        )
+        return grads if bias is None else grads + (_bias_grad(gy4) if bias.requires_grad else None,)
+
+    out = Tensor(y.data, (g.n, g.o) + ((g.ow,) if nd == 1 else (g.oh, g.ow)), y.dtype, y.device)
+    return record(out, (x, weight) if bias is None else (x, weight, bias), backward, op)
+
+
+def conv2d(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+    padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
+) -> Tensor:
+    """2-D cross-correlation as ``torch.nn.functional.conv2d``.
+
+    Args:
+        x: (N, C, H, W).
+        weight: (O, C/groups, KH, KW).
+        bias: (O,) or None.
+        stride, dilation: an int or (height, width), each >= 1.
+        padding: an int or (height, width) >= 0 of zeros on both sides, ``"valid"`` (none) or ``"same"``
+            (output size = input size; stride must be 1; an odd total puts the extra on the bottom/right).
+        groups: splits channels into groups convolved separately (``groups == C`` is depthwise).
+    Returns:
+        (N, O, OH, OW) with ``OH = (H + 2*pad - dilation*(KH-1) - 1) // stride + 1``.
+    Raises:
+        TypeError, ValueError: bad tensors, shapes, dtypes, devices or hyperparameters, before any launch.
+
+    Example: ``F.conv2d(x, w, padding=1)`` for x (8, 3, 32, 32), w (16, 3, 3, 3) gives (8, 16, 32, 32).
+    """
+    return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv1d(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+    padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
+) -> Tensor:
+    """1-D cross-correlation as ``torch.nn.functional.conv1d``: x (N, C, L), weight (O, C/groups, K).
+
+    Arguments as :func:`conv2d` with one spatial dimension; returns (N, O, L_out).
+    Example: ``F.conv1d(x, w, padding="same")`` for x (4, 2, 100), w (6, 2, 5) gives (4, 6, 100).
+    """
+    return _conv("conv1d", 1, x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose2d(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+    padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
+) -> Tensor:
+    """2-D transposed convolution as ``torch.nn.functional.conv_transpose2d`` (the adjoint of conv2d).
+
+    Args:
+        x: (N, C_in, H, W).
+        weight: (C_in, C_out/groups, KH, KW).
+        bias: (C_out,) or None.
+        stride, padding, dilation: as the conv2d whose input gradient this is.
+        output_padding: extra rows/columns on the bottom/right, each smaller than stride or dilation.
+    Returns:
+        (N, C_out, H_out, W_out), ``H_out = (H-1)*stride - 2*padding + dilation*(KH-1) + output_padding + 1``.
+    Raises:
+        TypeError, ValueError: bad tensors, shapes, dtypes, devices or hyperparameters, before any launch.
+
+    Example: ``F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1)`` doubles H and W for 3x3 w.
+    """
+    op = "conv_transpose2d"
+    cin, cout = _check_operands(op, x, weight, bias, groups, 2, transposed=True)
+    s = _ints(op, "stride", stride, 2, 1)
+    p = _ints(op, "padding", padding, 2, 0)
+    d = _ints(op, "dilation", dilation, 2, 1)
+    op_ = _ints(op, "output_padding", output_padding, 2, 0)
+    if any(v >= max(si, di) for v, si, di in zip(op_, s, d)):
+        raise ValueError(
+            f"{op}: output_padding must be smaller than stride or dilation; got output_padding={op_}, "
+            f"stride={s}, dilation={d}"
+        )
+    ks = weight.shape[2:]
+    out = tuple((n - 1) * si - 2 * pi + di * (k - 1) + oi + 1
+                for n, si, pi, di, k, oi in zip(x.shape[2:], s, p, d, ks, op_))
+    if any(v <= 0 for v in out):
+        raise ValueError(f"{op}: output size would be {out} for input size {x.shape[2:]}; reduce padding={p}")
+    # the conv2d whose input gradient this is: input (N, C_out, *out) -> output (N, C_in, H, W)
+    g = _Geom(x.shape[0], cout, out[0], out[1], cin, ks[0], ks[1], x.shape[2], x.shape[3],
+              s[0], s[1], p[0], p[1], d[0], d[1], groups)
+    y = _input_grad(x, weight, bias, g)
+
+    def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
+        gx = _forward(gy, weight, None, g) if x.requires_grad else None
+        gw = _weight_grad(gy, x, g) if weight.requires_grad else None
+        return (gx, gw) if bias is None else (gx, gw, _bias_grad(gy) if bias.requires_grad else None)
+
+    return record(y, (x, weight) if bias is None else (x, weight, bias), backward, op)
