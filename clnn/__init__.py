@@ -4,6 +4,7 @@ Tensors with autograd on any OpenCL device (AMD, Intel, NVIDIA GPUs, or a CPU th
 compiled at run time from ``kernels_cl/`` and specialized per device.
 """
 
+from . import signal
 from .device import (
     Device,
     DeviceError,
@@ -71,6 +72,7 @@ __all__ = [
     "rand",
     "randn",
     "set_default_device",
+    "signal",
     "tensor",
     "use_device",
     "zeros",

@@ -1,0 +1,137 @@
+/* pool.cl: 2-D pooling over the last two axes of a contiguous tensor viewed as (P, H, W) planes,
+ * P = N * C, with PyTorch's semantics; the output is (P, OH, OW).
+ *
+ * Ops (run-time code, mirrored in clnn/ops/pool.py):
+ *   P_MAX       out = max over the window x[oh*sH - pH + kh*dH, ow*sW - pW + kw*dW]; idx = h * W + w of
+ *               the first largest value, or of the last NaN (NaN propagates), as PyTorch.
+ *   P_AVG       out = sum over the window, clipped to the input, / divisor; the divisor is
+ *               g.divisor when > 0, else the window clipped to the padded input (count_pad) or to
+ *               the input. A window wholly in the padding gives 0.
+ *   P_ADAPTIVE  out = mean of x[floor(oh*H/OH) .. ceil((oh+1)*H/OH)) x (the same along W).
+ * pool_fwd: one work-item per output element.
+ * pool_bwd: one work-item per input element gathers the gradient of every window that holds it
+ *           (max: only windows whose idx names it), in a fixed order: no atomics, bit-identical reruns.
+ * Defines: the element type (clnn_dtype.h). Sizes and hyperparameters are run-time (pool_geom).
+ */
+#include "clnn_dtype.h"
+
+#define P_MAX 0
+#define P_AVG 1
+#define P_ADAPTIVE 2
+
+#if USE_FP64
+#define NEG_BIG (-HUGE_VAL)
+#else
+#define NEG_BIG (-INFINITY)
+#endif
+
+typedef struct {
+    int H, W, OH, OW;  /* input and output plane sizes */
+    int kH, kW, sH, sW, pH, pW, dH, dW;
+    int count_pad;     /* P_AVG: padded positions count in the divisor */
+    int divisor;       /* P_AVG: fixed divisor when > 0 */
+} pool_geom;
+
+/* the averaging window of output o along one axis: [*lo, *hi) clipped to the input; returns the
+ * divisor count along this axis (clipped to the padded input when count_pad) */
+inline int avg_window(int op, int o, int I, int O, int K, int s, int p, int count_pad, int *lo, int *hi) {
+    if (op == P_ADAPTIVE) {
+        *lo = (o * I) / O;
+        *hi = ((o + 1) * I + O - 1) / O;
+        return *hi - *lo;
+    }
+    int start = o * s - p;
+    int end = min(start + K, I + p);
+    int padded = end - start;
+    *lo = max(start, 0);
+    *hi = min(end, I);
+    return count_pad ? padded : *hi - *lo;
+}
+
+inline real avg_divisor(int op, int oh, int ow, pool_geom g, int *h0, int *h1, int *w0, int *w1) {
+    int nh = avg_window(op, oh, g.H, g.OH, g.kH, g.sH, g.pH, g.count_pad, h0, h1);
+    int nw = avg_window(op, ow, g.W, g.OW, g.kW, g.sW, g.pW, g.count_pad, w0, w1);
+    return (op == P_AVG && g.divisor > 0) ? (real)g.divisor : (real)(nh * nw);
+}
+
+__kernel void pool_fwd(int op, int planes, pool_geom g, __global const store_t *x, __global store_t *out,
+                       __global int *idx) {
+    int gid = get_global_id(0);
+    if (gid >= planes * g.OH * g.OW) return;
+    int ow = gid % g.OW;
+    int t = gid / g.OW;
+    int oh = t % g.OH;
+    __global const store_t *xp = x + (size_t)(t / g.OH) * g.H * g.W;  /* (H, W) plane */
+
+    if (op == P_MAX) {
+        int hs = oh * g.sH - g.pH, ws = ow * g.sW - g.pW;
+        int h0 = hs, w0 = ws;
+        while (h0 < 0) h0 += g.dH;
+        while (w0 < 0) w0 += g.dW;
+        real best = NEG_BIG;
+        int bi = h0 * g.W + w0;
+        for (int kh = 0; kh < g.kH; ++kh) {
+            int h = hs + kh * g.dH;
+            if (h < 0 || h >= g.H) continue;
+            for (int kw = 0; kw < g.kW; ++kw) {
+                int w = ws + kw * g.dW;
+                if (w < 0 || w >= g.W) continue;
+                real v = LOAD(xp, h * g.W + w);
+                if (v > best || isnan(v)) { best = v; bi = h * g.W + w; }
+            }
+        }
+        STORE(out, gid, best);
+        idx[gid] = bi;
+        return;
+    }
+    int h0, h1, w0, w1;
+    real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+    real acc = 0;
+    for (int h = h0; h < h1; ++h)
+        for (int w = w0; w < w1; ++w) acc += LOAD(xp, h * g.W + w);
+    STORE(out, gid, (h0 >= h1 || w0 >= w1) ? (real)0 : acc / div);
+}
+
+__kernel void pool_bwd(int op, int planes, pool_geom g, __global const store_t *gy, __global const int *idx,
+                       __global store_t *gx) {
+    int gid = get_global_id(0);
+    if (gid >= planes * g.H * g.W) return;
+    int iw = gid % g.W;
+    int t = gid / g.W;
+    int ih = t % g.H;
+    size_t base = (size_t)(t / g.H) * g.OH * g.OW;  /* this plane's (OH, OW) gradient */
+    real acc = 0;
+
+    if (op == P_ADAPTIVE) {
+        int oh1 = ((ih + 1) * g.OH + g.H - 1) / g.H, ow1 = ((iw + 1) * g.OW + g.W - 1) / g.W;
+        for (int oh = (ih * g.OH) / g.H; oh < oh1; ++oh)
+            for (int ow = (iw * g.OW) / g.W; ow < ow1; ++ow) {
+                int h0, h1, w0, w1;
+                real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+                acc += LOAD(gy, base + oh * g.OW + ow) / div;
+            }
+        STORE(gx, gid, acc);
+        return;
+    }
+    int dH = op == P_MAX ? g.dH : 1, dW = op == P_MAX ? g.dW : 1;
+    for (int kh = 0; kh < g.kH; ++kh) {
+        int th = ih + g.pH - kh * dH;  /* = oh * sH for a window holding ih at tap kh */
+        if (th < 0 || th % g.sH) continue;
+        int oh = th / g.sH;
+        if (oh >= g.OH) continue;
+        for (int kw = 0; kw < g.kW; ++kw) {
+            int tw = iw + g.pW - kw * dW;
+            if (tw < 0 || tw % g.sW) continue;
+            int ow = tw / g.sW;
+            if (ow >= g.OW) continue;
+            size_t o = base + oh * g.OW + ow;
+            if (op == P_MAX) {
+                if (idx[o] == ih * g.W + iw) acc += LOAD(gy, o);
+            } else {
+                int h0, h1, w0, w1;
+                acc += LOAD(gy, o) / avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+            }
+        }
+    }
+    STORE(gx, gid, acc);
+}
