@@ -1,0 +1,152 @@
+"""Activations: pointwise maps over ``elementwise.unary`` and softmax / log_softmax (``kernels_cl/softmax.cl``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import kernels
+from ..device import Device
+from ..tensor import Tensor
+from ._core import defines, empty, group_size, launch_1d, normalize_axis, record, require_float, require_tensor
+from .elementwise import unary
+
+SMALL_ROW = 64  # rows at most this long are walked by one work-item each
+
+
+def _number(op: str, name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}: {name} must be a real number; got {type(value).__name__}")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"{op}: {name} must be finite; got {value}")
+    return float(value)
+
+
+def _x(op: str, x: Any) -> Tensor:
+    require_tensor(f"{op}: x", x)
+    require_float(f"{op}: x", x)
+    return x
+
+
+def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)``; the gradient at 0 is 0, as PyTorch."""
+    return unary("relu", _x("relu", x))
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``x`` where positive, ``negative_slope * x`` elsewhere."""
+    return unary("leaky_relu", _x("leaky_relu", x), _number("leaky_relu", "negative_slope", negative_slope))
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+    return unary("elu", _x("elu", x), _number("elu", "alpha", alpha))
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit: ``x * Phi(x)`` (``approximate="none"``) or its tanh approximation.
+
+    Raises:
+        ValueError: ``approximate`` is not ``"none"`` or ``"tanh"``.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
+    return unary("gelu" if approximate == "none" else "gelu_tanh", _x("gelu", x))
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """``1 / (1 + exp(-x))``, stable for large ``|x|``."""
+    return unary("sigmoid", _x("sigmoid", x))
+
+
+def tanh(x: Tensor) -> Tensor:
+    """Hyperbolic tangent."""
+    return unary("tanh", _x("tanh", x))
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold`` (as PyTorch).
+
+    Raises:
+        ValueError: ``beta`` is 0.
+    """
+    beta = _number("softplus", "beta", beta)
+    if beta == 0:
+        raise ValueError("softplus: beta must be nonzero; got 0")
+    return unary("softplus", _x("softplus", x), beta, _number("softplus", "threshold", threshold))
+
+
+def silu(x: Tensor) -> Tensor:
+    """``x * sigmoid(x)`` (swish)."""
+    return unary("silu", _x("silu", x))
+
+
+def hardswish(x: Tensor) -> Tensor:
+    """``x * clamp(x + 3, 0, 6) / 6``."""
+    return unary("hardswish", _x("hardswish", x))
+
+
+def _geometry(x: Tensor, axis: int) -> tuple[int, int, int]:
+    """(outer, R, inner) of ``x`` viewed around ``axis``."""
+    shape = x.shape or (1,)
+    return (
+        int(np.prod(shape[:axis], dtype=np.int64)),
+        shape[axis],
+        int(np.prod(shape[axis + 1 :], dtype=np.int64)),
+    )
+
+
+def row_launch(
+    dev: Device, dtype: np.dtype, name: str, geometry: tuple[int, int, int], *args: object, prefix: tuple = ()
+) -> None:
+    """Launch ``<name>_small`` (one work-item per row) or ``<name>_wg`` (one work-group per row) of softmax.cl.
+
+    The kernel's arguments are ``*prefix, outer, R, inner, *args`` with ``geometry = (outer, R, inner)``.
+    """
+    outer, length, inner = geometry
+    rows = outer * inner
+    if rows == 0 or length == 0:
+        return
+    wg_max = group_size(dev)
+    d = defines(dtype, SM_WG=wg_max)
+    sizes = (*prefix, np.int32(outer), np.int32(length), np.int32(inner))
+    if length <= SMALL_ROW or (inner > 1 and rows >= 4 * wg_max):
+        k = kernels.kernel(dev, "softmax.cl", f"{name}_small", d)
+        launch_1d(dev, k, rows, *sizes, *args)
+        return
+    wg = min(wg_max, 1 << (length - 1).bit_length())
+    k = kernels.kernel(dev, "softmax.cl", f"{name}_wg", d)
+    kernels.launch(dev, k, (rows * wg,), (wg,), *sizes, *args)
+
+
+def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
+    _x(op, x)
+    axis = normalize_axis(axis, x.ndim)
+    geometry = _geometry(x, axis)
+    log_out = (np.int32(op == "log_softmax"),)
+    y = empty(x.shape, x.dtype, x.device)
+    row_launch(x.device, x.dtype, "softmax", geometry, x.data, y.data, prefix=log_out)
+    saved = y.detach()
+
+    def backward(g: Tensor) -> tuple[Tensor]:
+        gx = empty(x.shape, x.dtype, x.device)
+        row_launch(x.device, x.dtype, "softmax_bwd", geometry, saved.data, g.data, gx.data, prefix=log_out)
+        return (gx,)
+
+    return record(y, (x,), backward, op)
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the row maximum (no overflow for any finite x).
+
+    Example:
+        >>> p = F.softmax(logits, axis=1)   # (N, C) -> rows sum to 1
+    """
+    return _softmax("softmax", x, axis)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``x - logsumexp(x)`` along ``axis``, computed stably."""
+    return _softmax("log_softmax", x, axis)

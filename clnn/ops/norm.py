@@ -1,0 +1,240 @@
+"""Normalization and regularization: batch_norm, layer_norm (``kernels_cl/norm.cl``) and dropout."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import kernels
+from ..tensor import Tensor
+from ._core import (
+    defines,
+    empty,
+    group_size,
+    launch_1d,
+    real_scalar,
+    record,
+    require_float,
+    require_tensor,
+    same_device,
+    same_dtype,
+)
+
+AFF_W, AFF_B, AFF_INNER = 1, 2, 4  # affine bits, as kernels_cl/norm.cl
+
+
+class _Groups:
+    """``x`` viewed as (outer, G, inner) with statistics per group; launches the norm.cl kernels."""
+
+    def __init__(self, x: Tensor, outer: int, groups: int, inner: int, affine: int, eps: float) -> None:
+        self.x, self.affine, self.eps = x, affine, real_scalar(x.dtype, eps)
+        self.sizes = (np.int32(outer), np.int32(groups), np.int32(inner))
+        self.groups, self.count = groups, outer * inner
+        wg = group_size(x.device)
+        self.defines = defines(x.dtype, NORM_WG=wg)
+        self.local = min(wg, 1 << max(self.count - 1, 0).bit_length())  # power of two >= count, capped
+
+    def _k(self, name: str) -> Any:
+        return kernels.kernel(self.x.device, "norm.cl", name, self.defines)
+
+    def _buf(self, t: Tensor | None) -> Any:
+        """``t``'s buffer, or any valid buffer for an absent parameter (the kernel won't read it)."""
+        return (self.x if t is None else t).data
+
+    def _per_group(self, name: str, *args: object) -> tuple[Tensor, Tensor]:
+        a, b = (empty((self.groups,), self.x.dtype, self.x.device) for _ in range(2))
+        if self.groups:
+            kernels.launch(self.x.device, self._k(name), (self.groups * self.local,), (self.local,),
+                           *self.sizes, *args, a.data, b.data)
+        return a, b
+
+    def stats(self) -> tuple[Tensor, Tensor]:
+        """Per-group mean and biased variance."""
+        return self._per_group("norm_stats", self.x.data)
+
+    def apply(self, mean: Tensor, var: Tensor, w: Tensor | None, b: Tensor | None, affine: int) -> Tensor:
+        y = empty(self.x.shape, self.x.dtype, self.x.device)
+        launch_1d(self.x.device, self._k("norm_apply"), self.x.size, *self.sizes, np.int32(affine), self.eps,
+                  self.x.data, mean.data, var.data, self._buf(w), self._buf(b), y.data)
+        return y
+
+    def grad_sums(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Per group ``sum(g * w')`` and ``sum(g * w' * xhat)`` (w' per element under AFF_INNER, else 1)."""
+        return self._per_group("norm_bwd_stats", np.int32(self.affine), self.eps, self.x.data, g.data,
+                               mean.data, var.data, self._buf(w))
+
+    def grad_input(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None, sums: tuple[Tensor, Tensor] | None
+                   ) -> Tensor:
+        """dL/dx; ``sums`` from :meth:`grad_sums` when the statistics came from ``x`` itself, else None."""
+        gx = empty(self.x.shape, self.x.dtype, self.x.device)
+        s1, s2 = sums or (g, g)
+        launch_1d(self.x.device, self._k("norm_bwd_input"), self.x.size, *self.sizes, np.int32(self.affine),
+                  np.int32(sums is not None), self.eps, self.x.data, g.data, mean.data, var.data,
+                  self._buf(w), s1.data, s2.data, gx.data)
+        return gx
+
+
+def _check_param(op: str, name: str, t: Any, x: Tensor, shape: tuple[int, ...]) -> Tensor | None:
+    if t is None:
+        return None
+    require_tensor(f"{op}: {name}", t)
+    same_device(op, x=x, **{name: t})
+    same_dtype(op, x=x, **{name: t})
+    if t.shape != shape:
+        raise ValueError(f"{op}: {name} must have shape {shape} for x of shape {x.shape}; got {t.shape}")
+    return t
+
+
+def _eps(op: str, eps: Any) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)) or not eps >= 0:
+        raise ValueError(f"{op}: eps must be a number >= 0; got {eps!r}")
+    return float(eps)
+
+
+def _record_affine(out: Tensor, x: Tensor, w: Tensor | None, b: Tensor | None, grads: Any, name: str) -> Tensor:
+    """Record ``out`` over the inputs that exist; ``grads(g)`` returns (gx, gw, gb)."""
+    present = [t is not None for t in (x, w, b)]
+    inputs = tuple(t for t in (x, w, b) if t is not None)
+    return record(out, inputs, lambda g: tuple(v for v, p in zip(grads(g), present) if p), name)
+
+
+def batch_norm(
+    x: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Batch normalization over every dim but the channel dim 1 of x (N, C, *), as ``torch.nn.functional``.
+
+    In training, normalizes with the batch statistics and, when given, updates ``running_mean`` and
+    ``running_var`` in place on the device (``(1 - momentum) * running + momentum * batch``, with the
+    unbiased batch variance). Otherwise normalizes with the running statistics.
+
+    Args:
+        x: (N, C) or (N, C, L) or (N, C, H, W) ...
+        running_mean, running_var: (C,), or None to always use batch statistics.
+        weight, bias: optional (C,) affine parameters.
+
+    Raises:
+        ValueError: wrong shapes, one element per channel in training, missing running stats in eval.
+    """
+    op = "batch_norm"
+    require_tensor(f"{op}: x", x)
+    require_float(f"{op}: x", x)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: x must have shape (N, C, *) with at least 2 dims; got {x.shape}")
+    n, c = x.shape[:2]
+    inner = int(np.prod(x.shape[2:], dtype=np.int64))
+    rm = _check_param(op, "running_mean", running_mean, x, (c,))
+    rv = _check_param(op, "running_var", running_var, x, (c,))
+    w = _check_param(op, "weight", weight, x, (c,))
+    b = _check_param(op, "bias", bias, x, (c,))
+    if (rm is None) != (rv is None):
+        raise ValueError(f"{op}: give both running_mean and running_var or neither")
+    if not isinstance(momentum, (int, float, np.integer, np.floating)) or isinstance(momentum, bool):
+        raise TypeError(f"{op}: momentum must be a number; got {type(momentum).__name__}")
+    eps = _eps(op, eps)
+    use_batch = training or rm is None
+    if use_batch and n * inner <= 1:
+        raise ValueError(f"{op}: expected more than 1 value per channel when training; got x of shape {x.shape}")
+    affine = (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
+    grp = _Groups(x, n, c, inner, affine & AFF_W, eps)
+    if use_batch:
+        mean, var = grp.stats()
+        if training and rm is not None:
+            m = n * inner
+            launch_1d(x.device, grp._k("bn_update"), c, np.int32(c), real_scalar(x.dtype, momentum),
+                      real_scalar(x.dtype, m / (m - 1)), mean.data, var.data, rm.data, rv.data)
+    else:
+        # copies: the backward must see these statistics even if the running buffers change later
+        mean, var = rm.detach().clone(), rv.detach().clone()  # type: ignore[union-attr]
+    y = grp.apply(mean, var, w, b, affine)
+
+    def grads(g: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        need_wb = (w is not None and w.requires_grad) or (b is not None and b.requires_grad)
+        sums = grp.grad_sums(g, mean, var, None) if use_batch or need_wb else None
+        gx = grp.grad_input(g, mean, var, w, sums if use_batch else None) if x.requires_grad else None
+        return gx, (sums[1] if sums else None), (sums[0] if sums else None)
+
+    return _record_affine(y, x, w, b, grads, op)
+
+
+def layer_norm(
+    x: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` dims of ``x``, as ``torch.nn.functional.layer_norm``.
+
+    Args:
+        x: (*, *normalized_shape).
+        weight, bias: optional, of shape ``normalized_shape``.
+
+    Raises:
+        ValueError: ``normalized_shape`` is not the end of ``x.shape``, or a parameter's shape differs.
+    """
+    op = "layer_norm"
+    require_tensor(f"{op}: x", x)
+    require_float(f"{op}: x", x)
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    if not shape or any(not isinstance(s, (int, np.integer)) for s in shape):
+        raise TypeError(f"{op}: normalized_shape must be an int or a non-empty tuple of ints; got {normalized_shape}")
+    shape = tuple(int(s) for s in shape)
+    if x.shape[x.ndim - len(shape) :] != shape or len(shape) > x.ndim:
+        raise ValueError(f"{op}: normalized_shape {shape} must match the last dims of x; got x of shape {x.shape}")
+    w = _check_param(op, "weight", weight, x, shape)
+    b = _check_param(op, "bias", bias, x, shape)
+    eps = _eps(op, eps)
+    d = int(np.prod(shape, dtype=np.int64))
+    rows = x.size // d if d else 0
+    affine = AFF_INNER | (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
+    grp = _Groups(x, 1, rows, d, affine & (AFF_W | AFF_INNER), eps)
+    mean, var = grp.stats()
+    y = grp.apply(mean, var, w, b, affine)
+
+    def grads(g: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        gx = grp.grad_input(g, mean, var, w, grp.grad_sums(g, mean, var, w)) if x.requires_grad else None
+        gw = gb = None
+        g2 = g.reshape(rows, d)
+        if w is not None and w.requires_grad:
+            xhat = grp.apply(mean, var, None, None, 0).reshape(rows, d)
+            gw = (g2 * xhat).sum(axis=0).reshape(shape)
+        if b is not None and b.requires_grad:
+            gb = g2.sum(axis=0).reshape(shape)
+        return gx, gw, gb
+
+    return _record_affine(y, x, w, b, grads, op)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` (when ``training``).
+
+    The mask comes from the on-device counter-based generator: ``clnn.manual_seed(s)`` makes it repeat.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1].
+    """
+    from .random import dropout_mask
+
+    require_tensor("dropout: x", x)
+    require_float("dropout: x", x)
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p <= 1:
+        raise ValueError(f"dropout: p must be a probability in [0, 1]; got {p!r}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0.0
+    y = empty(x.shape, x.dtype, x.device)
+    mask = empty(x.shape, x.dtype, x.device)
+    dropout_mask(x, float(p), y, mask)
+    scale = 1.0 / (1.0 - float(p))
+    return record(y, (x,), lambda g: (g * mask * scale,), "dropout")
+
