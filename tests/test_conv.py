@@ -1,0 +1,175 @@
+"""conv1d / conv2d / conv_transpose2d against torch.nn.functional in float64: forward and every gradient."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import clnn
+import clnn.functional as F
+from clnn.ops import conv as conv_mod
+from tests.helpers import assert_close
+
+pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
+
+TORCH = {"conv1d": torch.nn.functional.conv1d, "conv2d": torch.nn.functional.conv2d,
+         "conv_transpose2d": torch.nn.functional.conv_transpose2d}
+
+
+def check(op: str, xs, ws, kw, rng, bias: bool = True, dtype=np.float32, tol: float = 1e-5) -> None:
+    """Forward and x/weight/bias gradients of ``F.<op>`` against torch in float64."""
+    xa, wa = rng.standard_normal(xs), rng.standard_normal(ws)
+    out_ch = ws[1] * kw.get("groups", 1) if op == "conv_transpose2d" else ws[0]
+    ba = rng.standard_normal(out_ch) if bias else None
+    leaves = [torch.tensor(a, requires_grad=True) for a in (xa, wa, ba) if a is not None]
+    ref = TORCH[op](*leaves[:2], leaves[2] if bias else None, **kw)
+    gy = rng.standard_normal(tuple(ref.shape))
+    ref.backward(torch.tensor(gy))
+
+    ours = [clnn.tensor(a.astype(dtype)) for a in (xa, wa, ba) if a is not None]
+    for t in ours:
+        t.requires_grad = True
+    out = getattr(F, op)(*ours[:2], ours[2] if bias else None, **kw)
+    assert_close(out.numpy(), ref.detach().numpy(), tol, f"{op} forward")
+    out.backward(clnn.tensor(gy.astype(dtype)))
+    for name, t, r in zip(("x", "weight", "bias"), ours, leaves):
+        assert_close(t.grad.numpy(), r.grad.numpy(), tol, f"{op} grad {name}")
+
+
+CASES = [  # (op, x shape, weight shape, kwargs)
+    ("conv2d", (2, 5, 7, 7), (3, 5, 1, 1), {}),                                     # 1x1
+    ("conv2d", (1, 3, 13, 11), (7, 3, 3, 3), {"padding": 1}),                      # batch 1, primes
+    ("conv2d", (2, 3, 17, 19), (4, 3, 3, 2), {"stride": (2, 3)}),
+    ("conv2d", (2, 2, 11, 9), (3, 2, 3, 3), {"dilation": (2, 1), "padding": (2, 1)}),
+    ("conv2d", (2, 3, 8, 10), (4, 3, 2, 3), {"padding": (0, 2)}),
+    ("conv2d", (2, 3, 9, 8), (4, 3, 4, 3), {"padding": "same", "dilation": (1, 2)}),  # even kernel
+    ("conv2d", (2, 3, 9, 8), (4, 3, 3, 3), {"padding": "valid"}),
+    ("conv2d", (2, 4, 9, 9), (6, 2, 3, 3), {"groups": 2, "stride": 2, "padding": 1}),
+    ("conv2d", (2, 5, 10, 9), (5, 1, 3, 3), {"groups": 5, "padding": 1}),         # depthwise
+    ("conv2d", (2, 5, 10, 9), (10, 1, 3, 3), {"groups": 5, "padding": (1, 0)}),   # depth multiplier 2
+    ("conv2d", (1, 2, 2, 2), (3, 2, 3, 3), {"padding": 1}),                       # kernel > input
+    ("conv2d", (3, 33, 5, 7), (65, 33, 3, 1), {"stride": (1, 2)}),                # straddles GEMM tiles
+    ("conv1d", (3, 4, 29), (6, 4, 5), {"stride": 2, "padding": 3, "dilation": 2}),
+    ("conv1d", (2, 4, 16), (6, 2, 4), {"groups": 2, "padding": "same"}),
+    ("conv1d", (1, 3, 7), (2, 3, 1), {}),
+    ("conv_transpose2d", (2, 4, 5, 6), (4, 3, 3, 2),
+     {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2), "groups": 2, "dilation": (1, 2)}),
+    ("conv_transpose2d", (1, 3, 4, 4), (3, 2, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
+    ("conv_transpose2d", (2, 5, 3, 7), (5, 4, 1, 1), {}),
+    ("conv_transpose2d", (2, 4, 6, 5), (4, 1, 3, 3), {"groups": 4, "padding": 1}),  # depthwise
+    ("conv_transpose2d", (2, 2, 5, 5), (2, 3, 2, 2), {"dilation": 2, "output_padding": 1}),
+]
+
+
+@pytest.mark.parametrize("op, xs, ws, kw", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_against_torch(op, xs, ws, kw, rng):
+    check(op, xs, ws, kw, rng)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d"])
+def test_no_bias(op, rng):
+    check(op, (2, 4, 6, 7), (4, 2, 3, 3), {"groups": 2, "padding": 1}, rng, bias=False)
+
+
+def test_float64(dev, rng):
+    if not dev.supports(np.float64):
+        pytest.skip(f"{dev} has no float64")
+    check("conv2d", (2, 3, 7, 6), (4, 3, 3, 2), {"stride": 2, "padding": (1, 2)}, rng, dtype=np.float64, tol=1e-12)
+
+
+@pytest.mark.parametrize("op, xs, ws, kw", [
+    ("conv2d", (7, 3, 8, 6), (5, 3, 3, 3), {"padding": 1, "stride": (1, 2)}),
+    ("conv_transpose2d", (7, 4, 5, 5), (4, 3, 3, 3), {"stride": 2}),
+])
+def test_batch_chunks(op, xs, ws, kw, rng, monkeypatch):
+    """A column budget of about two images: chunks of 2, 2, 2, 1, gradients summed across chunks."""
+    monkeypatch.setattr(conv_mod, "COL_BUDGET_BYTES", 2 * 27 * 8 * 6 * 4 + 4)
+    check(op, xs, ws, kw, rng)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    n=st.integers(1, 3), groups=st.sampled_from([1, 2, 3]), cg=st.integers(1, 3), og=st.integers(1, 3),
+    size=st.tuples(st.integers(1, 9), st.integers(1, 9)), k=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), pad=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    dil=st.tuples(st.integers(1, 3), st.integers(1, 3)), seed=st.integers(0, 2**32 - 1),
+)
+def test_hypothesis_conv2d(n, groups, cg, og, size, k, stride, pad, dil, seed):
+    out = [(s + 2 * p - d * (kk - 1) - 1) // st_ + 1 for s, p, d, kk, st_ in zip(size, pad, dil, k, stride)]
+    if min(out) <= 0:
+        return
+    kw = {"stride": stride, "padding": pad, "dilation": dil, "groups": groups}
+    check("conv2d", (n, cg * groups, *size), (og * groups, cg, *k), kw, np.random.default_rng(seed))
+
+
+def test_deterministic(rng):
+    xa, wa = rng.standard_normal((3, 6, 11, 10), np.float32), rng.standard_normal((8, 3, 3, 3), np.float32)
+    gy = rng.standard_normal((3, 8, 6, 10), np.float32)
+
+    def run():
+        x, w = clnn.tensor(xa), clnn.tensor(wa)
+        x.requires_grad = w.requires_grad = True
+        y = F.conv2d(x, w, stride=(2, 1), padding=1, groups=2)
+        y.backward(clnn.tensor(gy))
+        t = F.conv_transpose2d(clnn.tensor(gy), clnn.tensor(wa), stride=(2, 1), padding=1, groups=2)
+        return [a.numpy().tobytes() for a in (y, x.grad, w.grad, t)]
+
+    assert run() == run()
+
+
+def _t(*shape, dtype=np.float32):
+    return clnn.tensor(np.zeros(shape, dtype))
+
+
+ERRORS = [  # (call, exception, message pattern)
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 4, 3, 3)), ValueError,
+     r"conv2d: weight expects 3 input channels \(x has 3, groups=1\), got weight of shape \(8, 4, 3, 3\)"),
+    (lambda: F.conv2d(_t(3, 5, 5), _t(8, 3, 3, 3)), ValueError, r"x must be 4-D .* got shape \(3, 5, 5\)"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3)), ValueError, r"weight must be 4-D"),
+    (lambda: F.conv1d(_t(1, 3, 5, 5), _t(8, 3, 3)), ValueError, r"conv1d: x must be 3-D"),
+    (lambda: F.conv2d(_t(1, 4, 5, 5), _t(6, 2, 3, 3), groups=3), ValueError, r"groups=3 must divide x's 4"),
+    (lambda: F.conv2d(_t(1, 4, 5, 5), _t(5, 2, 3, 3), groups=2), ValueError, r"must divide weight's 5 output"),
+    (lambda: F.conv2d(_t(1, 4, 5, 5), _t(6, 2, 3, 3), groups=0), ValueError, r"groups must be >= 1; got 0"),
+    (lambda: F.conv2d(_t(1, 4, 5, 5), _t(6, 4, 3, 3), groups=1.5), TypeError, r"groups must be an int"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), stride=0), ValueError, r"stride must be >= 1; got 0"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), stride=(1, -2)), ValueError, r"stride must be >= 1"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), stride=(1, 2, 3)), TypeError, r"stride must be an int"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), padding=-1), ValueError, r"padding must be >= 0"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), dilation=0), ValueError, r"dilation must be >= 1"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), padding="full"), ValueError, r"'same', 'valid'"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), padding="same", stride=2), ValueError,
+     r"padding='same' needs stride 1"),
+    (lambda: F.conv2d(_t(1, 3, 2, 5), _t(8, 3, 3, 3)), ValueError, r"output size would be \(0, 3\)"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), dilation=3), ValueError, r"output size would be"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 0, 3)), ValueError, r"no zero-sized dimension"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3), _t(7)), ValueError, r"bias must have shape \(8,\)"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5), _t(8, 3, 3, 3, dtype=np.float64)), TypeError,
+     r"x has dtype float32 but weight has dtype float64"),
+    (lambda: F.conv2d(_t(1, 3, 5, 5, dtype=np.int32), _t(8, 3, 3, 3, dtype=np.int32)), TypeError,
+     r"expected a floating tensor"),
+    (lambda: F.conv2d(np.zeros((1, 3, 5, 5)), _t(8, 3, 3, 3)), TypeError, r"x: expected a clnn.Tensor"),
+    (lambda: F.conv_transpose2d(_t(1, 3, 5, 5), _t(4, 2, 3, 3)), ValueError,
+     r"weight expects 3 input channels \(x has 3\) in dim 0"),
+    (lambda: F.conv_transpose2d(_t(1, 3, 5, 5), _t(3, 2, 3, 3), stride=2, output_padding=2), ValueError,
+     r"output_padding must be smaller than stride or dilation"),
+    (lambda: F.conv_transpose2d(_t(1, 3, 1, 1), _t(3, 2, 1, 1), padding=1), ValueError, r"output size would be"),
+    (lambda: F.conv_transpose2d(_t(1, 3, 5, 5), _t(3, 2, 3, 3), _t(3)), ValueError, r"bias must have shape \(2,\)"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", ERRORS, ids=[f"err-{i}" for i in range(len(ERRORS))])
+def test_errors(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+def test_device_mismatch():
+    x, w = _t(1, 3, 5, 5), _t(8, 3, 3, 3)
+    other = clnn.Tensor(w.data, w.shape, w.dtype, dataclasses.replace(w.device))  # a distinct device object
+    with pytest.raises(ValueError, match=r"conv2d: x is on .* but weight is on"):
+        F.conv2d(x, other)
