@@ -1,0 +1,219 @@
+"""Drive clnn's real ops on tiny shapes, one op family per process, for the Oclgrind check.
+
+Run by ``tests/test_oclgrind.py`` as ``python drive.py FAMILY --record OUT.json`` with
+``CLNN_DEVICE=oclgrind`` and Oclgrind's checks switched on in the environment. Each family calls the
+public API the way the library's own code does, so every kernel is built in the specializations
+(``#define`` sets) it really uses, and checks the results against NumPy. ``--record`` writes every
+(file, kernel, defines) that was fetched, so the test can prove each kernel in ``kernels_cl/`` ran.
+
+Adding kernels: give the new op family a function below and a row in ``FAMILIES`` (shapes 16-64 at
+most: Oclgrind interprets every work-item, about 1,000 times slower than PoCL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+import numpy as np
+import pyopencl as cl
+
+import clnn
+from clnn import kernels
+
+F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+TOL = {F16: 2e-2, F32: 1e-4, F64: 1e-9}
+_fetched: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
+
+
+def _recording_kernel(original: Callable) -> Callable:
+    def kernel(dev, file, name, defines=None):
+        _fetched.add((file, name, tuple(sorted((k, str(v)) for k, v in (defines or {}).items()))))
+        return original(dev, file, name, defines)
+
+    return kernel
+
+
+def _fill_from_host(queue, mem, pattern, offset, size, wait_for=None):
+    """``enqueue_fill_buffer`` as a host write: Oclgrind 21.10's uninitialized-value checker does not
+    count a fill as initializing memory, so every read of a filled buffer would be a false report."""
+    host = np.resize(np.frombuffer(np.ascontiguousarray(pattern).tobytes(), np.uint8), size)
+    return cl.enqueue_copy(queue, mem, host, dst_offset=offset, wait_for=wait_for, is_blocking=True)
+
+
+def _unoptimized(original: Callable) -> Callable:
+    """Build without optimization: Oclgrind 21.10 aborts on LLVM's ``freeze`` instruction, which the
+    optimizer emits (e.g. around integer division); -O0 code also maps reports to source lines."""
+
+    def options(defines):
+        return [*original(defines), "-cl-opt-disable"]
+
+    return options
+
+
+class _NeverFree:
+    """A pool that gives every tensor a fresh buffer and never releases one during the run.
+
+    Fresh buffers make a read of an unwritten element show as uninitialized; never releasing them
+    sidesteps Oclgrind 21.10 reusing a released buffer's shadow state, which reported reads of fully
+    written buffers as uninitialized. The driver's tensors total a few hundred KiB."""
+
+    def __init__(self, context: cl.Context) -> None:
+        self.context = context
+        self.buffers: list[cl.Buffer] = []
+
+    def allocate(self, nbytes: int) -> cl.Buffer:
+        buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
+        self.buffers.append(buf)
+        return buf
+
+
+def check(what: str, out: object, ref: np.ndarray, dt: np.dtype) -> None:
+    """Raise if ``out`` (a Tensor or array) differs from ``ref`` by more than ``dt``'s tolerance.
+
+    Prints ``done: what`` on stderr after the result is read back, so a report above it belongs to
+    this call or to one after the previous ``done`` line."""
+    got = np.asarray(out, dtype=np.float64)
+    print(f"done: {what} [{dt.name}]", file=sys.stderr, flush=True)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        raise AssertionError(f"{what} [{dt.name}]: shape {got.shape}, expected {ref.shape}")
+    tol = TOL.get(dt, 0.0)
+    if not np.allclose(got, ref, rtol=tol, atol=tol, equal_nan=True):
+        err = np.nanmax(np.abs(got - ref))
+        raise AssertionError(f"{what} [{dt.name}]: max abs error {err:.3e} > {tol:.1e}")
+
+
+def data(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype, lo: float = -2, hi: float = 2) -> np.ndarray:
+    return rng.uniform(lo, hi, shape).astype(dt)
+
+
+# ---- families -------------------------------------------------------------------------------------------
+def elementwise(dt: np.dtype, rng: np.random.Generator) -> None:
+    """unary (every op code), unary_grad (through backward), binary with broadcasting, compare."""
+    from clnn.ops import elementwise as ew
+
+    xn = data(rng, (3, 7), dt, 0.2, 2.0)  # positive: log, sqrt, pow stay real
+    x = clnn.tensor(xn, requires_grad=True)
+    for op in ew.UNARY:
+        y = ew.unary(op, x, 0.5, 1.5)
+        y.backward(clnn.ones(*y.shape, dtype=dt))
+        if not np.isfinite(np.asarray(y, np.float64)).all() or not np.isfinite(np.asarray(x.grad, np.float64)).all():
+            raise AssertionError(f"unary {op} [{dt.name}]: non-finite output or gradient on inputs in [0.2, 2]")
+        x.grad = None
+    bn = data(rng, (1, 7), dt, 0.5, 1.5)
+    b = clnn.tensor(bn)
+    refs = {"add": xn + bn, "sub": xn - bn, "mul": xn * bn, "div": xn / bn,
+            "pow": np.power(xn.astype(np.float64), bn), "max": np.maximum(xn, bn), "min": np.minimum(xn, bn)}
+    for op, ref in refs.items():
+        check(f"binary {op}", ew._binary(op, x, b), ref, dt)
+    for op, fn in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+                   "gt": np.greater, "ge": np.greater_equal}.items():
+        check(f"compare {op}", ew._compare(op, x, b), fn(xn, bn), dt)
+
+
+def reduce(dt: np.dtype, rng: np.random.Generator) -> None:
+    """reduce_small (axis <= 64) and reduce_wg (longer axis) for every op, contiguous and strided axes."""
+    xn = data(rng, (5, 3, 6), dt)
+    x = clnn.tensor(xn, requires_grad=True)
+    check("sum", x.sum(axis=1), xn.astype(np.float64).sum(axis=1), dt)
+    check("max", x.max(axis=(0, 2)), xn.max(axis=(0, 2)), dt)
+    check("min", x.min(axis=-1), xn.min(axis=-1), dt)
+    check("argmax", x.argmax(axis=1), xn.argmax(axis=1), dt)
+    check("argmin", x.argmin(), xn.argmin(), dt)
+    ref = np.log(np.exp(xn.astype(np.float64)).sum(axis=2))
+    check("logsumexp", clnn.logsumexp(x, axis=2), ref, dt)
+    clnn.logsumexp(x, axis=2).sum().backward()
+    long = data(rng, (2, 67), dt)  # 67 > SMALL_AXIS: one work-group per output
+    t = clnn.tensor(long)
+    check("sum (work-group)", t.sum(axis=1), long.astype(np.float64).sum(axis=1), dt)
+    check("max (work-group)", t.max(axis=1), long.max(axis=1), dt)
+    check("argmin (work-group)", t.argmin(axis=1), long.argmin(axis=1), dt)
+    check("logsumexp (work-group)", clnn.logsumexp(t, axis=1),
+          np.log(np.exp(long.astype(np.float64)).sum(axis=1)), dt)
+
+
+def copy(dt: np.dtype, rng: np.random.Generator) -> None:
+    """Strided copies (permute, slicing, broadcast_to) and every dtype conversion from ``dt``."""
+    xn = data(rng, (4, 3, 5), dt)
+    x = clnn.tensor(xn)
+    check("permute", x.permute(2, 0, 1), xn.transpose(2, 0, 1), dt)
+    check("slice", x[1:, ::-2, 1:4], xn[1:, ::-2, 1:4], dt)
+    check("broadcast_to", clnn.tensor(xn[:1]).broadcast_to((4, 3, 5)), np.broadcast_to(xn[:1], (4, 3, 5)), dt)
+    dev = clnn.device()
+    for target in (F16, F32, F64, np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)):
+        if target == dt or not dev.supports(target):
+            continue
+        check(f"astype {target.name}", x.astype(target), xn.astype(target), target)
+        back = clnn.tensor(xn.astype(target)).astype(dt)
+        check(f"astype from {target.name}", back, xn.astype(target).astype(dt), dt)
+
+
+def random(dt: np.dtype, rng: np.random.Generator) -> None:
+    """uniform, normal and dropout draws (n not a multiple of 4: each work-item makes 4 numbers)."""
+    from clnn.ops.random import dropout_mask
+
+    u = np.asarray(clnn.rand(5, 7, seed=3, dtype=dt), np.float64)
+    if not ((u >= 0) & (u < 1)).all():
+        raise AssertionError(f"rand [{dt.name}]: values outside [0, 1)")
+    n = np.asarray(clnn.randn(5, 7, seed=4, dtype=dt), np.float64)
+    if not np.isfinite(n).all():
+        raise AssertionError(f"randn [{dt.name}]: non-finite values")
+    xn = data(rng, (5, 7), dt, 0.5, 1.5)
+    x = clnn.tensor(xn)
+    y, mask = clnn.empty(5, 7, dtype=dt), clnn.empty(5, 7, dtype=dt)
+    dropout_mask(x, 0.25, y, mask)
+    check("dropout", y, xn.astype(np.float64) * np.asarray(mask, np.float64) / 0.75, dt)
+
+
+def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
+    """gemm with every transpose flag and beta, batched broadcast matmul, and both backward products."""
+    an, bn, cn = data(rng, (17, 9), dt), data(rng, (9, 19), dt), data(rng, (1, 19), dt)
+    a, b, c = clnn.tensor(an, requires_grad=True), clnn.tensor(bn, requires_grad=True), clnn.tensor(cn)
+    a64, b64 = an.astype(np.float64), bn.astype(np.float64)
+    check("gemm", clnn.gemm(a, b, c, alpha=0.5, beta=2.0), 0.5 * a64 @ b64 + 2.0 * cn, dt)
+    check("gemm trans", clnn.gemm(a.T, b.T, trans_a=True, trans_b=True), a64 @ b64, dt)
+    bat = data(rng, (2, 9, 5), dt)
+    out = clnn.matmul(a, clnn.tensor(bat, requires_grad=True))
+    check("matmul batched", out, a64 @ bat.astype(np.float64), dt)
+    out.sum().backward()
+    check("matmul grad a", a.grad, np.ones((17, 5)) @ bat.astype(np.float64).sum(0).T, dt)
+
+
+# One row per op family: (function, dtypes it runs in). float16 is storage-only on Oclgrind.
+FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple[np.dtype, ...]]] = {
+    "elementwise": (elementwise, (F32, F16, F64)),
+    "reduce": (reduce, (F32, F16, F64)),
+    "copy": (copy, (F32, F16, F64)),
+    "random": (random, (F32, F16, F64)),
+    "gemm": (gemm, (F32, F16, F64)),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("family", choices=sorted(FAMILIES))
+    parser.add_argument("--record", help="write the fetched (file, kernel, defines) here as JSON")
+    args = parser.parse_args(argv)
+    kernels.kernel = _recording_kernel(kernels.kernel)
+    kernels._options = _unoptimized(kernels._options)
+    cl.enqueue_fill_buffer = _fill_from_host
+    dev = clnn.device()
+    dev._pool = _NeverFree(dev.context)
+    print(f"oclgrind driver: {args.family} on {dev}", file=sys.stderr, flush=True)
+    fn, dtypes = FAMILIES[args.family]
+    rng = np.random.default_rng(0)
+    for dt in dtypes:
+        if dev.supports(dt):
+            fn(dt, rng)
+    dev.synchronize()
+    if args.record:
+        with open(args.record, "w") as f:
+            json.dump([{"file": fl, "kernel": k, "defines": dict(d)} for fl, k, d in sorted(_fetched)], f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
