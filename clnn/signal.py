@@ -13,13 +13,16 @@ from typing import Any
 import numpy as np
 
 from . import kernels
-from .ops._core import defines, empty, launch_1d, record, require_float, same_device, same_dtype
+from .ops._core import defines, empty, group_size, launch_1d, record, require_float, same_device, same_dtype
 from .tensor import FLOAT_DTYPES, Tensor
 
 __all__ = ["correlate", "convolve", "correlation_lags"]
 
 MODES = ("full", "same", "valid")
 FLIP_W, FLIP_OUT = 1, 2  # mirrors SIG_FLIP_W, SIG_FLIP_OUT in signal.cl
+# an output with at least SPLIT_TAPS taps is summed by a work-group when there are fewer than
+# SPLIT_OUTPUTS outputs (too few to fill a device one work-item each)
+SPLIT_TAPS, SPLIT_OUTPUTS = 1024, 16384
 GEOM = np.dtype([(f, np.int32) for f in "N0 N1 K0 K1 L0 L1 o0 o1 flags".split()])
 
 
@@ -84,8 +87,14 @@ def _corr(x: Tensor, w: Tensor, out_shape: tuple[int, ...], off: tuple[int, int]
     values = (*_plane(x.shape), *_plane(w.shape), *_plane(out_shape), *off, flags)
     for name, v in zip(GEOM.names, values):
         g[name] = v
-    k = kernels.kernel(x.device, "signal.cl", "correlate2d", defines(x.dtype))
-    launch_1d(x.device, k, out.size, g, x.data, w.data, out.data)
+    dev = x.device
+    if w.size >= SPLIT_TAPS and out.size < SPLIT_OUTPUTS:
+        wg = group_size(dev)  # few outputs, long sums: a work-group shares each output's taps
+        k = kernels.kernel(dev, "signal.cl", "correlate2d_wg", defines(x.dtype, SIG_WG=wg))
+        kernels.launch(dev, k, (out.size * wg,), (wg,), g, x.data, w.data, out.data)
+    else:
+        k = kernels.kernel(dev, "signal.cl", "correlate2d", defines(x.dtype))
+        launch_1d(dev, k, out.size, g, x.data, w.data, out.data)
     return out
 
 

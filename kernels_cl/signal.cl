@@ -7,11 +7,19 @@
  * are zero (the taps that would make them are skipped). Flags (run time):
  *   SIG_FLIP_W    j' = K - 1 - j on both axes (convolution instead of correlation)
  *   SIG_FLIP_OUT  the value for m is stored at (L0 - 1 - m0, L1 - 1 - m1)
- * correlate2d: one work-item per output element, summing its taps in a fixed order (row by row),
- *              so reruns are bit-identical.
- * Defines: the element type (clnn_dtype.h). Sizes and offsets are run-time (sig_geom).
+ * correlate2d:    one work-item per output element, summing its taps in a fixed order (row by row).
+ * correlate2d_wg: one work-group of SIG_WG work-items per output element, for few outputs with many
+ *                 taps (a long kernel, or the gradient w.r.t. a short input): each work-item sums a
+ *                 strided share of the taps, then a tree in local memory combines the shares.
+ * Both sum in a fixed order, so reruns are bit-identical.
+ * Defines: the element type (clnn_dtype.h); SIG_WG, a power of two no larger than the device's max
+ * work-group size. Sizes and offsets are run-time (sig_geom).
  */
 #include "clnn_dtype.h"
+
+#ifndef SIG_WG
+#define SIG_WG 256
+#endif
 
 #define SIG_FLIP_W 1
 #define SIG_FLIP_OUT 2
@@ -43,4 +51,33 @@ __kernel void correlate2d(sig_geom g, __global const store_t *x, __global const 
     }
     int dst = (g.flags & SIG_FLIP_OUT) ? (g.L0 - 1 - m0) * g.L1 + (g.L1 - 1 - m1) : gid;
     STORE(out, dst, acc);
+}
+
+__kernel __attribute__((reqd_work_group_size(SIG_WG, 1, 1)))
+void correlate2d_wg(sig_geom g, __global const store_t *x, __global const store_t *w, __global store_t *out) {
+    __local real part[SIG_WG];
+    int t = get_local_id(0);
+    int gid = get_group_id(0);
+    int m0 = gid / g.L1, m1 = gid - m0 * g.L1;
+    int a0 = m0 + g.o0, a1 = m1 + g.o1;
+    int j0lo = max(0, -a0), j0hi = min(g.K0, g.N0 - a0);
+    int j1lo = max(0, -a1), j1hi = min(g.K1, g.N1 - a1);
+    int rows = max(j0hi - j0lo, 0), cols = max(j1hi - j1lo, 0);
+    int flip = g.flags & SIG_FLIP_W;
+    real acc = 0;
+    for (int i = t; i < rows * cols; i += SIG_WG) {
+        int j0 = j0lo + i / cols, j1 = j1lo + i % cols;
+        int wi = flip ? (g.K0 - 1 - j0) * g.K1 + (g.K1 - 1 - j1) : j0 * g.K1 + j1;
+        acc += LOAD(x, (size_t)(a0 + j0) * g.N1 + a1 + j1) * LOAD(w, wi);
+    }
+    part[t] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = SIG_WG / 2; s > 0; s >>= 1) {
+        if (t < s) part[t] += part[t + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (t == 0) {
+        int dst = (g.flags & SIG_FLIP_OUT) ? (g.L0 - 1 - m0) * g.L1 + (g.L1 - 1 - m1) : gid;
+        STORE(out, dst, part[0]);
+    }
 }

@@ -35,6 +35,11 @@ SHAPES = [
     ((1, 9), (1, 4)),
     ((4, 6), (7, 9)),
     ((17, 13), (4, 6)),
+    # long sums over few outputs take correlate2d_wg (forward, or the gradient w.r.t. the shorter input)
+    ((3001,), (7,)),
+    ((7,), (3001,)),
+    ((1500,), (1100,)),
+    ((40, 45), (33, 40)),
 ]
 IDS = [f"{'x'.join(map(str, a))}-{'x'.join(map(str, b))}" for a, b in SHAPES]
 
