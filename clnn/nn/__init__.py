@@ -1,0 +1,60 @@
+"""``clnn.nn``: modules and layers with PyTorch's interface, plus Keras-style training on every module.
+
+Example:
+    >>> from clnn import nn
+    >>> model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+    ...                       nn.Linear(16 * 4 * 4, 10))
+    >>> model.compile(optimizer="adam", loss="cross_entropy", metrics=["accuracy"])
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import utils
+from .callbacks import Callback, EarlyStopping, History, LearningRateScheduler, ModelCheckpoint
+from .layers import (
+    GELU,
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    ConvTranspose2d,
+    Dropout,
+    Flatten,
+    Identity,
+    LayerNorm,
+    LeakyReLU,
+    Linear,
+    MaxPool2d,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Tanh,
+)
+from .module import Module, Parameter, Sequential
+
+
+def load(path: str | os.PathLike[str], device: Any = None) -> Module:
+    """Rebuild and return a model saved with ``model.save(path)``, its weights loaded (on ``device``).
+
+    The model's classes must be importable and already imported (clnn's layers always are).
+
+    Example:
+        >>> model = clnn.nn.load("digits.safetensors")
+    """
+    from ..io import load_model
+
+    return load_model(path, device)
+
+
+__all__ = [
+    "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
+    "ConvTranspose2d", "Dropout", "EarlyStopping", "Flatten", "History", "Identity", "LayerNorm",
+    "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
+    "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",
+]
