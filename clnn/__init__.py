@@ -4,7 +4,7 @@ Tensors with autograd on any OpenCL device (AMD, Intel, NVIDIA GPUs, or a CPU th
 compiled at run time from ``kernels_cl/`` and specialized per device.
 """
 
-from . import signal
+from . import data, datasets, nn, optim, signal
 from .device import (
     Device,
     DeviceError,
@@ -17,6 +17,7 @@ from .device import (
     set_default_device,
     use_device,
 )
+from .io import load_state_dict, save_state_dict
 from .kernels import KernelBuildError
 from .ops import (
     arange,
@@ -48,6 +49,12 @@ __all__ = [
     "KernelBuildError",
     "Tensor",
     "arange",
+    "data",
+    "datasets",
+    "load_state_dict",
+    "nn",
+    "optim",
+    "save_state_dict",
     "argmax",
     "argmin",
     "default_device",

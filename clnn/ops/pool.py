@@ -51,9 +51,20 @@ def _out_size(i: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
     return n
 
 
+Pair = tuple[int, int]
+
+
 def _geom(
-    x: Tensor, out_hw: tuple[int, int], k=(1, 1), s=(1, 1), p=(0, 0), d=(1, 1), count_pad=False, divisor=0
+    x: Tensor,
+    out_hw: Pair,
+    k: Pair = (1, 1),
+    s: Pair = (1, 1),
+    p: Pair = (0, 0),
+    d: Pair = (1, 1),
+    count_pad: bool = False,
+    divisor: int = 0,
 ) -> np.ndarray:
+    """The kernel's ``pool_geom`` struct."""
     g = np.zeros((), GEOM)
     values = (*x.shape[-2:], *out_hw, *k, *s, *p, *d, int(count_pad), int(divisor))
     for name, v in zip(GEOM.names, values):
@@ -66,14 +77,16 @@ def _pool(op: str, x: Tensor, geom: np.ndarray, name: str) -> Tensor:
     dev = x.device
     planes = int(np.prod(x.shape[:-2], dtype=np.int64))
     out = empty((*x.shape[:-2], int(geom["OH"]), int(geom["OW"])), x.dtype, dev)
-    idx = empty(out.shape, np.int32, dev) if op == "max" else out  # the kernel writes idx only for max
+    idx = empty(out.shape, np.int32, dev) if op == "max" else None  # argmax (h * W + w) per output
     k = kernels.kernel(dev, "pool.cl", "pool_fwd", defines(x.dtype))
-    launch_1d(dev, k, out.size, np.int32(OPS[op]), np.int32(planes), geom, x.data, out.data, idx.data)
+    idx_arg = (idx if idx is not None else out).data  # only max pooling uses idx
+    launch_1d(dev, k, out.size, np.int32(OPS[op]), np.int32(planes), geom, x.data, out.data, idx_arg)
 
     def backward(g: Tensor) -> tuple[Tensor]:
         gx = empty(x.shape, x.dtype, dev)
         kb = kernels.kernel(dev, "pool.cl", "pool_bwd", defines(x.dtype))
-        launch_1d(dev, kb, gx.size, np.int32(OPS[op]), np.int32(planes), geom, g.data, idx.data, gx.data)
+        idx_arg = (idx if idx is not None else g).data
+        launch_1d(dev, kb, gx.size, np.int32(OPS[op]), np.int32(planes), geom, g.data, idx_arg, gx.data)
         return (gx,)
 
     return record(out, (x,), backward, name)
