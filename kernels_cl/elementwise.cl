@@ -62,9 +62,9 @@ inline real apply_unary(int op, real x, real a, real b) {
     case U_RELU: return fmax(x, (real)0);
     case U_LEAKY_RELU: return x > 0 ? x : a * x;
     case U_ELU: return x > 0 ? x : a * expm1(x);
-    case U_GELU: return (real)0.5 * x * (1 + erf(x * (real)SQRT1_2));
-    case U_GELU_TANH:
-        return (real)0.5 * x * (1 + tanh((real)SQRT2_PI * (x + (real)0.044715 * x * x * x)));
+    /* erfc and 2 * sigmoid(2u) = 1 + tanh(u) keep the digits of the small negative tail */
+    case U_GELU: return (real)0.5 * x * erfc(-x * (real)SQRT1_2);
+    case U_GELU_TANH: return x * sigmoid(2 * (real)SQRT2_PI * (x + (real)0.044715 * x * x * x));
     case U_SIGMOID: return sigmoid(x);
     case U_TANH: return tanh(x);
     case U_SOFTPLUS: return softplus(x, a, b);
@@ -94,22 +94,23 @@ inline real unary_derivative(int op, real x, real y, real a, real b) {
     case U_ABS: return (real)((x > 0) - (x < 0));
     case U_RELU: return x > 0 ? 1 : 0;
     case U_LEAKY_RELU: return x > 0 ? 1 : a;
-    case U_ELU: return x > 0 ? 1 : y + a;
+    case U_ELU: return x > 0 ? 1 : a * exp(x);
     case U_GELU: {
-        real cdf = (real)0.5 * (1 + erf(x * (real)SQRT1_2));
+        real cdf = (real)0.5 * erfc(-x * (real)SQRT1_2);
         real pdf = exp((real)-0.5 * x * x) * (real)(SQRT2_PI * 0.5);
         return cdf + x * pdf;
     }
     case U_GELU_TANH: {
         real inner = (real)SQRT2_PI * (x + (real)0.044715 * x * x * x);
-        real t = tanh(inner);
+        real s = sigmoid(2 * inner), sn = sigmoid(-2 * inner);  /* (1 + tanh) / 2 and (1 - tanh) / 2 */
         real dinner = (real)SQRT2_PI * (1 + (real)(3 * 0.044715) * x * x);
-        return (real)0.5 * (1 + t) + (real)0.5 * x * (1 - t * t) * dinner;
+        return s + 2 * x * s * sn * dinner;
     }
-    case U_SIGMOID: return y * (1 - y);
-    case U_TANH: return 1 - y * y;
+    /* from x, not y: 1 - y cancels when y is near 1 and loses the small derivatives' digits */
+    case U_SIGMOID: return sigmoid(x) * sigmoid(-x);
+    case U_TANH: { real e = exp(-2 * fabs(x)); return 4 * e / ((1 + e) * (1 + e)); }
     case U_SOFTPLUS: return a * x > b ? 1 : sigmoid(a * x);
-    case U_SILU: { real s = sigmoid(x); return s * (1 + x * (1 - s)); }
+    case U_SILU: return sigmoid(x) * (1 + x * sigmoid(-x));
     case U_HARDSWISH: return x < -3 ? 0 : (x > 3 ? 1 : (2 * x + 3) / 6);
     case U_ADD_S: return 1;
     case U_MUL_S: return a;
