@@ -13,10 +13,10 @@ from typing import Any
 from .device import Device
 
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
-    "gemm": {
-        "default": {"TS": 32, "TK": 16, "WPT": 4},
-        "cpu": {"TS": 32, "TK": 16, "WPT": 4},
-        "gpu": {"TS": 64, "TK": 16, "WPT": 4},
+    "gemm": {  # gemm.cl: C tile TM x TN, k-slice TK, WM x WN outputs per work-item in VW-wide vectors
+        "default": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1},
+        "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "APAD": 0},
+        "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1},
     },
 }
 

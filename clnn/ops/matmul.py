@@ -11,17 +11,40 @@ from ..device import Device
 from ..tensor import Tensor
 from ._core import defines, empty, real_scalar, record, require_float, require_tensor, same_device, same_dtype
 
+_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "APAD")
+_FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "APAD": 0}  # 16 work-items, 128 B local
 
-def _gemm_config(dev: Device, dtype: np.dtype) -> dict[str, int]:
-    """Tile sizes for ``dev``, shrunk until the work-group and local memory fit its limits."""
+
+def _fits(cfg: dict[str, int], dev: Device, itemsize: int) -> bool:
+    """Whether ``cfg`` is a valid ``gemm.cl`` tile within ``dev``'s work-group and local-memory limits."""
+    tm, tn, tk, wm, wn, vw = (cfg[key] for key in _KEYS[:6])
+    valid = min(tm, tn, tk, wm, wn, vw) > 0 and not (tm % wm or tn % wn or wn % vw or tm % vw or tk % vw)
+    local = (tm * (tk + cfg["APAD"]) + tk * tn) * itemsize
+    return valid and (tm // wm) * (tn // wn) <= dev.max_work_group_size and local <= dev.local_mem_size
+
+
+def gemm_config(dev: Device, dtype: np.dtype) -> dict[str, int]:
+    """The ``gemm.cl`` tile for ``dev``: the tuning table's choice, halved until it fits the device.
+
+    Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW), divides the work-group
+    by 4 and local memory by about 8; a minimal scalar tile is the last resort.
+
+    Raises:
+        ValueError: the device cannot run even the minimal tile.
+    """
     p = tuning.params(dev, "gemm")
-    ts, tk, wpt = int(p["TS"]), int(p["TK"]), int(p["WPT"])
-    real_size = 8 if dtype == np.float64 else 4
-    while ts > wpt and ((ts // wpt) ** 2 > dev.max_work_group_size or 2 * tk * (ts + 1) * real_size > dev.local_mem_size):
-        ts //= 2
-        tk = min(tk, ts)
-        wpt = max(1, min(wpt, ts // 2))
-    return {"TS": ts, "TK": tk, "WPT": wpt}
+    cfg = {key: int(p.get(key, 0)) for key in _KEYS}
+    itemsize = 8 if np.dtype(dtype) == np.float64 else 4  # local memory holds `real`
+    while not _fits(cfg, dev, itemsize) and min(cfg["TM"], cfg["TN"], cfg["TK"]) > 1:
+        cfg = {**cfg, "TM": cfg["TM"] // 2, "TN": cfg["TN"] // 2, "TK": cfg["TK"] // 2}
+    if not _fits(cfg, dev, itemsize):
+        cfg = dict(_FALLBACK)
+    if not _fits(cfg, dev, itemsize):
+        raise ValueError(
+            f"gemm: {dev} allows work-groups of {dev.max_work_group_size} and {dev.local_mem_size} bytes of "
+            f"local memory; the smallest gemm tile needs 16 work-items and {32 * itemsize} bytes"
+        )
+    return cfg
 
 
 def gemm_raw(
@@ -32,24 +55,29 @@ def gemm_raw(
 ) -> Tensor:
     """``out[b] = alpha * A[b] @ B[b] + beta * c`` with A, B read through (batch, row, col) strides.
 
-    ``c``, when given, must already have the output's shape (batch, m, n); it is not modified.
+    ``A[b][i, p] = a.flat[b*a_strides[0] + i*a_strides[1] + p*a_strides[2]]`` (M x K), likewise B (K x N);
+    a transpose is a swap of the last two strides, a shared operand a batch stride of 0. ``c``, when
+    given, must already have the output's shape (batch, m, n); it is not modified. No autograd.
+
+    Returns:
+        A new contiguous (batch, m, n) tensor.
     """
     dev = a.device
     out = empty((batch, m, n), a.dtype, dev)
     if out.size == 0:
         return out
     if c is not None and beta != 0:
-        from .shape import strided_copy, contiguous_strides
+        from .shape import contiguous_strides, strided_copy
 
         strided_copy(c, out, out.shape, contiguous_strides(out.shape), contiguous_strides(out.shape))
     else:
         beta = 0.0
-    cfg = _gemm_config(dev, a.dtype)
-    rts = cfg["TS"] // cfg["WPT"]
+    cfg = gemm_config(dev, a.dtype)
     kern = kernels.kernel(dev, "gemm.cl", "gemm", defines(a.dtype, **cfg))
-    groups = ((n + cfg["TS"] - 1) // cfg["TS"], (m + cfg["TS"] - 1) // cfg["TS"])
+    rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
+    groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
     kernels.launch(
-        dev, kern, (groups[0] * rts, groups[1] * rts, batch), (rts, rts, 1),
+        dev, kern, (groups_n * rtn, groups_m * rtm, batch), (rtn, rtm, 1),
         np.int32(m), np.int32(n), np.int32(k), real_scalar(a.dtype, alpha), real_scalar(a.dtype, beta),
         a.data, *(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), out.data,
     )
