@@ -7,6 +7,8 @@ import pytest
 import scipy.signal as ss
 import torch
 import torch.nn.functional as TF
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import clnn
 from tests.helpers import assert_close
@@ -69,10 +71,35 @@ def _valid_ok(sa, sb) -> bool:
 def test_values_and_gradients(op, mode, sa, sb, rng):
     if mode == "valid" and not _valid_ok(sa, sb):
         pytest.skip("scipy rejects these shapes in 'valid' mode (see test_errors)")
+    _check_against_peers(op, mode, sa, sb, rng, (np.float64, np.float32))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    sa=st.lists(st.integers(1, 12), min_size=1, max_size=2),
+    sb=st.lists(st.integers(1, 12), min_size=2, max_size=2),
+    mode=st.sampled_from(MODES),
+    op=st.sampled_from(sorted(OPS)),
+)
+def test_random_shapes_match_scipy_or_both_reject(sa, sb, mode, op):
+    sb = sb[: len(sa)]
+    a, b = np.ones(sa), np.ones(sb)
+    try:
+        OPS[op][1](a, b, mode=mode)
+    except ValueError:
+        with pytest.raises(ValueError):
+            OPS[op][0](a, b, mode=mode)
+        return
+    _check_against_peers(op, mode, tuple(sa), tuple(sb), np.random.default_rng(), (np.float64,))
+
+
+def _check_against_peers(op: str, mode: str, sa, sb, rng: np.random.Generator, dtypes) -> None:
+    """Values against scipy.signal, gradients of both inputs against torch autograd, in each dtype."""
     ours, theirs = OPS[op]
     a, b = rng.standard_normal(sa), rng.standard_normal(sb)
     ref = theirs(a, b, mode=mode, method="direct")
-    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+    for dtype in dtypes:
+        tol = 1e-12 if dtype == np.float64 else 1e-5
         ta = clnn.tensor(a.astype(dtype), requires_grad=True)
         tb = clnn.tensor(b.astype(dtype), requires_grad=True)
         out = ours(ta, tb, mode=mode)
