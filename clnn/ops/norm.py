@@ -118,11 +118,11 @@ def batch_norm(
 
     Args:
         x: (N, C) or (N, C, L) or (N, C, H, W) ...
-        running_mean, running_var: (C,), or None to always use batch statistics.
+        running_mean, running_var: (C,); may be None in training (batch statistics, nothing updated).
         weight, bias: optional (C,) affine parameters.
 
     Raises:
-        ValueError: wrong shapes, one element per channel in training, missing running stats in eval.
+        ValueError: wrong shapes, one value per channel in training, no running stats in eval.
     """
     op = "batch_norm"
     require_tensor(f"{op}: x", x)
@@ -140,7 +140,9 @@ def batch_norm(
     if not isinstance(momentum, (int, float, np.integer, np.floating)) or isinstance(momentum, bool):
         raise TypeError(f"{op}: momentum must be a number; got {type(momentum).__name__}")
     eps = _eps(op, eps)
-    use_batch = training or rm is None
+    if not training and rm is None:
+        raise ValueError(f"{op}: running_mean and running_var must be given when training=False (as PyTorch)")
+    use_batch = bool(training)
     if use_batch and n * inner <= 1:
         raise ValueError(f"{op}: expected more than 1 value per channel when training; got x of shape {x.shape}")
     affine = (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)

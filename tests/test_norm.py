@@ -1,0 +1,183 @@
+"""batch_norm, layer_norm and dropout against torch.nn.functional in float64: outputs, gradients, running stats."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import clnn
+import clnn.functional as F
+from tests.helpers import assert_close
+from tests.torch_ref import check_against_torch
+
+# (x shape, training, affine, momentum, eps): 2-D, 3-D and 4-D inputs, odd sizes, groups longer than a work-group
+BN_CASES = [
+    ((5, 3), True, True, 0.1, 1e-5),
+    ((3, 1), True, False, 0.1, 1e-5),  # 2 values per channel would give a gradient of exactly 0
+    ((4, 3, 7), True, True, 0.3, 1e-3),
+    ((2, 3, 5, 6), True, True, 0.1, 1e-5),
+    ((3, 5, 11, 13), True, True, 0.01, 1e-5),
+    ((300, 2), True, False, 0.1, 1e-5),
+    ((5, 3), False, True, 0.1, 1e-5),
+    ((1, 1, 1), False, False, 0.1, 1e-5),
+    ((4, 3, 7), False, True, 0.1, 1e-5),
+    ((2, 7, 5, 3), False, True, 0.1, 1e-2),
+]
+
+
+@pytest.mark.parametrize("shape,training,affine,momentum,eps", BN_CASES, ids=[str(c) for c in BN_CASES])
+def test_batch_norm(shape, training, affine, momentum, eps, rng):
+    c = shape[1]
+    x = rng.standard_normal(shape) * 3 + 1
+    rm = rng.standard_normal(c).astype(np.float32)
+    rv = (rng.random(c) + 0.5).astype(np.float32)
+    crm, crv = clnn.tensor(rm), clnn.tensor(rv)
+    trm, trv = torch.tensor(rm.astype(np.float64)), torch.tensor(rv.astype(np.float64))
+    inputs = [x, rng.standard_normal(c), rng.standard_normal(c)] if affine else [x]
+
+    def ours(x, w=None, b=None):
+        return F.batch_norm(x, crm, crv, w, b, training=training, momentum=momentum, eps=eps)
+
+    def ref(x, w=None, b=None):
+        return TF.batch_norm(x, trm, trv, w, b, training=training, momentum=momentum, eps=eps)
+
+    check_against_torch(ours, ref, inputs, rng)
+    assert_close(crm.numpy(), trm.numpy(), what="running_mean")
+    assert_close(crv.numpy(), trv.numpy(), what="running_var")
+
+
+@pytest.mark.parametrize("which", ["weight", "bias"])
+def test_batch_norm_one_affine_parameter(which, rng):
+    x, p = rng.standard_normal((6, 4, 5)), rng.standard_normal(4)
+
+    def call(f, x, p):
+        return f(x, None, None, **{which: p}, training=True)
+
+    check_against_torch(lambda x, p: call(F.batch_norm, x, p), lambda x, p: call(TF.batch_norm, x, p), [x, p], rng)
+
+
+def test_batch_norm_training_without_running_stats(rng):
+    x = rng.standard_normal((7, 3, 4))
+    check_against_torch(lambda t: F.batch_norm(t, None, None, training=True),
+                        lambda t: TF.batch_norm(t, None, None, training=True), [x], rng)
+
+
+def test_batch_norm_running_stats_over_steps(rng):
+    """Three training steps then eval: running statistics follow PyTorch's update exactly."""
+    crm, crv = clnn.zeros(5), clnn.ones(5)
+    trm, trv = torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64)
+    for _ in range(3):
+        x = (rng.standard_normal((8, 5, 3)) * 2 + 3).astype(np.float32)
+        F.batch_norm(clnn.tensor(x), crm, crv, training=True, momentum=0.2)
+        TF.batch_norm(torch.tensor(x.astype(np.float64)), trm, trv, training=True, momentum=0.2)
+    assert_close(crm.numpy(), trm.numpy())
+    assert_close(crv.numpy(), trv.numpy())
+    x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    y = F.batch_norm(clnn.tensor(x), crm, crv, training=False)
+    assert_close(y.numpy(), TF.batch_norm(torch.tensor(x.astype(np.float64)), trm, trv).numpy())
+
+
+# (x shape, normalized_shape, affine): rows shorter and longer than a work-group, int and tuple shapes
+LN_CASES = [
+    ((4, 7), 7, True),
+    ((1, 3), (3,), True),  # one row (a row of 1 or 2 values has a gradient of exactly 0)
+    ((3, 5, 6), (5, 6), True),
+    ((2, 3, 300), 300, True),
+    ((2, 1031), (1031,), True),
+    ((5, 4, 3), (4, 3), False),
+    ((6, 13), 13, False),
+]
+
+
+@pytest.mark.parametrize("shape,normalized,affine", LN_CASES, ids=[str(c) for c in LN_CASES])
+def test_layer_norm(shape, normalized, affine, rng):
+    nshape = (normalized,) if isinstance(normalized, int) else normalized
+    x = rng.standard_normal(shape) * 2 + 0.5
+    inputs = [x, rng.standard_normal(nshape), rng.standard_normal(nshape)] if affine else [x]
+    check_against_torch(lambda x, *p: F.layer_norm(x, normalized, *p, eps=1e-5),
+                        lambda x, *p: TF.layer_norm(x, nshape, *p, eps=1e-5), inputs, rng)
+
+
+def test_layer_norm_weight_only(rng):
+    x, w = rng.standard_normal((3, 8)), rng.standard_normal(8)
+    check_against_torch(lambda x, w: F.layer_norm(x, 8, weight=w), lambda x, w: TF.layer_norm(x, (8,), weight=w),
+                        [x, w], rng)
+
+
+def test_norm_deterministic(rng):
+    x = rng.standard_normal((16, 6, 9, 7)).astype(np.float32)
+    w, b = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    runs = []
+    for _ in range(2):
+        ts = [clnn.tensor(a, requires_grad=True) for a in (x, w, b)]
+        y = F.layer_norm(F.batch_norm(ts[0], None, None, ts[1], ts[2], training=True), (9, 7))
+        y.backward(clnn.tensor(g))
+        runs.append([y.numpy()] + [t.grad.numpy() for t in ts])
+    assert all(np.array_equal(a, b) for a, b in zip(*runs))
+
+
+def test_dropout_reproducible_and_scaled(rng):
+    x = rng.standard_normal((64, 129)).astype(np.float32)
+    clnn.manual_seed(1234)
+    t = clnn.tensor(x, requires_grad=True)
+    y = F.dropout(t, p=0.3)
+    clnn.manual_seed(1234)
+    y2 = F.dropout(clnn.tensor(x), p=0.3)
+    assert np.array_equal(y.numpy(), y2.numpy())
+    y3 = F.dropout(clnn.tensor(x), p=0.3)  # the generator moved on: a new mask
+    assert not np.array_equal(y.numpy(), y3.numpy())
+    out = y.numpy()
+    kept = out != 0
+    assert abs(1 - kept.mean() - 0.3) < 0.03
+    np.testing.assert_allclose(out[kept], x[kept] / 0.7, rtol=1e-6)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    y.backward(clnn.tensor(g))
+    np.testing.assert_allclose(t.grad.numpy(), np.where(kept, g / 0.7, 0), rtol=1e-6)
+
+
+def test_dropout_identities(rng):
+    t = clnn.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+    assert F.dropout(t, 0.5, training=False) is t
+    assert F.dropout(t, 0.0) is t
+    z = F.dropout(t, 1.0)
+    assert (z.numpy() == 0).all()
+    z.sum().backward()
+    assert (t.grad.numpy() == 0).all()
+
+
+def _x(*shape):
+    return clnn.zeros(*shape)
+
+
+ERRORS = [
+    (lambda: F.batch_norm(_x(4), None, None, training=True), ValueError,
+     r"batch_norm: x must have shape \(N, C, \*\)"),
+    (lambda: F.batch_norm(_x(4, 3), _x(4), _x(4)), ValueError,
+     r"batch_norm: running_mean must have shape \(3,\) for x of shape \(4, 3\); got \(4,\)"),
+    (lambda: F.batch_norm(_x(4, 3), None, None, weight=_x(2)), ValueError,
+     r"batch_norm: weight must have shape \(3,\)"),
+    (lambda: F.batch_norm(_x(4, 3), _x(3), None), ValueError, r"give both running_mean and running_var"),
+    (lambda: F.batch_norm(_x(4, 3), None, None), ValueError, r"running_mean and running_var must be given when"),
+    (lambda: F.batch_norm(_x(1, 3), _x(3), _x(3), training=True), ValueError, r"more than 1 value per channel"),
+    (lambda: F.batch_norm(_x(4, 3), None, None, bias=np.zeros(3)), TypeError,
+     r"batch_norm: bias: expected a clnn.Tensor; got ndarray"),
+    (lambda: F.batch_norm(_x(4, 3), None, None, weight=clnn.zeros(3, dtype=np.float16)), TypeError,
+     r"batch_norm: x has dtype float32 but weight has dtype float16"),
+    (lambda: F.batch_norm(_x(4, 3), None, None, eps=-1), ValueError, r"batch_norm: eps must be a number >= 0"),
+    (lambda: F.layer_norm(_x(4, 3), 4), ValueError, r"layer_norm: normalized_shape \(4,\) must match the last dims"),
+    (lambda: F.layer_norm(_x(4, 3), (2, 4, 3)), ValueError, r"normalized_shape \(2, 4, 3\) must match"),
+    (lambda: F.layer_norm(_x(4, 3), 3, weight=_x(4)), ValueError, r"layer_norm: weight must have shape \(3,\)"),
+    (lambda: F.layer_norm(_x(4, 3), "3"), TypeError, r"layer_norm: normalized_shape must be an int"),
+    (lambda: F.layer_norm(clnn.zeros(4, 3, dtype=np.int32), 3), TypeError, r"layer_norm: x: expected a floating"),
+    (lambda: F.dropout(_x(3), p=1.5), ValueError, r"dropout: p must be a probability in \[0, 1\]; got 1.5"),
+    (lambda: F.dropout([1.0], p=0.5), TypeError, r"dropout: x: expected a clnn.Tensor; got list"),
+]
+
+
+@pytest.mark.parametrize("call,exc,pattern", ERRORS, ids=[e[2][:40] for e in ERRORS])
+def test_errors(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
