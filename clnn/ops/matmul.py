@@ -96,20 +96,26 @@ def gemm(
     a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
     trans_a: bool = False, trans_b: bool = False,
 ) -> Tensor:
-    """``alpha * op(a) @ op(b) + beta * c`` for 2-D ``a``, ``b`` (``op`` transposes when asked).
+    """``alpha * op(a) @ op(b) + beta * c`` for 2-D ``a``, ``b``; ``op`` transposes when asked (BLAS GEMM).
 
     Args:
         a: (M, K), or (K, M) with ``trans_a``.
         b: (K, N), or (N, K) with ``trans_b``.
-        c: broadcastable to (M, N); used when ``beta != 0``. Not modified.
+        c: broadcastable to (M, N); read only when ``beta != 0``, never modified.
     Returns:
-        A new (M, N) tensor.
+        A new (M, N) tensor; differentiable in ``a``, ``b`` and ``c``.
+    Raises:
+        TypeError: an operand is not a floating clnn.Tensor, or dtypes differ.
+        ValueError: operands are not 2-D, inner dimensions differ, ``c`` does not broadcast, or devices differ.
+
+    Example:
+        >>> y = clnn.gemm(x, w, bias, beta=1.0, trans_b=True)  # x @ w.T + bias
     """
     _check_pair("gemm", a, b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
-    from .elementwise import sum_to_shape
-    from .shape import broadcast_to, reshape, transpose
+    from .elementwise import broadcast_shapes, sum_to_shape
+    from .shape import broadcast_to, reshape
 
     m, ka = (a.shape[1], a.shape[0]) if trans_a else a.shape
     kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
@@ -125,34 +131,52 @@ def gemm(
         require_tensor("gemm: c", c)
         same_device("gemm", a=a, c=c)
         same_dtype("gemm", a=a, c=c)
+        try:
+            fits = c.ndim <= 2 and broadcast_shapes("gemm", c.shape, (m, n)) == (m, n)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"gemm: c must broadcast to the output shape {(m, n)}; got shape {c.shape}")
         cc = broadcast_to(c, (m, n))
     out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc), (m, n))
 
-    def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    def backward(g: Tensor) -> tuple[Tensor | None, ...]:
         ga = gb = gc = None
-        if a.requires_grad:  # d op(a) = alpha g op(b)^T
-            ga = gemm(g, b, alpha=alpha, trans_b=not trans_b)
-            ga = transpose(ga) if trans_a else ga
-        if b.requires_grad:  # d op(b) = alpha op(a)^T g
-            gb = gemm(a, g, alpha=alpha, trans_a=not trans_a)
-            gb = transpose(gb) if trans_b else gb
+        if a.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
+            ga = gemm(b, g, alpha=alpha, trans_a=trans_b, trans_b=True) if trans_a else \
+                gemm(g, b, alpha=alpha, trans_b=not trans_b)
+        if b.requires_grad:  # d op(b) = alpha op(a)^T g; with trans_b, db = alpha g^T op(a)
+            gb = gemm(g, a, alpha=alpha, trans_a=True, trans_b=trans_a) if trans_b else \
+                gemm(a, g, alpha=alpha, trans_a=not trans_a)
         if cc is not None and c.requires_grad:
             gc = sum_to_shape(g * beta, c.shape)
-        return ga, gb, gc
+        return (ga, gb) if cc is None else (ga, gb, gc)
 
-    inputs = (a, b) if cc is None else (a, b, c)
-    return record(out, inputs, backward, "gemm")
+    return record(out, (a, b) if cc is None else (a, b, c), backward, "gemm")
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """Matrix product with NumPy's rules: 1-D operands are promoted, batch dims broadcast.
+    """Matrix product with NumPy's rules: 1-D operands are promoted, batch dimensions broadcast.
 
-    Shapes: (..., M, K) @ (..., K, N) -> (..., M, N).
+    Shapes: (..., M, K) @ (..., K, N) -> (...,  M, N); a 1-D ``a`` is a row (its M axis is dropped from
+    the result), a 1-D ``b`` a column (N dropped). One operand may be an array-like, taken in the
+    other's dtype and device.
+
+    Raises:
+        TypeError: neither operand is a clnn.Tensor, dtypes differ or are not floating.
+        ValueError: an operand is 0-d, inner dimensions differ, batch dimensions do not broadcast,
+            or devices differ.
+
+    Example:
+        >>> clnn.matmul(clnn.ones((2, 1, 5, 7)), clnn.ones((3, 7, 4))).shape
+        (2, 3, 5, 4)
     """
     from .creation import tensor
-    from .elementwise import broadcast_shapes
+    from .elementwise import broadcast_shapes, sum_to_shape
     from .shape import broadcast_to, reshape
 
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError(f"matmul: expected a clnn.Tensor operand; got {type(a).__name__} and {type(b).__name__}")
     if not isinstance(a, Tensor):
         a = tensor(np.asarray(a), dtype=b.dtype, device=b.device)
     if not isinstance(b, Tensor):
@@ -166,11 +190,16 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     kb, n = b2.shape[-2:]
     if k != kb:
         raise ValueError(f"matmul: a has shape {a.shape} and b has shape {b.shape}: inner dimensions {k} != {kb}")
-    batch_shape = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
+    try:
+        batch_shape = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: batch dimensions of a {a.shape} and b {b.shape} cannot be broadcast together"
+        ) from None
     batch = int(np.prod(batch_shape, dtype=np.int64))
 
     def operand(t: Tensor, rows: int, cols: int) -> tuple[Tensor, int]:
-        """``t`` with the full batch shape, and its batch stride (0 when shared by every batch)."""
+        """``t`` over the whole batch, and its batch stride (0 when one matrix serves every batch)."""
         if int(np.prod(t.shape[:-2], dtype=np.int64)) == 1:
             return t, 0
         return broadcast_to(t, batch_shape + (rows, cols)), rows * cols
@@ -178,13 +207,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     a3, a_bs = operand(a2, m, k)
     b3, b_bs = operand(b2, k, n)
     out = gemm_raw(a3, (a_bs, k, 1), b3, (b_bs, n, 1), batch, m, n, k)
-    out_shape = batch_shape + (m, n)
-    final = out_shape[:-2] + (() if a.ndim == 1 else (m,)) + (() if b.ndim == 1 else (n,))
+    final = batch_shape + (() if a.ndim == 1 else (m,)) + (() if b.ndim == 1 else (n,))
     result = reshape(out, final)
 
     def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        from .elementwise import sum_to_shape
-
         g3 = reshape(g, (batch, m, n))
         ga = gb = None
         if a.requires_grad:  # g @ b^T, summed over the batches a was broadcast along

@@ -1,0 +1,290 @@
+"""matmul and gemm against PyTorch in float64: NumPy shape rules, tiles, transposes, gradients, errors.
+
+Tolerances (relative error ||out - ref|| / ||ref||): float32 1e-5; float64 1e-12; float16 1e-3, because
+float16 storage rounds every input and output to 11 significant bits (relative step 2**-11 = 4.9e-4)
+even though the kernel accumulates in float32.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from helpers import assert_close
+
+import clnn
+from clnn import tuning
+from clnn.ops.matmul import gemm_config, gemm_raw
+
+TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}
+DTYPES = list(TOL)
+
+
+def _skip_unsupported(dev, dtype):
+    if not dev.supports(np.dtype(dtype)):
+        pytest.skip(f"{dtype} is not supported on {dev}")
+
+
+def _rand(rng, shape, dtype="float32"):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _ref(x):
+    """A float64 torch tensor holding exactly the (possibly rounded) values clnn sees."""
+    return torch.from_numpy(np.asarray(x, np.float64))
+
+
+def _tile(dev):
+    return gemm_config(dev, np.dtype("float32"))
+
+
+MATMUL_SHAPES = [
+    ((7,), (7,)),  # 1-D x 1-D: dot product, 0-d result
+    ((5,), (5, 3)),  # 1-D x 2-D
+    ((4, 5), (5,)),  # 2-D x 1-D
+    ((1, 1), (1, 1)),
+    ((127, 253), (253, 61)),  # primes
+    ((2, 1, 5, 7), (3, 7, 4)),  # batch dims broadcast to (2, 3)
+    ((3, 7, 4), (4, 2)),  # shared right operand
+    ((6,), (2, 6, 3)),  # 1-D left against a batch
+    ((2, 3, 4), (4,)),  # batch against 1-D right
+    ((3, 0), (0, 4)),  # empty inner dimension: zeros
+    ((0, 5), (5, 2)),  # empty output
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sa, sb", MATMUL_SHAPES)
+def test_matmul_matches_torch(dev, rng, dtype, sa, sb):
+    _skip_unsupported(dev, dtype)
+    a, b = _rand(rng, sa, dtype), _rand(rng, sb, dtype)
+    out = clnn.matmul(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
+    ref = torch.matmul(_ref(a), _ref(b)).numpy()
+    assert out.shape == ref.shape and out.dtype == np.dtype(dtype)
+    if ref.size and np.any(ref):
+        assert_close(out.numpy(), ref, TOL[dtype], f"matmul {sa} @ {sb} {dtype}")
+    else:
+        np.testing.assert_array_equal(out.numpy(), ref)
+
+
+def test_matmul_operator_and_array_operand(dev, rng):
+    a, b = _rand(rng, (3, 4)), _rand(rng, (4, 2))
+    ta = clnn.tensor(a, device=dev)
+    assert_close((ta @ clnn.tensor(b, device=dev)).numpy(), _ref(a) @ _ref(b), TOL["float32"], "a @ b")
+    assert_close(clnn.matmul(ta, b).numpy(), _ref(a) @ _ref(b), TOL["float32"], "tensor @ ndarray")
+
+
+@pytest.mark.parametrize("delta", [-1, 0, 1])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sizes_straddling_the_tile(dev, rng, dtype, delta):
+    """M, N, K one below, at and one above the device's tile (and two k-slices deep)."""
+    _skip_unsupported(dev, dtype)
+    cfg = gemm_config(dev, np.dtype(dtype))
+    m, n, k = cfg["TM"] + delta, cfg["TN"] + delta, 2 * cfg["TK"] + delta
+    a, b = _rand(rng, (m, k), dtype), _rand(rng, (k, n), dtype)
+    out = clnn.matmul(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
+    assert_close(out.numpy(), (_ref(a) @ _ref(b)).numpy(), TOL[dtype], f"{m}x{n}x{k} ({cfg})")
+
+
+GEMM_CASES = [  # (m, n, k, trans_a, trans_b, alpha, beta, c shape or None)
+    (1, 1, 1, False, False, 1.0, 0.0, None),
+    (127, 61, 253, False, False, 1.0, 0.0, None),
+    (127, 61, 253, True, False, 0.5, 0.0, None),
+    (127, 61, 253, False, True, 1.0, 2.0, (127, 61)),
+    (127, 61, 253, True, True, -1.5, 0.25, (61,)),
+    (33, 130, 9, True, False, 2.0, -1.0, (33, 1)),
+    (5, 3, 200, False, True, 1.0, 1.0, ()),
+    (4, 4, 0, False, False, 1.0, 3.0, (4, 4)),  # empty k: beta * c only
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m, n, k, ta, tb, alpha, beta, cshape", GEMM_CASES)
+def test_gemm_matches_torch(dev, rng, dtype, m, n, k, ta, tb, alpha, beta, cshape):
+    _skip_unsupported(dev, dtype)
+    a = _rand(rng, (k, m) if ta else (m, k), dtype)
+    b = _rand(rng, (n, k) if tb else (k, n), dtype)
+    c = None if cshape is None else _rand(rng, cshape, dtype)
+    out = clnn.gemm(
+        clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), None if c is None else clnn.tensor(c, device=dev),
+        alpha=alpha, beta=beta, trans_a=ta, trans_b=tb,
+    )
+    ra, rb = _ref(a), _ref(b)
+    ref = alpha * ((ra.T if ta else ra) @ (rb.T if tb else rb))
+    if c is not None:
+        ref = ref + beta * _ref(c)
+    assert out.shape == (m, n)
+    assert_close(out.numpy(), ref.numpy(), TOL[dtype], f"gemm {m}x{n}x{k} ta={ta} tb={tb}")
+
+
+def test_gemm_raw_strided_batches(dev, rng):
+    """The convolution's entry point: transposes and a shared operand expressed as strides."""
+    batch, m, n, k = 3, 17, 9, 11
+    a = _rand(rng, (batch, k, m))  # read transposed
+    b = _rand(rng, (k, n))  # shared by every batch
+    c = _rand(rng, (batch, m, n))
+    out = gemm_raw(
+        clnn.tensor(a, device=dev), (k * m, 1, m), clnn.tensor(b, device=dev), (0, n, 1),
+        batch, m, n, k, alpha=2.0, beta=-1.0, c=clnn.tensor(c, device=dev),
+    )
+    ref = 2.0 * _ref(a).transpose(1, 2) @ _ref(b) - _ref(c)
+    assert out.shape == (batch, m, n)
+    assert_close(out.numpy(), ref.numpy(), TOL["float32"], "gemm_raw")
+
+
+GRAD_MATMUL = [((7,), (7,)), ((5,), (5, 3)), ((4, 5), (5,)), ((13, 9), (9, 6)), ((2, 1, 5, 7), (3, 7, 4))]
+
+
+@pytest.mark.parametrize("sa, sb", GRAD_MATMUL)
+def test_matmul_gradients_match_torch(dev, rng, sa, sb):
+    a, b = _rand(rng, sa), _rand(rng, sb)
+    ca, cb = clnn.tensor(a, device=dev, requires_grad=True), clnn.tensor(b, device=dev, requires_grad=True)
+    out = clnn.matmul(ca, cb)
+    g = _rand(rng, out.shape)
+    out.backward(clnn.tensor(g, device=dev))
+    ta, tb = _ref(a).requires_grad_(), _ref(b).requires_grad_()
+    torch.matmul(ta, tb).backward(_ref(g))
+    assert_close(ca.grad.numpy(), ta.grad.numpy(), TOL["float32"], f"d/da {sa} @ {sb}")
+    assert_close(cb.grad.numpy(), tb.grad.numpy(), TOL["float32"], f"d/db {sa} @ {sb}")
+
+
+@pytest.mark.parametrize("ta, tb, cshape", [(False, False, (6, 5)), (True, False, (5,)), (False, True, (6, 1)),
+                                            (True, True, None)])
+def test_gemm_gradients_match_torch(dev, rng, ta, tb, cshape):
+    m, n, k, alpha, beta = 6, 5, 11, 0.75, -2.0
+    a, b = _rand(rng, (k, m) if ta else (m, k)), _rand(rng, (n, k) if tb else (k, n))
+    c = None if cshape is None else _rand(rng, cshape)
+    ca, cb = clnn.tensor(a, device=dev, requires_grad=True), clnn.tensor(b, device=dev, requires_grad=True)
+    cc = None if c is None else clnn.tensor(c, device=dev, requires_grad=True)
+    out = clnn.gemm(ca, cb, cc, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb)
+    g = _rand(rng, (m, n))
+    out.backward(clnn.tensor(g, device=dev))
+    ra, rb = _ref(a).requires_grad_(), _ref(b).requires_grad_()
+    ref = alpha * ((ra.T if ta else ra) @ (rb.T if tb else rb))
+    rc = None if c is None else _ref(c).requires_grad_()
+    if rc is not None:
+        ref = ref + beta * rc
+    ref.backward(_ref(g))
+    assert_close(ca.grad.numpy(), ra.grad.numpy(), TOL["float32"], "d/da")
+    assert_close(cb.grad.numpy(), rb.grad.numpy(), TOL["float32"], "d/db")
+    if rc is not None:
+        assert_close(cc.grad.numpy(), rc.grad.numpy(), TOL["float32"], "d/dc")
+
+
+def test_gradients_through_a_shared_operand(dev, rng):
+    """x feeds both sides of a product and a second product: gradients accumulate as in torch."""
+    x, w = _rand(rng, (6, 6)), _rand(rng, (6, 4))
+    cx, cw = clnn.tensor(x, device=dev, requires_grad=True), clnn.tensor(w, device=dev, requires_grad=True)
+    ((cx @ cx) @ cw + clnn.gemm(cx, cw)).sum().backward()
+    tx, tw = _ref(x).requires_grad_(), _ref(w).requires_grad_()
+    ((tx @ tx) @ tw + tx @ tw).sum().backward()
+    assert_close(cx.grad.numpy(), tx.grad.numpy(), TOL["float32"], "d/dx")
+    assert_close(cw.grad.numpy(), tw.grad.numpy(), TOL["float32"], "d/dw")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reruns_are_bit_identical(dev, rng, dtype):
+    _skip_unsupported(dev, dtype)
+    a, b = _rand(rng, (2, 150, 301), dtype), _rand(rng, (301, 133), dtype)
+
+    def run():
+        ca, cb = clnn.tensor(a, device=dev, requires_grad=True), clnn.tensor(b, device=dev, requires_grad=True)
+        out = clnn.matmul(ca, cb)
+        out.sum().backward()
+        return out.numpy(), ca.grad.numpy(), cb.grad.numpy()
+
+    for first, second in zip(run(), run()):
+        np.testing.assert_array_equal(first, second)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        pytest.param({"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1}, id="gpu-row"),
+        pytest.param({"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "APAD": 1}, id="scalar"),
+    ],
+)
+def test_other_tunings_are_correct(dev, rng, monkeypatch, row):
+    """Tiles meant for other devices (or odd ones a tuner may write) still compute the right thing."""
+    monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
+    if (row["TM"] // row["WM"]) * (row["TN"] // row["WN"]) <= dev.max_work_group_size:  # else it shrinks
+        assert gemm_config(dev, np.dtype("float32")) == row
+    for ta, tb, (m, n, k) in [(False, False, (67, 61, 37)), (True, True, (67, 61, 37)), (False, True, (64, 48, 32))]:
+        a, b = _rand(rng, (k, m) if ta else (m, k)), _rand(rng, (n, k) if tb else (k, n))
+        out = clnn.gemm(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), trans_a=ta, trans_b=tb)
+        ra, rb = _ref(a), _ref(b)
+        ref = (ra.T if ta else ra) @ (rb.T if tb else rb)
+        assert_close(out.numpy(), ref.numpy(), TOL["float32"], f"{row} ta={ta} tb={tb}")
+
+
+@pytest.mark.parametrize(
+    "wg, local, dtype",
+    [(64, 16384, "float32"), (64, 16384, "float64"), (256, 32768, "float32"), (16, 1024, "float32")],
+)
+def test_config_fits_small_devices(dev, wg, local, dtype):
+    small = dataclasses.replace(dev, max_work_group_size=wg, local_mem_size=local)
+    cfg = gemm_config(small, np.dtype(dtype))
+    itemsize = np.dtype(dtype).itemsize
+    assert (cfg["TM"] // cfg["WM"]) * (cfg["TN"] // cfg["WN"]) <= wg
+    assert (cfg["TM"] * (cfg["TK"] + cfg["APAD"]) + cfg["TK"] * cfg["TN"]) * itemsize <= local
+
+
+def test_runs_within_small_gpu_limits(dev, rng):
+    """As under CLNN_LIMITS=wg=64,local=16384: the tile shrinks and results stay right."""
+    small = dataclasses.replace(
+        dev, max_work_group_size=64, local_mem_size=16384, _context=None, _queue=None, _pool=None
+    )
+    a, b = _rand(rng, (70, 45)), _rand(rng, (45, 66))
+    out = clnn.matmul(clnn.tensor(a, device=small), clnn.tensor(b, device=small))
+    assert_close(out.numpy(), (_ref(a) @ _ref(b)).numpy(), TOL["float32"], "limited device")
+
+
+def test_no_tile_fits_raises(dev):
+    tiny = dataclasses.replace(dev, max_work_group_size=8, local_mem_size=64)
+    with pytest.raises(ValueError, match=r"gemm: .* allows work-groups of 8 and 64 bytes"):
+        gemm_config(tiny, np.dtype("float32"))
+
+
+def _other(dev):
+    return dataclasses.replace(dev, _context=None, _queue=None, _pool=None)
+
+
+ERRORS = [  # (call given dev, exception, message pattern)
+    (lambda d: clnn.matmul(clnn.ones((3, 4), device=d), clnn.ones((5, 6), device=d)), ValueError,
+     r"matmul: a has shape \(3, 4\) and b has shape \(5, 6\): inner dimensions 4 != 5"),
+    (lambda d: clnn.matmul(clnn.ones((2, 3, 4), device=d), clnn.ones((3, 4, 5), device=d)), ValueError,
+     r"matmul: batch dimensions of a \(2, 3, 4\) and b \(3, 4, 5\) cannot be broadcast"),
+    (lambda d: clnn.gemm(clnn.ones((3, 4), device=d), clnn.ones((3, 4), device=d)), ValueError,
+     r"gemm: op\(a\) is 3x4 but op\(b\) is 3x4: .*a \(3, 4\), trans_a=False; b \(3, 4\), trans_b=False"),
+    (lambda d: clnn.matmul(clnn.ones((3, 4), device=d), clnn.ones((4, 2), dtype="float64", device=d)), TypeError,
+     r"matmul: a has dtype float32 but b has dtype float64"),
+    (lambda d: clnn.matmul(clnn.ones((3, 4), device=d), clnn.ones((4, 2), device=_other(d))), ValueError,
+     r"matmul: a is on .* but b is on .*"),
+    (lambda d: clnn.gemm(clnn.ones((3, 4), device=d), clnn.ones((4, 2), device=_other(d))), ValueError,
+     r"gemm: a is on .* but b is on .*"),
+    (lambda d: clnn.matmul(clnn.ones((), device=d), clnn.ones((3,), device=d)), ValueError,
+     r"matmul: operands must have at least 1 dimension; got shapes \(\) and \(3,\)"),
+    (lambda d: clnn.matmul(clnn.ones((3,), device=d), clnn.ones((), device=d)), ValueError,
+     r"at least 1 dimension"),
+    (lambda d: clnn.gemm(clnn.ones((3,), device=d), clnn.ones((3, 2), device=d)), ValueError,
+     r"gemm: a and b must be 2-D; got shapes \(3,\) and \(3, 2\)"),
+    (lambda d: clnn.gemm(clnn.ones((3, 4), device=d), clnn.ones((4, 2), device=d), clnn.ones((3, 3), device=d),
+                         beta=1.0), ValueError,
+     r"gemm: c must broadcast to the output shape \(3, 2\); got shape \(3, 3\)"),
+    (lambda d: clnn.gemm(clnn.ones((3, 4), device=d), clnn.ones((4, 2), device=d),
+                         clnn.ones((3, 2), dtype="float64", device=d), beta=1.0), TypeError,
+     r"gemm: a has dtype float32 but c has dtype float64"),
+    (lambda d: clnn.matmul(clnn.ones((3, 4), dtype="int32", device=d), clnn.ones((4, 2), dtype="int32", device=d)),
+     TypeError, r"matmul: a: expected a floating tensor .* got dtype int32"),
+    (lambda d: clnn.gemm(np.ones((3, 4), np.float32), clnn.ones((4, 2), device=d)), TypeError,
+     r"gemm: a: expected a clnn.Tensor; got ndarray"),
+    (lambda d: clnn.matmul([1.0], [1.0]), TypeError, r"matmul: expected a clnn.Tensor operand; got list and list"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", ERRORS)
+def test_validation_errors(dev, call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call(dev)
