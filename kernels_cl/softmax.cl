@@ -130,50 +130,55 @@ __kernel void softmax_bwd_wg(int log_out, int outer, int R, int inner, __global 
     write_grad(log_out, y + base, g + base, gx + base, R, inner, t, n, dot);
 }
 
-/* cross-entropy with label smoothing eps, per row:
- *   lse = log(sum(exp(x))), loss = lse - (1 - eps) * x[target] - eps * mean(x)
- * writes loss[g] and lse[g] (kept for the backward). */
-inline real share_sum(__global const store_t *p, int R, int inner, int t, int n) {
+/* cross-entropy with label smoothing eps, per row, with m = max(x) and ls = log(sum(exp(x - m))):
+ *   loss = ls - (1 - eps) * (x[target] - m) - eps * mean(x - m)   (= lse - (1 - eps) x[t] - eps mean(x))
+ * Kept relative to m, so logits of 1e4 lose no digits to the size of m + ls. Writes loss[g] and
+ * stats[2g] = m, stats[2g + 1] = ls for the backward. */
+inline real share_sum_shifted(__global const store_t *p, int R, int inner, int t, int n, real m) {
     real s = 0;
-    for (int r = t; r < R; r += n) s += LOAD(p, (size_t)r * inner);
+    for (int r = t; r < R; r += n) s += LOAD(p, (size_t)r * inner) - m;
     return s;
 }
 
+inline void ce_store(int g, int C, int inner, real eps, __global const store_t *p, __global const long *target,
+                     real m, real ls, real centered_sum, __global store_t *loss, __global store_t *stats) {
+    STORE(stats, 2 * g, m);
+    STORE(stats, 2 * g + 1, ls);
+    real xt = LOAD(p, (size_t)target[g] * inner) - m;
+    STORE(loss, g, ls - (1 - eps) * xt - eps * centered_sum / C);
+}
+
 __kernel void ce_fwd_small(int outer, int C, int inner, real eps, __global const store_t *x,
-                           __global const long *target, __global store_t *loss, __global store_t *lse) {
+                           __global const long *target, __global store_t *loss, __global store_t *stats) {
     int g = get_global_id(0);
     if (g >= outer * inner) return;
     __global const store_t *p = x + row_start(g, C, inner);
     real m = shift(share_max(p, C, inner, 0, 1));
-    real l = m + log(share_sum_exp(p, C, inner, 0, 1, m));
-    real smooth = eps != 0 ? eps * share_sum(p, C, inner, 0, 1) / C : 0;
-    STORE(lse, g, l);
-    STORE(loss, g, l - (1 - eps) * LOAD(p, (size_t)target[g] * inner) - smooth);
+    real ls = log(share_sum_exp(p, C, inner, 0, 1, m));
+    real cs = eps != 0 ? share_sum_shifted(p, C, inner, 0, 1, m) : 0;
+    ce_store(g, C, inner, eps, p, target, m, ls, cs, loss, stats);
 }
 
 __kernel void ce_fwd_wg(int outer, int C, int inner, real eps, __global const store_t *x,
-                        __global const long *target, __global store_t *loss, __global store_t *lse) {
+                        __global const long *target, __global store_t *loss, __global store_t *stats) {
     __local real scratch[SM_WG];
     int t = get_local_id(0), n = get_local_size(0), g = get_group_id(0);
     __global const store_t *p = x + row_start(g, C, inner);
     real m = shift(group_reduce(scratch, share_max(p, C, inner, t, n), 1));
-    real l = m + log(group_reduce(scratch, share_sum_exp(p, C, inner, t, n, m), 0));
-    real smooth = eps != 0 ? eps * group_reduce(scratch, share_sum(p, C, inner, t, n), 0) / C : 0;
-    if (t == 0) {
-        STORE(lse, g, l);
-        STORE(loss, g, l - (1 - eps) * LOAD(p, (size_t)target[g] * inner) - smooth);
-    }
+    real ls = log(group_reduce(scratch, share_sum_exp(p, C, inner, t, n, m), 0));
+    real cs = eps != 0 ? group_reduce(scratch, share_sum_shifted(p, C, inner, t, n, m), 0) : 0;
+    if (t == 0) ce_store(g, C, inner, eps, p, target, m, ls, cs, loss, stats);
 }
 
 /* gx[o, c, j] = gloss[g] * (softmax(x)[c] - (1 - eps) * (c == target[g]) - eps / C), g = o * inner + j */
 __kernel void ce_bwd(int outer, int C, int inner, real eps, __global const store_t *x,
-                     __global const long *target, __global const store_t *lse, __global const store_t *gloss,
+                     __global const long *target, __global const store_t *stats, __global const store_t *gloss,
                      __global store_t *gx) {
     int i = get_global_id(0);
     if (i >= outer * C * inner) return;
     int j = i % inner, oc = i / inner, c = oc % C, o = oc / C;
     int g = o * inner + j;
-    real p = exp(LOAD(x, i) - LOAD(lse, g));
+    real p = exp(LOAD(x, i) - LOAD(stats, 2 * g) - LOAD(stats, 2 * g + 1));
     real hit = c == target[g] ? 1 - eps : 0;
     STORE(gx, i, LOAD(gloss, g) * (p - hit - eps / C));
 }

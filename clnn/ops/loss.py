@@ -134,15 +134,15 @@ def cross_entropy(
     t = _targets(op, target, input, classes, expected)
     eps = real_scalar(input.dtype, label_smoothing)
     loss = empty(expected, input.dtype, input.device)
-    lse = empty(expected, input.dtype, input.device)
+    stats = empty((loss.size, 2), input.dtype, input.device)  # per row: max, log(sum(exp(x - max)))
     if classes == 0 and loss.size:
         raise ValueError(f"{op}: input has 0 classes (shape {input.shape})")
-    row_launch(input.device, input.dtype, "ce_fwd", geometry, eps, input.data, t.data, loss.data, lse.data)
+    row_launch(input.device, input.dtype, "ce_fwd", geometry, eps, input.data, t.data, loss.data, stats.data)
 
     def backward(g: Tensor) -> tuple[Tensor]:
         gx = empty(input.shape, input.dtype, input.device)
         launch_1d(input.device, _softmax_kernel(input, "ce_bwd"), input.size, np.int32(outer), np.int32(classes),
-                  np.int32(inner), eps, input.data, t.data, lse.data, g.data, gx.data)
+                  np.int32(inner), eps, input.data, t.data, stats.data, g.data, gx.data)
         return (gx,)
 
     return _reduce(record(loss, (input,), backward, op), reduction)
