@@ -53,15 +53,14 @@ class _Stream:
         self.stage = [np.empty((batch_size, *data.shape[1:]), data.dtype) for _ in range(2)]
         self.events: list[cl.Event | None] = [None, None]
 
-    def upload(self, idx: np.ndarray, slot: int, dev: Device, queue: cl.CommandQueue, after: cl.Event) -> Tensor:
+    def upload(self, idx: np.ndarray, slot: int, out: Tensor, queue: cl.CommandQueue, after: cl.Event) -> None:
         if self.events[slot] is not None:
             self.events[slot].wait()  # the staging array is still being read by an earlier copy
         host = self.stage[slot][: len(idx)]
         np.take(self.data, idx, axis=0, out=host)
-        out = empty(host.shape, host.dtype, dev)
+        self.events[slot] = None
         if host.size:
             self.events[slot] = cl.enqueue_copy(queue, out.data, host, is_blocking=False, wait_for=[after])
-        return out
 
     def wait(self) -> None:
         for ev in self.events:
@@ -117,9 +116,14 @@ class DataLoader:
         queue = _copy_queue(dev)
 
         def upload(k: int) -> list[tuple[Tensor, cl.Event | None]]:
-            with dev._lock:
-                after = cl.enqueue_marker(dev.queue)  # compute queued so far; pooled memory may be in use
-            return [(s.upload(batches[k], k % 2, dev, queue, after), s.events[k % 2]) for s in streams]
+            slot = k % 2
+            outs = [empty((len(batches[k]), *s.data.shape[1:]), s.data.dtype, dev) for s in streams]
+            with dev._lock:  # after whatever the compute queue has queued so far, allocations included
+                after = cl.enqueue_marker(dev.queue)
+                dev.queue.flush()  # the copy queue waits on this marker: make sure it gets submitted
+            for s, out in zip(streams, outs):
+                s.upload(batches[k], slot, out, queue, after)
+            return [(out, s.events[slot]) for s, out in zip(streams, outs)]
 
         try:
             pending = upload(0)
