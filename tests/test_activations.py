@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import clnn
 import clnn.functional as F
@@ -75,6 +77,14 @@ def test_softmax(shape, axis, log, rng):
     fn, ref = (F.log_softmax, torch.log_softmax) if log else (F.softmax, torch.softmax)
     x = rng.standard_normal(shape) * 3
     check_against_torch(lambda t: fn(t, axis=axis), lambda t: ref(t, axis), [x], rng)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.lists(st.integers(1, 70), min_size=1, max_size=4), data=st.data(), log=st.booleans())
+def test_softmax_hypothesis(shape, data, log, rng):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+    fn, ref = (F.log_softmax, torch.log_softmax) if log else (F.softmax, torch.softmax)
+    check_against_torch(lambda t: fn(t, axis=axis), lambda t: ref(t, axis), [rng.standard_normal(shape) * 3], rng)
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])

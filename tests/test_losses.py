@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import clnn
 import clnn.functional as F
@@ -25,6 +27,18 @@ def _target_shape(shape):
 @pytest.mark.parametrize("smoothing", [0.0, 0.25])
 @pytest.mark.parametrize("shape", CLASS_SHAPES, ids=str)
 def test_cross_entropy(shape, smoothing, reduction, rng):
+    classes = shape[0] if len(shape) == 1 else shape[1]
+    target = rng.integers(0, classes, _target_shape(shape))
+    check_against_torch(
+        lambda x: F.cross_entropy(x, target, reduction=reduction, label_smoothing=smoothing),
+        lambda x: TF.cross_entropy(x, torch.tensor(target), reduction=reduction, label_smoothing=smoothing),
+        [rng.standard_normal(shape) * 3], rng)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.lists(st.integers(1, 40), min_size=1, max_size=4), smoothing=st.sampled_from([0.0, 0.1]),
+       reduction=st.sampled_from(REDUCTIONS))
+def test_cross_entropy_hypothesis(shape, smoothing, reduction, rng):
     classes = shape[0] if len(shape) == 1 else shape[1]
     target = rng.integers(0, classes, _target_shape(shape))
     check_against_torch(

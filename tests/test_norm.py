@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import clnn
 import clnn.functional as F
@@ -46,6 +48,32 @@ def test_batch_norm(shape, training, affine, momentum, eps, rng):
     check_against_torch(ours, ref, inputs, rng)
     assert_close(crm.numpy(), trm.numpy(), what="running_mean")
     assert_close(crv.numpy(), trv.numpy(), what="running_var")
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.lists(st.integers(1, 17), min_size=2, max_size=4).filter(lambda s: np.prod(s) // s[1] >= 3),
+       training=st.booleans())
+def test_batch_norm_hypothesis(shape, training, rng):
+    c = shape[1]
+    crm, crv = clnn.zeros(c), clnn.ones(c)
+    trm, trv = torch.zeros(c, dtype=torch.float64), torch.ones(c, dtype=torch.float64)
+    check_against_torch(lambda x, w, b: F.batch_norm(x, crm, crv, w, b, training=training),
+                        lambda x, w, b: TF.batch_norm(x, trm, trv, w, b, training=training),
+                        [rng.standard_normal(shape), rng.standard_normal(c), rng.standard_normal(c)], rng)
+    assert_close(crv.numpy(), trv.numpy(), what="running_var")
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.lists(st.integers(1, 40), min_size=1, max_size=4), data=st.data())
+def test_layer_norm_hypothesis(shape, data, rng):
+    k = data.draw(st.integers(1, len(shape)), label="normalized dims")
+    nshape = tuple(shape[-k:])
+    if np.prod(nshape) < 3:  # a row of 1 or 2 values has a gradient of exactly 0: nothing to compare
+        nshape = tuple(shape)
+        if np.prod(nshape) < 3:
+            return
+    check_against_torch(lambda x, w, b: F.layer_norm(x, nshape, w, b), lambda x, w, b: TF.layer_norm(x, nshape, w, b),
+                        [rng.standard_normal(shape), rng.standard_normal(nshape), rng.standard_normal(nshape)], rng)
 
 
 @pytest.mark.parametrize("which", ["weight", "bias"])
