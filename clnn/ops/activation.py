@@ -112,6 +112,8 @@ def row_launch(
     wg_max = group_size(dev)
     d = defines(dtype, SM_WG=wg_max)
     sizes = (*prefix, np.int32(outer), np.int32(length), np.int32(inner))
+    # strided rows (inner > 1): neighbouring work-items read neighbouring addresses, so one work-item
+    # per row is coalesced and, with enough rows, fills the device better than a group per row
     if length <= SMALL_ROW or (inner > 1 and rows >= 4 * wg_max):
         k = kernels.kernel(dev, "softmax.cl", f"{name}_small", d)
         launch_1d(dev, k, rows, *sizes, *args)

@@ -36,7 +36,7 @@ class _Groups:
         self.defines = defines(x.dtype, NORM_WG=wg)
         self.local = min(wg, 1 << max(self.count - 1, 0).bit_length())  # power of two >= count, capped
 
-    def _k(self, name: str) -> Any:
+    def _kernel(self, name: str) -> Any:
         return kernels.kernel(self.x.device, "norm.cl", name, self.defines)
 
     def _buf(self, t: Tensor | None) -> Any:
@@ -46,7 +46,7 @@ class _Groups:
     def _per_group(self, name: str, *args: object) -> tuple[Tensor, Tensor]:
         a, b = (empty((self.groups,), self.x.dtype, self.x.device) for _ in range(2))
         if self.groups:
-            kernels.launch(self.x.device, self._k(name), (self.groups * self.local,), (self.local,),
+            kernels.launch(self.x.device, self._kernel(name), (self.groups * self.local,), (self.local,),
                            *self.sizes, *args, a.data, b.data)
         return a, b
 
@@ -56,9 +56,17 @@ class _Groups:
 
     def apply(self, mean: Tensor, var: Tensor, w: Tensor | None, b: Tensor | None, affine: int) -> Tensor:
         y = empty(self.x.shape, self.x.dtype, self.x.device)
-        launch_1d(self.x.device, self._k("norm_apply"), self.x.size, *self.sizes, np.int32(affine), self.eps,
+        launch_1d(self.x.device, self._kernel("norm_apply"), self.x.size, *self.sizes, np.int32(affine), self.eps,
                   self.x.data, mean.data, var.data, self._buf(w), self._buf(b), y.data)
         return y
+
+    def update_running(self, mean: Tensor, var: Tensor, running_mean: Tensor, running_var: Tensor,
+                       momentum: float) -> None:
+        """``running = (1 - momentum) * running + momentum * batch``, in place; the variance made unbiased."""
+        m = self.count
+        launch_1d(self.x.device, self._kernel("bn_update"), self.groups, np.int32(self.groups),
+                  real_scalar(self.x.dtype, momentum), real_scalar(self.x.dtype, m / (m - 1)), mean.data, var.data,
+                  running_mean.data, running_var.data)
 
     def grad_sums(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None) -> tuple[Tensor, Tensor]:
         """Per group ``sum(g * w')`` and ``sum(g * w' * xhat)`` (w' per element under AFF_INNER, else 1)."""
@@ -70,7 +78,7 @@ class _Groups:
         """dL/dx; ``sums`` from :meth:`grad_sums` when the statistics came from ``x`` itself, else None."""
         gx = empty(self.x.shape, self.x.dtype, self.x.device)
         s1, s2 = sums or (g, g)
-        launch_1d(self.x.device, self._k("norm_bwd_input"), self.x.size, *self.sizes, np.int32(self.affine),
+        launch_1d(self.x.device, self._kernel("norm_bwd_input"), self.x.size, *self.sizes, np.int32(self.affine),
                   np.int32(sums is not None), self.eps, self.x.data, g.data, mean.data, var.data,
                   self._buf(w), s1.data, s2.data, gx.data)
         return gx
@@ -142,17 +150,15 @@ def batch_norm(
     eps = _eps(op, eps)
     if not training and rm is None:
         raise ValueError(f"{op}: running_mean and running_var must be given when training=False (as PyTorch)")
-    use_batch = bool(training)
-    if use_batch and n * inner <= 1:
+    training = bool(training)
+    if training and n * inner <= 1:
         raise ValueError(f"{op}: expected more than 1 value per channel when training; got x of shape {x.shape}")
     affine = (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
     grp = _Groups(x, n, c, inner, affine & AFF_W, eps)
-    if use_batch:
+    if training:
         mean, var = grp.stats()
-        if training and rm is not None:
-            m = n * inner
-            launch_1d(x.device, grp._k("bn_update"), c, np.int32(c), real_scalar(x.dtype, momentum),
-                      real_scalar(x.dtype, m / (m - 1)), mean.data, var.data, rm.data, rv.data)
+        if rm is not None and rv is not None:
+            grp.update_running(mean, var, rm, rv, float(momentum))
     else:
         # copies: the backward must see these statistics even if the running buffers change later
         mean, var = rm.detach().clone(), rv.detach().clone()  # type: ignore[union-attr]
@@ -160,8 +166,8 @@ def batch_norm(
 
     def grads(g: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         need_wb = (w is not None and w.requires_grad) or (b is not None and b.requires_grad)
-        sums = grp.grad_sums(g, mean, var, None) if use_batch or need_wb else None
-        gx = grp.grad_input(g, mean, var, w, sums if use_batch else None) if x.requires_grad else None
+        sums = grp.grad_sums(g, mean, var, None) if training or need_wb else None
+        gx = grp.grad_input(g, mean, var, w, sums if training else None) if x.requires_grad else None
         return gx, (sums[1] if sums else None), (sums[0] if sums else None)
 
     return _record_affine(y, x, w, b, grads, op)
