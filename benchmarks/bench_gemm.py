@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import time
 from collections.abc import Callable
 
@@ -67,7 +68,10 @@ def main() -> None:
 
     dev = clnn.device(args.device)
     print(f"date: {datetime.date.today()}  device: {dev}  runtime: {dev.platform_version}")
-    print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads)")
+    print(
+        f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"GFLOP/s, best of {args.reps}; ratios are clnn / peer")
     columns = ("clnn", "numpy", "torch", "clblast", "/numpy", "/torch", "/clblast")
     print(f"{'size':>6}" + "".join(f"{c:>9}" for c in columns))
