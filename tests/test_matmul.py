@@ -76,16 +76,21 @@ def test_matmul_operator_and_array_operand(dev, rng):
     assert_close(clnn.matmul(ta, b).numpy(), _ref(a) @ _ref(b), TOL["float32"], "tensor @ ndarray")
 
 
+@pytest.mark.parametrize("trans", [False, True])
 @pytest.mark.parametrize("delta", [-1, 0, 1])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_sizes_straddling_the_tile(dev, rng, dtype, delta):
-    """M, N, K one below, at and one above the device's tile (and two k-slices deep)."""
+def test_sizes_straddling_the_tile(dev, rng, dtype, delta, trans):
+    """M, N, K one below, at and one above the device's tile (K two k-slices deep), so interior and edge
+    blocks of both operands, plain and transposed, are staged."""
     _skip_unsupported(dev, dtype)
     cfg = gemm_config(dev, np.dtype(dtype))
     m, n, k = cfg["TM"] + delta, cfg["TN"] + delta, 2 * cfg["TK"] + delta
-    a, b = _rand(rng, (m, k), dtype), _rand(rng, (k, n), dtype)
-    out = clnn.matmul(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
-    assert_close(out.numpy(), (_ref(a) @ _ref(b)).numpy(), TOL[dtype], f"{m}x{n}x{k} ({cfg})")
+    a = _rand(rng, (k, m) if trans else (m, k), dtype)
+    b = _rand(rng, (n, k) if trans else (k, n), dtype)
+    out = clnn.gemm(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), trans_a=trans, trans_b=trans)
+    ra, rb = _ref(a), _ref(b)
+    ref = (ra.T @ rb.T) if trans else (ra @ rb)
+    assert_close(out.numpy(), ref.numpy(), TOL[dtype], f"{m}x{n}x{k} trans={trans} ({cfg})")
 
 
 GEMM_CASES = [  # (m, n, k, trans_a, trans_b, alpha, beta, c shape or None)
