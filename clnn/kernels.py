@@ -97,8 +97,11 @@ def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None 
     key = (dev.context.int_ptr, file, name, tuple(sorted((k, str(v)) for k, v in defines.items())))
     k = _kernels.get(key)
     if k is None:
-        k = getattr(program(dev, file, defines), name)
-        _kernels[key] = k
+        prg = program(dev, file, defines)
+        with _lock:  # one cl.Kernel per key even when threads miss at once
+            k = _kernels.get(key)
+            if k is None:
+                k = _kernels[key] = getattr(prg, name)
     return k
 
 
