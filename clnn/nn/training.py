@@ -181,7 +181,7 @@ class TrainingMixin:
                 raise TypeError("fit: validation_data expects a pair (x_val, y_val)")
             validation_data = self._checked("fit: validation_data", *validation_data)
         history = History()
-        cbs = [history, *(callbacks or [])]
+        cbs = [*(callbacks or []), history]  # History last, as Keras: it records what the others logged
         for cb in cbs:
             if not isinstance(cb, Callback):
                 raise TypeError(f"fit: callbacks expects clnn.nn.Callback objects; got {type(cb).__name__}")

@@ -1,0 +1,202 @@
+"""Training: Keras-style fit/evaluate/predict/summary/callbacks, the PyTorch-style loop against torch,
+input checks before training, and flat device memory over many steps."""
+
+import numpy as np
+import pytest
+import torch
+from helpers import rel_err
+
+import clnn
+import clnn.functional as F
+from clnn import nn
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return clnn.datasets.load_digits()
+
+
+def small_cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),  # (N, 16, 4, 4)
+        nn.Flatten(), nn.Linear(16 * 4 * 4, 10),
+    )
+
+
+def test_fit_reaches_95_percent_on_digits(dev, digits):
+    (x, y), (xt, yt) = digits
+    clnn.manual_seed(0)
+    model = small_cnn().to(dev)
+    model.compile(optimizer=clnn.optim.Adam(model.parameters(), lr=1e-2), loss="cross_entropy",
+                  metrics=["accuracy"])
+    history = model.fit(x, y, epochs=3, batch_size=64, validation_split=0.1, verbose=0, seed=0)
+    assert set(history.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert history.epoch == [0, 1, 2] and all(len(v) == 3 for v in history.history.values())
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    result = model.evaluate(xt, yt, batch_size=128)
+    assert set(result) == {"loss", "accuracy"} and result["accuracy"] >= 0.95, result
+    probs = model.predict(xt, batch_size=100)
+    assert probs.shape == (len(xt), 10) and isinstance(probs, np.ndarray)
+    assert np.mean(probs.argmax(1) == yt) == pytest.approx(result["accuracy"])
+    assert model.training  # evaluate/predict restore the mode
+
+
+def _tiny_classifier(dev) -> nn.Module:
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10)).to(dev)
+    model.compile(optimizer="sgd", loss="cross_entropy", metrics=["accuracy"])
+    return model
+
+
+@pytest.mark.parametrize(
+    "x_shape, y_fn, exc, pattern",
+    [
+        ((20, 1, 8, 9), lambda n: np.zeros(n, np.int64), ValueError,
+         r"fit: x has samples of shape \(1, 8, 9\), which Sequential does not accept"),
+        ((20, 1, 8, 8), lambda n: np.full(n, 10), ValueError,
+         r"y expects class labels in \[0, 10\) for a model with 10 outputs; got labels from 10 to 10"),
+        ((20, 1, 8, 8), lambda n: np.full(n, -1), ValueError, r"got labels from -1 to -1"),
+        ((20, 1, 8, 8), lambda n: np.zeros(n - 1, np.int64), ValueError,
+         "x and y expect the same number of samples; got 20 and 19"),
+        ((20, 1, 8, 8), lambda n: np.full(n, 0.5), ValueError, "y expects integer class labels"),
+        ((20, 1, 8, 8), lambda n: np.zeros((n, 10)), ValueError, r"y expects one class label per sample"),
+        ((20, 1, 8, 8), lambda n: ["a"] * n, TypeError, "y expects a numeric array"),
+    ],
+)
+def test_fit_rejects_bad_input_before_training(dev, x_shape, y_fn, exc, pattern):
+    model = _tiny_classifier(dev)
+    before = {k: v.numpy() for k, v in model.state_dict().items()}
+    x = np.zeros(x_shape, np.float32)
+    with pytest.raises(exc, match=pattern):
+        model.fit(x, y_fn(x_shape[0]), epochs=1, verbose=0)
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k])
+
+
+def test_fit_checks_validation_data_and_compile(dev):
+    model = _tiny_classifier(dev)
+    x, y = np.zeros((8, 1, 8, 8), np.float32), np.zeros(8, np.int64)
+    with pytest.raises(ValueError, match=r"fit: validation_data: y expects class labels in \[0, 10\)"):
+        model.fit(x, y, validation_data=(x, y + 12), verbose=0)
+    with pytest.raises(RuntimeError, match="call model.compile"):
+        nn.Linear(2, 2).fit(x, y)
+    with pytest.raises(ValueError, match="compile: optimizer expects one of"):
+        model.compile(optimizer="adagrad")
+    with pytest.raises(ValueError, match="compile: loss expects one of"):
+        model.compile(loss="hinge")
+
+
+def test_compile_accepts_objects_classes_and_callables(dev, rng):
+    model = nn.Linear(3, 1).to(dev)
+    x = rng.standard_normal((32, 3)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-2.0], [0.5]], np.float32)) + 0.1
+    model.compile(optimizer=clnn.optim.SGD, loss=lambda out, t: F.mse_loss(out, t))
+    assert isinstance(model.optimizer, clnn.optim.SGD)
+    model.compile(optimizer=clnn.optim.SGD(model.parameters(), lr=0.1), loss="mse", metrics=[F.l1_loss])
+    history = model.fit(x, y, epochs=30, batch_size=8, verbose=0)
+    assert history.history["loss"][-1] < 1e-2 and "l1_loss" in history.history
+
+
+def test_callbacks(dev, tmp_path, digits):
+    (x, y), _ = digits
+    x, y = x[:256], y[:256]
+    model = _tiny_classifier(dev)
+    stop = nn.EarlyStopping(monitor="loss", min_delta=1e9, patience=1)
+    lrs = nn.LearningRateScheduler(lambda epoch, lr: 0.1 / (epoch + 1))
+    ckpt = nn.ModelCheckpoint(str(tmp_path / "m-{epoch:02d}.safetensors"), monitor="val_accuracy",
+                              save_best_only=True)
+    history = model.fit(x, y, epochs=10, batch_size=64, validation_split=0.25, callbacks=[stop, lrs, ckpt],
+                        verbose=0)
+    assert history.epoch == [0, 1, 2]  # the first epoch improves on inf, then two without improvement
+    assert history.history["lr"] == pytest.approx([0.1, 0.05, 0.1 / 3])
+    saved = sorted(p.name for p in tmp_path.iterdir())
+    assert saved and saved[0] == "m-01.safetensors" and not any(p.endswith(".tmp") for p in saved)
+    restored = nn.load(tmp_path / saved[-1])
+    assert [k for k in restored.state_dict()] == [k for k in model.state_dict()]
+    with pytest.raises(KeyError, match="monitor 'val_loss' is not among the logged values"):
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[nn.EarlyStopping()])
+
+
+def test_progress_output_with_and_without_tqdm(dev, digits, capsys, monkeypatch):
+    (x, y), _ = digits
+    model = _tiny_classifier(dev)
+    model.fit(x[:128], y[:128], epochs=1, batch_size=64, verbose=1)
+    err = capsys.readouterr().err
+    assert "Epoch 1/1" in err and "loss=" in err and "accuracy=" in err
+    monkeypatch.setattr("clnn.nn.training.tqdm", None)
+    model.fit(x[:128], y[:128], epochs=2, batch_size=64, verbose=1)
+    out = capsys.readouterr().out
+    assert "Epoch 1/2: loss=" in out and "Epoch 2/2: loss=" in out
+    model.fit(x[:128], y[:128], epochs=1, verbose=0)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_summary_like_keras(dev):
+    model = small_cnn().to(dev)
+    lines = []
+    with pytest.raises(ValueError, match="summary: input_shape expects one sample's shape"):
+        model.summary()
+    model.summary(input_shape=(1, 8, 8), print_fn=lines.append)
+    text = lines[0]
+    assert 'Model: "Sequential"' in text
+    assert "0 (Conv2d)" in text and "(None, 16, 8, 8)" in text and "(None, 10)" in text
+    trainable = sum(p.size for p in model.parameters())
+    assert f"Trainable params: {trainable:,}" in text
+    assert "Non-trainable params: 32" in text  # BatchNorm's running mean and variance
+    assert f"Total params: {trainable + 32:,}" in text
+
+
+def test_pytorch_style_loop_matches_torch(dev, digits):
+    """Same initial weights and batches: 20 SGD-momentum steps, then 20 Adam steps give torch's losses."""
+    (x, y), _ = digits
+
+    def build(lib):
+        return lib.Sequential(lib.Conv2d(1, 8, 3, padding=1), lib.ReLU(), lib.MaxPool2d(2), lib.Flatten(),
+                              lib.Linear(8 * 4 * 4, 32), lib.ReLU(), lib.Linear(32, 10))
+
+    ref = build(torch.nn)
+    model = build(nn).to(dev)
+    model.load_state_dict(ref.state_dict())
+    for name, make in [("sgd", lambda p, lib: lib.SGD(p, lr=0.05, momentum=0.9)),
+                       ("adam", lambda p, lib: lib.Adam(p, lr=2e-3))]:
+        opt, topt = make(model.parameters(), clnn.optim), make(ref.parameters(), torch.optim)
+        loader = clnn.data.DataLoader(x, y, batch_size=32, shuffle=True, seed=1, device=dev)
+        losses, tlosses = [], []
+        for step, (xb, yb) in enumerate(loader):
+            if step == 20:
+                break
+            loss = F.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            tloss = torch.nn.functional.cross_entropy(ref(torch.tensor(xb.numpy())), torch.tensor(yb.numpy()))
+            topt.zero_grad()
+            tloss.backward()
+            topt.step()
+            losses.append(loss.item())
+            tlosses.append(tloss.item())
+        assert rel_err(np.array(losses), np.array(tlosses)) < 1e-4, name
+        for k, v in model.state_dict().items():
+            assert rel_err(v.numpy(), ref.state_dict()[k].numpy()) < 1e-4, (name, k)
+
+
+def test_device_memory_flat_over_500_steps(dev, rng):
+    x = rng.standard_normal((96, 64)).astype(np.float32)
+    y = rng.integers(0, 10, 96)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 10)).to(dev)
+    opt = clnn.optim.Adam(model.parameters(), lr=1e-3)
+    loader = clnn.data.DataLoader(x, y, batch_size=32, shuffle=True, seed=0, device=dev)
+    in_use = []
+    step = 0
+    while step < 500:
+        for xb, yb in loader:
+            loss = F.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            del xb, yb, loss
+            if step % 50 == 0:
+                dev.synchronize()
+                in_use.append(clnn.memory_stats(dev)["bytes_in_use"])
+    assert max(in_use[1:]) <= in_use[1], in_use  # after warm-up, never more than at step 100
