@@ -59,7 +59,7 @@ inline real apply_unary(int op, real x, real a, real b) {
     case U_LOG: return log(x);
     case U_SQRT: return sqrt(x);
     case U_ABS: return fabs(x);
-    case U_RELU: return fmax(x, (real)0);
+    case U_RELU: return x < 0 ? (real)0 : x;  /* NaN passes through, as torch.relu (fmax would drop it) */
     case U_LEAKY_RELU: return x > 0 ? x : a * x;
     case U_ELU: return x > 0 ? x : a * expm1(x);
     /* erfc and 2 * sigmoid(2u) = 1 + tanh(u) keep the digits of the small negative tail */
