@@ -16,6 +16,8 @@ from ._core import empty as _empty
 
 def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        if not isinstance(shape[0], (tuple, list, np.ndarray)):
+            raise TypeError(f"shape: expected ints or one sequence of ints; got {shape[0]!r}")
         shape = tuple(shape[0])
     if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape):
         raise TypeError(f"shape: expected ints; got {shape}")
