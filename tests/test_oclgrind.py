@@ -33,9 +33,10 @@ DRIVER = HERE / "oclgrind" / "drive.py"
 BROKEN = HERE / "oclgrind" / "broken.cl"
 ROOT = HERE.parent
 TIMEOUT_S = 600
-# Each family runs with Oclgrind's own limits and again as a small GPU, so tile and work-group
-# choices made for small devices are checked too.
+# Each family runs in all its dtypes with Oclgrind's own limits, and again in float32 as a small GPU,
+# so tile and work-group choices made for small devices are checked too.
 LIMIT_PASSES = ("", "wg=64,local=16384")
+PASS_DTYPES = {"": "", "wg=64,local=16384": "float32"}
 
 
 def _load_driver():
@@ -157,7 +158,8 @@ def runs(tmp_path_factory):
         key = (family, limits)
         if key not in done:
             record = out_dir / f"{family}-{len(done)}.json"
-            res = run_python([str(DRIVER), family, "--record", str(record)], oclgrind_env(limits))
+            dtypes = ["--dtypes", PASS_DTYPES[limits]] if PASS_DTYPES[limits] else []
+            res = run_python([str(DRIVER), family, "--record", str(record), *dtypes], oclgrind_env(limits))
             fetched = json.loads(record.read_text()) if record.exists() else []
             done[key] = Run(res.returncode, res.stderr, parse_reports(res.stderr), fetched)
         return done[key]

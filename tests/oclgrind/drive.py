@@ -182,6 +182,144 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     check("matmul grad a", a.grad, np.ones((17, 5)) @ bat.astype(np.float64).sum(0).T, dt)
 
 
+def finite(what: str, dt: np.dtype, *tensors: object) -> None:
+    """Raise unless every value is finite (families whose values the main suite checks against PyTorch)."""
+    for t in tensors:
+        got = np.asarray(t, dtype=np.float64)
+        print(f"done: {what} [{dt.name}]", file=sys.stderr, flush=True)
+        if not np.isfinite(got).all():
+            raise AssertionError(f"{what} [{dt.name}]: non-finite values")
+
+
+def _leaf(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype, lo: float = -2, hi: float = 2):
+    return clnn.tensor(data(rng, shape, dt, lo, hi), requires_grad=True)
+
+
+def _grads(*tensors):
+    return [t.grad for t in tensors if t is not None and t.grad is not None]
+
+
+def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
+    """softmax/log_softmax rows walked by one work-item (<= 64) and by a work-group (70), losses."""
+    import clnn.functional as F
+
+    for shape, axis in (((3, 5), -1), ((3, 70), 1), ((2, 4, 3), 1)):
+        x = _leaf(rng, shape, dt)
+        (F.softmax(x, axis) * clnn.tensor(data(rng, shape, dt))).sum().backward()
+        (F.log_softmax(x, axis) * clnn.tensor(data(rng, shape, dt))).sum().backward()
+        finite(f"softmax {shape}", dt, F.softmax(x, axis), x.grad)
+    for classes in (5, 70):
+        x = _leaf(rng, (4, classes), dt)
+        target = np.array([0, classes - 1, 2, 1])
+        F.cross_entropy(x, target, label_smoothing=0.1).backward()
+        # a device tensor of targets is range-checked on the device (target_range)
+        F.nll_loss(F.log_softmax(x, 1), clnn.tensor(target), reduction="sum").backward()
+        finite(f"cross_entropy/nll C={classes}", dt, x.grad)
+    x = _leaf(rng, (3, 4, 2), dt)
+    F.cross_entropy(x, np.array([[0, 3], [1, 1], [2, 0]]), reduction="none").sum().backward()
+    y = clnn.tensor(data(rng, (3, 4, 2), dt, 0, 1))
+    (F.mse_loss(x, y) + F.l1_loss(x, y) + F.binary_cross_entropy_with_logits(x, y)).backward()
+    finite("losses", dt, x.grad)
+
+
+def norm(dt: np.dtype, rng: np.random.Generator) -> None:
+    """batch_norm (training with running statistics, eval), layer_norm and dropout, with gradients."""
+    import clnn.functional as F
+
+    x = _leaf(rng, (4, 3, 5, 2), dt)
+    w, b = _leaf(rng, (3,), dt), _leaf(rng, (3,), dt)
+    rm, rv = clnn.zeros(3, dtype=dt), clnn.ones(3, dtype=dt)
+    (F.batch_norm(x, rm, rv, w, b, training=True) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
+    finite("batch_norm train", dt, x.grad, w.grad, b.grad, rm, rv)
+    finite("batch_norm eval", dt, F.batch_norm(x, rm, rv, w, b, training=False))
+    x = _leaf(rng, (3, 70), dt)
+    w, b = _leaf(rng, (70,), dt), _leaf(rng, (70,), dt)
+    (F.layer_norm(x, 70, w, b) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
+    x2 = _leaf(rng, (5, 2, 3), dt)
+    (F.layer_norm(x2, (2, 3)) * clnn.tensor(data(rng, x2.shape, dt))).sum().backward()
+    finite("layer_norm", dt, x.grad, w.grad, b.grad, x2.grad)
+    F.dropout(x, 0.3).sum().backward()
+    finite("dropout", dt, x.grad)
+
+
+def pool(dt: np.dtype, rng: np.random.Generator) -> None:
+    """max/avg pooling with padding, dilation, ceil mode; adaptive average; their gather backwards."""
+    import clnn.functional as F
+
+    x = _leaf(rng, (2, 3, 9, 8), dt)
+    ys = [
+        F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True),
+        F.max_pool2d(x, (2, 3), dilation=2),
+        F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+        F.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3),
+        F.adaptive_avg_pool2d(x, (4, 3)),
+    ]
+    for y in ys:
+        (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+    finite("pooling", dt, *ys, x.grad)
+
+
+def conv(dt: np.dtype, rng: np.random.Generator) -> None:
+    """conv2d (stride, padding, dilation, groups, bias), conv1d, conv_transpose2d, and all gradients."""
+    import clnn.functional as F
+
+    x, w, b = _leaf(rng, (1, 4, 6, 5), dt), _leaf(rng, (4, 2, 3, 3), dt), _leaf(rng, (4,), dt)
+    y = F.conv2d(x, w, b, stride=2, padding=1, dilation=(1, 2), groups=2)
+    (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+    finite("conv2d", dt, y, *_grads(x, w, b))
+    x1, w1 = _leaf(rng, (2, 3, 9), dt), _leaf(rng, (2, 3, 5), dt)
+    y1 = F.conv1d(x1, w1, padding="same")
+    (y1 * clnn.tensor(data(rng, y1.shape, dt))).sum().backward()
+    finite("conv1d", dt, y1, *_grads(x1, w1))
+    xt, wt, bt = _leaf(rng, (1, 3, 3, 2), dt), _leaf(rng, (3, 2, 3, 3), dt), _leaf(rng, (2,), dt)
+    yt = F.conv_transpose2d(xt, wt, bt, stride=2, padding=1, output_padding=1)
+    (yt * clnn.tensor(data(rng, yt.shape, dt))).sum().backward()
+    finite("conv_transpose2d", dt, yt, *_grads(xt, wt, bt))
+
+
+def signal(dt: np.dtype, rng: np.random.Generator) -> None:
+    """correlate/convolve in every mode, 1-D and 2-D, the one-work-group-per-output path, gradients."""
+    from clnn import signal as sig
+
+    a, b = _leaf(rng, (3, 9), dt), _leaf(rng, (2, 4), dt)
+    for mode in ("full", "same", "valid"):
+        y = sig.correlate(a, b, mode)
+        (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+        check(f"convolve2d {mode}", sig.convolve(a, b, mode), _np_convolve2d(a, b, mode), dt)
+    finite("correlate2d grads", dt, a.grad, b.grad)
+    long, taps = data(rng, (sig.SPLIT_TAPS + 3,), dt, -1, 1), data(rng, (sig.SPLIT_TAPS,), dt, -1, 1)
+    y = sig.correlate(clnn.tensor(long), clnn.tensor(taps), "valid")  # few outputs, long sums: work-groups
+    ref = np.correlate(long.astype(np.float64), taps.astype(np.float64), "valid")
+    check("correlate (work-group)", y, ref, dt if dt != F16 else np.dtype(np.float16))
+
+
+def _np_convolve2d(a, b, mode: str) -> np.ndarray:
+    from scipy.signal import convolve2d
+
+    return convolve2d(np.asarray(a, np.float64), np.asarray(b, np.float64), mode)
+
+
+def optim(dt: np.dtype, rng: np.random.Generator) -> None:
+    """One step of every optimizer in its richest configuration (the fused update kernel)."""
+    from clnn import optim as opt
+
+    makers = [
+        lambda p: opt.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+        lambda p: opt.SGD(p, lr=0.1, maximize=True),
+        lambda p: opt.Adam(p, lr=0.01, amsgrad=True, weight_decay=0.01),
+        lambda p: opt.AdamW(p, lr=0.01),
+        lambda p: opt.RMSprop(p, lr=0.01, momentum=0.9, centered=True, weight_decay=0.01),
+    ]
+    for make in makers:
+        p = _leaf(rng, (5, 7), dt)
+        o = make([p])
+        for _ in range(2):
+            o.zero_grad()
+            (p * p).sum().backward()
+            o.step()
+        finite(f"{type(o).__name__} step", dt, p)
+
+
 # One row per op family: (function, dtypes it runs in). float16 is storage-only on Oclgrind.
 FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple[np.dtype, ...]]] = {
     "elementwise": (elementwise, (F32, F16, F64)),
@@ -189,6 +327,12 @@ FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple
     "copy": (copy, (F32, F16, F64)),
     "random": (random, (F32, F16, F64)),
     "gemm": (gemm, (F32, F16, F64)),
+    "softmax": (softmax, (F32, F16, F64)),
+    "norm": (norm, (F32, F16, F64)),
+    "pool": (pool, (F32, F16, F64)),
+    "conv": (conv, (F32, F16, F64)),
+    "signal": (signal, (F32, F16, F64)),
+    "optim": (optim, (F32, F16, F64)),
 }
 
 
@@ -196,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("family", choices=sorted(FAMILIES))
     parser.add_argument("--record", help="write the fetched (file, kernel, defines) here as JSON")
+    parser.add_argument("--dtypes", help="comma-separated subset of the family's dtypes, e.g. float32")
     args = parser.parse_args(argv)
     kernels.kernel = _recording_kernel(kernels.kernel)
     kernels._options = _unoptimized(kernels._options)
@@ -205,8 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"oclgrind driver: {args.family} on {dev}", file=sys.stderr, flush=True)
     fn, dtypes = FAMILIES[args.family]
     rng = np.random.default_rng(0)
+    wanted = set(args.dtypes.split(",")) if args.dtypes else {dt.name for dt in dtypes}
     for dt in dtypes:
-        if dev.supports(dt):
+        if dev.supports(dt) and dt.name in wanted:
             fn(dt, rng)
     dev.synchronize()
     if args.record:
