@@ -1,0 +1,155 @@
+"""Run clnn's whole test matrix as one command: the exit code is 0 only if every part passed.
+
+Parts (each a pytest run in a fresh process, so device choice and limits start clean):
+  pocl      the suite on PoCL (CLNN_DEVICE=pocl)
+  intel     the suite on Intel's CPU runtime (CLNN_DEVICE=intel; registered first by
+            scripts/install_intel_opencl.py into a private ICD folder passed as OCL_ICD_VENDORS)
+  limits64  the kernel tests as on a small GPU: CLNN_LIMITS=wg=64,local=16384,fp64=0
+  limits256 the kernel tests with CLNN_LIMITS=wg=256,local=32768
+  oclgrind  tests/test_oclgrind.py: every kernel under Oclgrind, zero reports (CLNN_REQUIRE_OCLGRIND=1)
+
+A part whose pytest collected nothing (exit code 5) fails, as does a part whose device is missing.
+
+Usage:
+    python scripts/run_tests.py [--parts pocl,intel,...] [--limits-device intel] [-- extra pytest args]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+# Test files that do not launch kernels through the ops (or run their own limit/device matrix):
+# the limits parts leave them out. Every other test file, present or future, is a kernel test.
+NOT_KERNEL_TESTS = ("test_device.py", "test_packaging.py", "test_oclgrind.py", "test_portability.py",
+                    "test_faults.py")
+# Device-independent tests run once, in the PoCL part.
+ONCE = ("test_oclgrind.py", "test_packaging.py")
+
+
+@dataclass
+class Part:
+    name: str
+    env: dict[str, str]
+    args: list[str]
+
+
+def parts(limits_device: str) -> dict[str, Part]:
+    ignore_once = [f"--ignore={TESTS / f}" for f in ONCE]
+    ignore_non_kernel = [f"--ignore={TESTS / f}" for f in NOT_KERNEL_TESTS]
+    return {
+        "pocl": Part("pocl", {"CLNN_DEVICE": "pocl"}, [f"--ignore={TESTS / 'test_oclgrind.py'}"]),
+        "intel": Part("intel", {"CLNN_DEVICE": "intel"}, ignore_once),
+        "limits64": Part("limits64", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": "wg=64,local=16384,fp64=0"},
+                         ignore_non_kernel),
+        "limits256": Part("limits256", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": "wg=256,local=32768"},
+                          ignore_non_kernel),
+        "oclgrind": Part("oclgrind", {"CLNN_REQUIRE_OCLGRIND": "1"}, [str(TESTS / "test_oclgrind.py")]),
+    }
+
+
+def register_intel(env: dict[str, str]) -> str | None:
+    """Write Intel's .icd into a private folder and return it (None, with the reason printed, on failure)."""
+    folder = Path(sys.prefix) / "etc" / "OpenCL" / "clnn-vendors"
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "install_intel_opencl.py"), "--vendors-dir",
+                          str(folder)], env=env, capture_output=True, text=True)
+    print(res.stdout.strip())
+    if res.returncode != 0:
+        print(res.stderr.strip(), file=sys.stderr)
+        return None
+    return str(folder)
+
+
+def counts(junit: Path) -> dict[str, int]:
+    try:
+        suite = ET.parse(junit).getroot()
+    except (OSError, ET.ParseError):
+        return {}
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    if suite is None:
+        return {}
+    keys = ("tests", "failures", "errors", "skipped")
+    return {k: int(suite.get(k, 0)) for k in keys}
+
+
+def run_part(part: Part, base_env: dict[str, str], extra: list[str], out_dir: Path) -> tuple[int, dict, float]:
+    env = {k: v for k, v in base_env.items() if k not in ("CLNN_LIMITS", "CLNN_DEVICE")}
+    env.update(part.env)
+    junit = out_dir / f"{part.name}.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *part.args, *extra]
+    print(f"\n===== part {part.name}: {' '.join(f'{k}={v}' for k, v in part.env.items())}", flush=True)
+    start = time.monotonic()
+    rc = subprocess.run(cmd, env=env, cwd=ROOT).returncode
+    return rc, counts(junit), time.monotonic() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    extra: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, extra = argv[:at], argv[at + 1 :]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", default="pocl,intel,limits64,limits256,oclgrind",
+                        help="comma-separated parts to run, in this order")
+    parser.add_argument("--limits-device", default="intel",
+                        help="CLNN_DEVICE for the limits parts (Intel's runtime compiles faster than PoCL)")
+    args = parser.parse_args(argv)
+    table = parts(args.limits_device)
+    chosen = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in table]
+    if unknown or not chosen:
+        parser.error(f"unknown parts {unknown}; choose from {', '.join(table)}")
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    results: list[tuple[str, str, dict, float]] = []
+    needs_intel = "intel" in chosen or ("intel" in args.limits_device.lower() and any(
+        p.startswith("limits") for p in chosen))
+    if needs_intel:
+        folder = register_intel(env)
+        if folder is None:
+            print("Intel's OpenCL runtime is missing: pip install 'clnn[intel]' (intel-opencl-rt, "
+                  "intel-cmplr-lib-rt)", file=sys.stderr)
+            return 1
+        env["OCL_ICD_VENDORS"] = folder  # a folder adds to the ICDs bundled with PyOpenCL
+
+    out_dir = Path(tempfile.mkdtemp(prefix="clnn-tests-"))
+    for name in chosen:
+        rc, c, secs = run_part(table[name], env, extra, out_dir)
+        if rc == 0:
+            status = "passed"
+        elif rc == 5:
+            status = "FAILED (no tests collected)"
+        else:
+            status = f"FAILED (pytest exit {rc})"
+        results.append((name, status, c, secs))
+
+    print("\n===== summary")
+    total = {"passed": 0, "failed": 0, "skipped": 0}
+    for name, status, c, secs in results:
+        failed = c.get("failures", 0) + c.get("errors", 0)
+        passed = c.get("tests", 0) - failed - c.get("skipped", 0)
+        total["passed"] += passed
+        total["failed"] += failed
+        total["skipped"] += c.get("skipped", 0)
+        print(f"{name:10s} {status:32s} {passed:5d} passed {failed:4d} failed {c.get('skipped', 0):4d} skipped"
+              f" {secs:7.1f} s")
+    bad = [name for name, status, _, _ in results if status != "passed"]
+    if bad:
+        total["failed"] = max(total["failed"], len(bad))
+    print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
