@@ -1,0 +1,98 @@
+"""LeNet-style training step (forward, backward, Adam) at batch 128 on 28x28 inputs: clnn vs PyTorch CPU.
+
+The network (issue 4, item 9): Conv2d(1,32,3,p=1)-ReLU-MaxPool-Conv2d(32,64,3,p=1)-ReLU-MaxPool-Flatten-
+Linear(3136,128)-ReLU-Linear(128,10). Both frameworks start from the same weights and see the same batch;
+each step ends with a device synchronization. Prints the median step times, the ratio and a Markdown
+row for BENCHMARKS.md. The floor for now: clnn within 4x of PyTorch CPU's step time on PoCL.
+
+    python benchmarks/bench_lenet.py [--steps 10] [--device cpu] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import clnn
+import clnn.functional as F
+from clnn import nn
+
+FLOOR = 4.0
+
+
+def lenet(lib):
+    return lib.Sequential(
+        lib.Conv2d(1, 32, 3, padding=1), lib.ReLU(), lib.MaxPool2d(2),
+        lib.Conv2d(32, 64, 3, padding=1), lib.ReLU(), lib.MaxPool2d(2),
+        lib.Flatten(), lib.Linear(3136, 128), lib.ReLU(), lib.Linear(128, 10),
+    )
+
+
+def time_steps(step, steps: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--threads", type=int, default=None, help="PyTorch threads (default: all cores)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    dev = clnn.device(args.device)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((args.batch, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, args.batch)
+
+    ref = lenet(torch.nn)
+    model = lenet(nn).to(dev)
+    model.load_state_dict(ref.state_dict())
+    topt = torch.optim.Adam(ref.parameters(), lr=1e-3)
+    opt = clnn.optim.Adam(model.parameters(), lr=1e-3)
+    xt, yt = torch.tensor(x), torch.tensor(y)
+    xc, yc = clnn.tensor(x, device=dev), clnn.tensor(y, device=dev)
+
+    def torch_step() -> None:
+        loss = torch.nn.functional.cross_entropy(ref(xt), yt)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+
+    def clnn_step() -> None:
+        loss = F.cross_entropy(model(xc), yc)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        dev.synchronize()
+
+    ours = statistics.median(time_steps(clnn_step, args.steps, args.warmup)) * 1e3
+    theirs = statistics.median(time_steps(torch_step, args.steps, args.warmup)) * 1e3
+    ratio = ours / theirs
+    verdict = "PASS" if ratio <= FLOOR else "FAIL"
+    print(f"device: {dev}")
+    print(f"PyTorch {torch.__version__} CPU, {torch.get_num_threads()} threads; {os.cpu_count()} cores visible")
+    print(f"LeNet training step, batch {args.batch}: clnn {ours:.1f} ms, PyTorch CPU {theirs:.1f} ms, "
+          f"ratio {ratio:.2f}x (floor <= {FLOOR:.0f}x: {verdict})")
+    print("\nMarkdown row:")
+    print(f"| {dev.name} ({dev.platform_name}) | {args.batch} | {ours:.1f} | {theirs:.1f} | {ratio:.2f}x | "
+          f"{verdict} |")
+
+
+if __name__ == "__main__":
+    main()
