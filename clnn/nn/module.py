@@ -138,6 +138,7 @@ class Module(TrainingMixin):
 
     # ---- traversal --------------------------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Module]]:
+        """``(name, child)`` for each direct child module."""
         for name, m in self._modules.items():
             if m is not None:
                 yield name, m
@@ -154,6 +155,7 @@ class Module(TrainingMixin):
             yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
 
     def modules(self) -> Iterator[Module]:
+        """This module and every descendant."""
         for _, m in self.named_modules():
             yield m
 
@@ -177,9 +179,11 @@ class Module(TrainingMixin):
             yield p
 
     def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted name, buffer)`` pairs: saved state that is not trained (e.g. running statistics)."""
         yield from self._named("_buffers", prefix, recurse)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every buffer."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
@@ -204,11 +208,13 @@ class Module(TrainingMixin):
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Freeze (False) or unfreeze every parameter."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget every parameter's gradient (always sets it to None)."""
         for p in self.parameters():
             p.grad = None
 
@@ -293,6 +299,7 @@ class Module(TrainingMixin):
 
     # ---- calling ----------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The computation; subclasses define it and callers use ``module(x)``."""
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -213,7 +213,7 @@ class TrainingMixin:
     def _train_epoch(self, loader: DataLoader, epoch: int, epochs: int, verbose: int,
                      cbs: list[Callback]) -> dict[str, float]:
         self.train()
-        sums = _Sums(self.metric_fns, self._device())
+        sums = _Sums(self.metric_fns)
         bar = tqdm(total=len(loader), desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", leave=True,
                    dynamic_ncols=True) if verbose and tqdm is not None else None
         last = time.monotonic()
@@ -247,7 +247,7 @@ class TrainingMixin:
         x, y = self._checked("evaluate", x, y)
         was_training = self.training
         self.eval()
-        sums = _Sums(self.metric_fns, self._device())
+        sums = _Sums(self.metric_fns)
         loader = DataLoader(x, y, batch_size=batch_size, device=self._device())
         try:
             with no_grad():
@@ -330,7 +330,7 @@ class TrainingMixin:
 class _Sums:
     """Running sums of the loss and metrics over an epoch, kept on the device."""
 
-    def __init__(self, metric_fns: dict[str, Callable[[Tensor, Tensor], Tensor]], dev: Any) -> None:
+    def __init__(self, metric_fns: dict[str, Callable[[Tensor, Tensor], Tensor]]) -> None:
         self.fns = metric_fns
         self.sums: dict[str, Tensor] = {}
         self.count = 0
