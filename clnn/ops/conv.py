@@ -19,7 +19,6 @@ from ..tensor import Tensor
 from ._core import (
     defines,
     empty,
-    group_size,
     launch_1d,
     record,
     require_float,
@@ -69,19 +68,17 @@ class _Geom:
         return tuple(np.int32(v) for v in vals)
 
 
-def _kernel(t: Tensor, name: str) -> Any:
-    return kernels.kernel(t.device, "conv.cl", name, defines(t.dtype))
+def _launch(t: Tensor, name: str, rows: int, *args: Any) -> None:
+    """Run ``conv.cl``'s ``name`` with one work-item per row of ``rows``."""
+    launch_1d(t.device, kernels.kernel(t.device, "conv.cl", name, defines(t.dtype)), rows, *args)
 
 
 def _im2col(x: Tensor, g: _Geom, n0: int, nb: int) -> Tensor:
     """The (C*KH*KW, nb*P) column matrix of images ``n0 .. n0+nb`` of ``x``."""
     np_ = nb * g.oh * g.ow
     col = empty((g.c * g.kh * g.kw, np_), x.dtype, x.device)
-    wg = group_size(x.device, 64)
-    kernels.launch(
-        x.device, _kernel(x, "im2col"), (np_, col.shape[0]), (wg, 1),
-        *g.args(nb), x.data, np.int32(n0 * g.c * g.h * g.w), col.data,
-    )
+    _launch(x, "im2col", col.shape[0] * nb * g.oh, *g.args(nb), x.data, np.int32(n0 * g.c * g.h * g.w),
+            col.data)
     return col
 
 
@@ -106,10 +103,9 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
         nb = min(step, g.n - n0)
         col = _im2col(x, g, n0, nb)
         t = gemm_raw(w, (og * k, k, 1), col, (k * nb * p, nb * p, 1), g.groups, og, nb * p, k)  # (O, nb*P)
-        launch_1d(
-            x.device, _kernel(x, "onp_to_nop"), nb * g.o * p,
-            np.int32(nb), np.int32(g.o), np.int32(p), t.data, (bias if bias is not None else t).data,
-            np.int32(bias is not None), y.data, np.int32(n0 * g.o * p),
+        _launch(
+            x, "onp_to_nop", nb * g.o * g.oh, np.int32(nb), np.int32(g.o), np.int32(g.oh), np.int32(g.ow), t.data,
+            (bias if bias is not None else t).data, np.int32(bias is not None), y.data, np.int32(n0 * g.o * p),
         )
     return y
 
@@ -123,10 +119,9 @@ def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
         nb = min(step, g.n - n0)
         gyt = _transposed_chunk(gy, n0, nb)  # (O, nb*P)
         col = gemm_raw(w, (og * k, 1, k), gyt, (og * nb * p, nb * p, 1), g.groups, k, nb * p, og)
-        launch_1d(
-            gy.device, _kernel(gy, "col2im"), nb * g.c * g.h * g.w,
-            *g.args(nb), col.data, (bias if bias is not None else col).data, np.int32(bias is not None),
-            gx.data, np.int32(n0 * g.c * g.h * g.w),
+        _launch(
+            gy, "col2im", nb * g.c * g.h, *g.args(nb), col.data, (bias if bias is not None else col).data,
+            np.int32(bias is not None), gx.data, np.int32(n0 * g.c * g.h * g.w),
         )
     return gx
 
