@@ -84,13 +84,12 @@ def _im2col(x: Tensor, g: _Geom, n0: int, nb: int) -> Tensor:
 
 def _transposed_chunk(y: Tensor, n0: int, nb: int) -> Tensor:
     """Images ``n0 .. n0+nb`` of ``y`` (N, O, H, W) laid out as (O, nb*H*W)."""
-    from .shape import strided_copy
-
-    o, p = y.shape[1], y.shape[2] * y.shape[3]
+    o, h, w = y.shape[1:]
     if nb == 1 and n0 == 0:
         return y
-    t = empty((o, nb * p), y.dtype, y.device)
-    strided_copy(y, t, (o, nb, p), (p, o * p, 1), (nb * p, p, 1), src_offset=n0 * o * p)
+    t = empty((o, nb * h * w), y.dtype, y.device)
+    _launch(y, "nop_to_onp", nb * o * h, *(np.int32(v) for v in (nb, o, h, w)), y.data, np.int32(n0 * o * h * w),
+            t.data)
     return t
 
 
@@ -146,9 +145,11 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
 
 
 def _bias_grad(gy: Tensor) -> Tensor:
-    from .reduce import sum as reduce_sum
-
-    return reduce_sum(gy, (0, 2, 3))
+    """Sum of gy (N, O, H, W) over N, H, W."""
+    n, o, h, w = gy.shape
+    gb = empty((o,), gy.dtype, gy.device)
+    _launch(gy, "bias_grad", o, np.int32(n), np.int32(o), np.int32(h * w), gy.data, gb.data)
+    return gb
 
 
 # ---- argument checks ------------------------------------------------------------------------------
