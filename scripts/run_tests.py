@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not chosen:
         parser.error(f"unknown parts {unknown}; choose from {', '.join(table)}")
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env = dict(os.environ)  # clnn itself comes from the environment (pip install -e .), not PYTHONPATH:
+    # tests/test_packaging.py must import the wheel it installs, not this checkout
     results: list[tuple[str, str, dict, float]] = []
     needs_intel = "intel" in chosen or ("intel" in args.limits_device.lower() and any(
         p.startswith("limits") for p in chosen))
