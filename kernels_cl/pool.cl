@@ -8,9 +8,10 @@
  *               g.divisor when > 0, else the window clipped to the padded input (count_pad) or to
  *               the input. A window wholly in the padding gives 0.
  *   P_ADAPTIVE  out = mean of x[floor(oh*H/OH) .. ceil((oh+1)*H/OH)) x (the same along W).
- * pool_fwd: one work-item per output element.
- * pool_bwd: one work-item per input element gathers the gradient of every window that holds it
- *           (max: only windows whose idx names it), in a fixed order: no atomics, bit-identical reruns.
+ * pool_fwd: one work-item per output row (plane, oh), walking along it.
+ * pool_bwd: one work-item per input row (plane, ih) adds the gradient of every window that touches
+ *           the row into it (max: only the pixel its idx names), in a fixed order: no atomics,
+ *           bit-identical reruns. Rows rather than elements: PoCL runs them ~10x faster.
  * Defines: the element type (clnn_dtype.h). Sizes and hyperparameters are run-time (pool_geom).
  */
 #include "clnn_dtype.h"
@@ -56,82 +57,90 @@ inline real avg_divisor(int op, int oh, int ow, pool_geom g, int *h0, int *h1, i
 
 __kernel void pool_fwd(int op, int planes, pool_geom g, __global const store_t *x, __global store_t *out,
                        __global int *idx) {
-    int gid = get_global_id(0);
-    if (gid >= planes * g.OH * g.OW) return;
-    int ow = gid % g.OW;
-    int t = gid / g.OW;
-    int oh = t % g.OH;
-    __global const store_t *xp = x + (size_t)(t / g.OH) * g.H * g.W;  /* (H, W) plane */
+    int gid = get_global_id(0);                  /* gid = plane * OH + oh: one output row */
+    if (gid >= planes * g.OH) return;
+    int oh = gid % g.OH;
+    __global const store_t *xp = x + (size_t)(gid / g.OH) * g.H * g.W;  /* (H, W) plane */
+    size_t row = (size_t)gid * g.OW;
 
     if (op == P_MAX) {
-        int hs = oh * g.sH - g.pH, ws = ow * g.sW - g.pW;
-        int h0 = hs, w0 = ws;
+        int hs = oh * g.sH - g.pH, h0 = hs;
         while (h0 < 0) h0 += g.dH;
-        while (w0 < 0) w0 += g.dW;
-        real best = NEG_BIG;
-        int bi = h0 * g.W + w0;
-        for (int kh = 0; kh < g.kH; ++kh) {
-            int h = hs + kh * g.dH;
-            if (h < 0 || h >= g.H) continue;
-            for (int kw = 0; kw < g.kW; ++kw) {
-                int w = ws + kw * g.dW;
-                if (w < 0 || w >= g.W) continue;
-                real v = LOAD(xp, h * g.W + w);
-                if (v > best || isnan(v)) { best = v; bi = h * g.W + w; }
+        for (int ow = 0; ow < g.OW; ++ow) {
+            int ws = ow * g.sW - g.pW, w0 = ws;
+            while (w0 < 0) w0 += g.dW;
+            real best = NEG_BIG;
+            int bi = h0 * g.W + w0;
+            for (int kh = 0; kh < g.kH; ++kh) {
+                int h = hs + kh * g.dH;
+                if (h < 0 || h >= g.H) continue;
+                for (int kw = 0; kw < g.kW; ++kw) {
+                    int w = ws + kw * g.dW;
+                    if (w < 0 || w >= g.W) continue;
+                    real v = LOAD(xp, h * g.W + w);
+                    if (v > best || isnan(v)) { best = v; bi = h * g.W + w; }
+                }
             }
+            STORE(out, row + ow, best);
+            idx[row + ow] = bi;
         }
-        STORE(out, gid, best);
-        idx[gid] = bi;
         return;
     }
-    int h0, h1, w0, w1;
-    real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
-    real acc = 0;
-    for (int h = h0; h < h1; ++h)
-        for (int w = w0; w < w1; ++w) acc += LOAD(xp, h * g.W + w);
-    STORE(out, gid, (h0 >= h1 || w0 >= w1) ? (real)0 : acc / div);
+    for (int ow = 0; ow < g.OW; ++ow) {
+        int h0, h1, w0, w1;
+        real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+        real acc = 0;
+        for (int h = h0; h < h1; ++h)
+            for (int w = w0; w < w1; ++w) acc += LOAD(xp, h * g.W + w);
+        STORE(out, row + ow, (h0 >= h1 || w0 >= w1) ? (real)0 : acc / div);
+    }
 }
 
 __kernel void pool_bwd(int op, int planes, pool_geom g, __global const store_t *gy, __global const int *idx,
                        __global store_t *gx) {
-    int gid = get_global_id(0);
-    if (gid >= planes * g.H * g.W) return;
-    int iw = gid % g.W;
-    int t = gid / g.W;
-    int ih = t % g.H;
-    size_t base = (size_t)(t / g.H) * g.OH * g.OW;  /* this plane's (OH, OW) gradient */
-    real acc = 0;
+    int gid = get_global_id(0);                  /* gid = plane * H + ih: one input row */
+    if (gid >= planes * g.H) return;
+    int ih = gid % g.H;
+    size_t base = (size_t)(gid / g.H) * g.OH * g.OW;  /* this plane's (OH, OW) gradient */
+    __global store_t *gxr = gx + (size_t)gid * g.W;
 
     if (op == P_ADAPTIVE) {
-        int oh1 = ((ih + 1) * g.OH + g.H - 1) / g.H, ow1 = ((iw + 1) * g.OW + g.W - 1) / g.W;
-        for (int oh = (ih * g.OH) / g.H; oh < oh1; ++oh)
-            for (int ow = (iw * g.OW) / g.W; ow < ow1; ++ow) {
-                int h0, h1, w0, w1;
-                real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
-                acc += LOAD(gy, base + oh * g.OW + ow) / div;
-            }
-        STORE(gx, gid, acc);
+        int oh1 = ((ih + 1) * g.OH + g.H - 1) / g.H;
+        for (int iw = 0; iw < g.W; ++iw) {
+            int ow1 = ((iw + 1) * g.OW + g.W - 1) / g.W;
+            real acc = 0;
+            for (int oh = (ih * g.OH) / g.H; oh < oh1; ++oh)
+                for (int ow = (iw * g.OW) / g.W; ow < ow1; ++ow) {
+                    int h0, h1, w0, w1;
+                    real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+                    acc += LOAD(gy, base + oh * g.OW + ow) / div;
+                }
+            STORE(gxr, iw, acc);
+        }
         return;
     }
-    int dH = op == P_MAX ? g.dH : 1, dW = op == P_MAX ? g.dW : 1;
+    /* Scatter into the row this work-item owns: windows by kh ascending, then ow descending, which
+     * for each input pixel is the order (kh, kw) ascending of a per-pixel gather. */
+    for (int iw = 0; iw < g.W; ++iw) STORE(gxr, iw, 0);
+    int dH = op == P_MAX ? g.dH : 1;
     for (int kh = 0; kh < g.kH; ++kh) {
         int th = ih + g.pH - kh * dH;  /* = oh * sH for a window holding ih at tap kh */
         if (th < 0 || th % g.sH) continue;
         int oh = th / g.sH;
         if (oh >= g.OH) continue;
-        for (int kw = 0; kw < g.kW; ++kw) {
-            int tw = iw + g.pW - kw * dW;
-            if (tw < 0 || tw % g.sW) continue;
-            int ow = tw / g.sW;
-            if (ow >= g.OW) continue;
-            size_t o = base + oh * g.OW + ow;
+        size_t orow = base + oh * g.OW;
+        for (int ow = g.OW - 1; ow >= 0; --ow) {
             if (op == P_MAX) {
-                if (idx[o] == ih * g.W + iw) acc += LOAD(gy, o);
+                int b = idx[orow + ow] - ih * g.W;   /* the window's argmax, as a column of row ih */
+                if (b >= 0 && b < g.W) STORE(gxr, b, LOAD(gxr, b) + LOAD(gy, orow + ow));
             } else {
                 int h0, h1, w0, w1;
-                acc += LOAD(gy, o) / avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+                real v = LOAD(gy, orow + ow) / avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+                for (int kw = 0; kw < g.kW; ++kw) {
+                    int iw = ow * g.sW - g.pW + kw;
+                    if (iw >= 0 && iw < g.W) STORE(gxr, iw, LOAD(gxr, iw) + v);
+                }
             }
         }
     }
-    STORE(gx, gid, acc);
 }

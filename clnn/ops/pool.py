@@ -80,13 +80,13 @@ def _pool(op: str, x: Tensor, geom: np.ndarray, name: str) -> Tensor:
     idx = empty(out.shape, np.int32, dev) if op == "max" else None  # argmax (h * W + w) per output
     k = kernels.kernel(dev, "pool.cl", "pool_fwd", defines(x.dtype))
     idx_arg = (idx if idx is not None else out).data  # only max pooling uses idx
-    launch_1d(dev, k, out.size, np.int32(OPS[op]), np.int32(planes), geom, x.data, out.data, idx_arg)
+    launch_1d(dev, k, planes * int(geom["OH"]), np.int32(OPS[op]), np.int32(planes), geom, x.data, out.data, idx_arg)
 
     def backward(g: Tensor) -> tuple[Tensor]:
         gx = empty(x.shape, x.dtype, dev)
         kb = kernels.kernel(dev, "pool.cl", "pool_bwd", defines(x.dtype))
         idx_arg = (idx if idx is not None else g).data
-        launch_1d(dev, kb, gx.size, np.int32(OPS[op]), np.int32(planes), geom, g.data, idx_arg, gx.data)
+        launch_1d(dev, kb, planes * int(geom["H"]), np.int32(OPS[op]), np.int32(planes), geom, g.data, idx_arg, gx.data)
         return (gx,)
 
     return record(out, (x,), backward, name)
