@@ -113,6 +113,7 @@ def test_no_platform_says_how_to_fix(monkeypatch):
 
 def test_env_var_sets_the_default(monkeypatch):
     target = clnn.devices()[-1]
+    previous = clnn.default_device()
     monkeypatch.setenv("CLNN_DEVICE", f"{target.platform_index}:{target.device_index}")
     try:
         assert clnn.set_default_device(None) is target
@@ -121,8 +122,7 @@ def test_env_var_sets_the_default(monkeypatch):
         with pytest.raises(clnn.DeviceError, match="no-such-device"):
             clnn.set_default_device(None)
     finally:
-        monkeypatch.delenv("CLNN_DEVICE")
-        clnn.set_default_device(None)
+        clnn.set_default_device(previous)  # the device under test (CLNN_DEVICE) for the tests after this one
 
 
 def test_use_device_scopes_and_set_default_device():
