@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from helpers import assert_close
+from torch_ref import check_against_torch
 
 import clnn
 import clnn.functional as F
-from tests.helpers import assert_close
-from tests.torch_ref import check_against_torch
 
 POS = "pos"  # input drawn from [0.5, 2.5): for log, sqrt, pow bases, divisors
 

@@ -7,13 +7,13 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from helpers import assert_close
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import clnn
 import clnn.functional as F
 from clnn.ops import conv as conv_mod
-from tests.helpers import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
 

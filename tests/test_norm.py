@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from helpers import assert_close
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from torch_ref import check_against_torch
 
 import clnn
 import clnn.functional as F
-from tests.helpers import assert_close
-from tests.torch_ref import check_against_torch
 
 # (x shape, training, affine, momentum, eps): 2-D, 3-D and 4-D inputs, odd sizes, groups longer than a work-group
 BN_CASES = [

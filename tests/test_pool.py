@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from helpers import assert_close
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clnn
 import clnn.functional as F
-from tests.helpers import assert_close
 
 # (clnn op, torch op, input shape, kwargs): odd sizes, primes, 1s, every parameter of each op
 CASES = [

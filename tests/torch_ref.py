@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
+from helpers import F32_TOL, assert_close
 
 import clnn
-from tests.helpers import F32_TOL, assert_close
 
 
 def check_against_torch(
