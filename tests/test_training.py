@@ -116,6 +116,26 @@ def test_callbacks(dev, tmp_path, digits):
         model.fit(x, y, epochs=1, verbose=0, callbacks=[nn.EarlyStopping()])
 
 
+def test_nan_loss_stops_fit_and_keeps_the_last_good_checkpoint(dev, tmp_path, digits):
+    (x, y), _ = digits
+    x, y = x[:256], y[:256]
+    model = _tiny_classifier(dev)
+    blow_up = nn.LearningRateScheduler(lambda epoch, lr: 0.05 if epoch == 0 else 1e38)
+    path = tmp_path / "last.safetensors"
+    ckpt = nn.ModelCheckpoint(str(path), monitor="loss", save_weights_only=True)
+    with pytest.warns(RuntimeWarning, match=r"training loss became (nan|inf) in epoch 2; training stopped"):
+        history = model.fit(x, y, epochs=5, batch_size=64, callbacks=[blow_up, ckpt], verbose=0)
+    assert history.epoch == [0]  # epoch 2's logs and callbacks never ran
+    good = clnn.load_state_dict(path)
+    assert all(np.isfinite(np.asarray(v)).all() for v in good.values())
+    assert not all(np.isfinite(np.asarray(v)).all() for v in model.state_dict().values())
+    model.load_state_dict(good)
+    assert np.isfinite(model.predict(x[:8])).all()
+    # the default can be turned off: training then runs every epoch
+    history = model.fit(x, y, epochs=2, batch_size=64, callbacks=[blow_up], verbose=0, terminate_on_nan=False)
+    assert history.epoch == [0, 1] and not np.isfinite(history.history["loss"][1])
+
+
 def test_progress_output_with_and_without_tqdm(dev, digits, capsys, monkeypatch):
     (x, y), _ = digits
     model = _tiny_classifier(dev)

@@ -3,13 +3,14 @@
 
 ``fit`` checks its data against the model (one forward pass on one sample) before any training, runs
 the PyTorch-style loop over a prefetching :class:`~clnn.data.DataLoader`, keeps running sums of the loss
-and metrics on the device (read back a few times a second for the progress bar, not every step) and
-returns a :class:`~clnn.nn.History`.
+and metrics on the device (read back a few times a second for the progress bar, not every step), stops
+when an epoch's loss is not finite, and returns a :class:`~clnn.nn.History`.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -146,7 +147,7 @@ class TrainingMixin:
     def fit(self, x: Any, y: Any = None, batch_size: int = 32, epochs: int = 1, verbose: int = 1,
             callbacks: Sequence[Callback] | None = None, validation_split: float = 0.0,
             validation_data: tuple[Any, Any] | None = None, shuffle: bool = True, seed: int | None = None,
-            initial_epoch: int = 0) -> History:
+            initial_epoch: int = 0, terminate_on_nan: bool = True) -> History:
         """Train for ``epochs`` passes over ``(x, y)``; returns a :class:`History`.
 
         Args:
@@ -155,6 +156,8 @@ class TrainingMixin:
             validation_split: the fraction of the *last* samples held out for it (before shuffling).
             shuffle: a new sample order each epoch (``seed`` makes it reproducible).
             verbose: 1 for a tqdm progress bar per epoch (a line per epoch without tqdm), 0 for silence.
+            terminate_on_nan: stop when the epoch's loss is NaN or inf, before that epoch's callbacks run,
+                so a ModelCheckpoint keeps the last good weights (a RuntimeWarning says so).
 
         Raises:
             RuntimeError: ``compile`` was not called.
@@ -195,6 +198,14 @@ class TrainingMixin:
             for cb in cbs:
                 cb.on_epoch_begin(epoch)
             logs = self._train_epoch(loader, epoch, epochs, verbose, cbs)
+            if terminate_on_nan and not np.isfinite(logs["loss"]):
+                warnings.warn(
+                    f"fit: the training loss became {logs['loss']} in epoch {epoch + 1}; training stopped before "
+                    "that epoch's callbacks, so checkpoints hold the last good weights (the model's own weights "
+                    "may be non-finite: reload a checkpoint). Pass terminate_on_nan=False to train on.",
+                    RuntimeWarning, stacklevel=2,
+                )
+                break
             if validation_data is not None:
                 val = self.evaluate(*validation_data, batch_size=batch_size, verbose=0)
                 logs.update({f"val_{k}": v for k, v in val.items()})
