@@ -52,10 +52,17 @@ def cl_type(dtype: np.dtype) -> str:
     return _CL_TYPES[np.dtype(dtype)]
 
 
-def dtype_defines(dtype: np.dtype) -> dict[str, object]:
-    """``#define``s selecting the element type in ``clnn_dtype.h``."""
+def dtype_defines(dtype: np.dtype, half_math: bool = False) -> dict[str, object]:
+    """``#define``s selecting the element type in ``clnn_dtype.h``.
+
+    float16 is stored as half and computed in float32, except with ``half_math`` (for devices with
+    ``cl_khr_fp16``), where the arithmetic itself is half precision. Kernels that accumulate (GEMM,
+    reductions) keep float32 accumulation and never ask for it.
+    """
     dt = np.dtype(dtype)
     store = cl_type(dt)
+    if half_math and dt == np.float16:
+        return {"STORE_T": "half", "REAL_T": "half", "STORE_HALF": 0, "USE_FP64": 0, "USE_FP16": 1}
     return {
         "STORE_T": store,
         "REAL_T": "float" if dt == np.float16 else store,

@@ -3,11 +3,13 @@
  * Defines (the host prepends them; the defaults give float32):
  *   STORE_T     storage type of tensors in global memory: half, float or double
  *   REAL_T      arithmetic type: float for half and float storage, double for double
- *   STORE_HALF  1 when STORE_T is half: loads and stores go through vload_half/vstore_half,
- *               core OpenCL that needs no cl_khr_fp16
+ *   STORE_HALF  1 when STORE_T is half and REAL_T float: loads and stores go through
+ *               vload_half/vstore_half, core OpenCL that needs no cl_khr_fp16
  *   USE_FP64    1 when any type is double
+ *   USE_FP16    1 for half arithmetic (STORE_T = REAL_T = half) on a device with cl_khr_fp16
  *
- * Provides: store_t, real, LOAD(p, i) -> real, STORE(p, i, v).
+ * Provides: store_t, real, param_t (the type of scalar kernel arguments: double with USE_FP64, else
+ * float), LOAD(p, i) -> real, STORE(p, i, v).
  */
 #ifndef CLNN_DTYPE_H
 #define CLNN_DTYPE_H
@@ -24,9 +26,18 @@
 #ifndef USE_FP64
 #define USE_FP64 0
 #endif
+#ifndef USE_FP16
+#define USE_FP16 0
+#endif
 
 #if USE_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double param_t;
+#else
+typedef float param_t;
+#endif
+#if USE_FP16
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
 #endif
 
 typedef STORE_T store_t;

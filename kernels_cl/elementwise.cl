@@ -3,7 +3,8 @@
  * Layout: tensors are contiguous. Binary ops read a and b through a Bcast descriptor: the output's
  * shape (outermost first, up to MAXD dims after the host merged what it could) and the element
  * strides of a and b in it, 0 where an operand is broadcast.
- * Defines: the element type (clnn_dtype.h). The op is a run-time code (OP_* below, mirrored in
+ * Defines: the element type (clnn_dtype.h); float16 runs in half precision (USE_FP16) on devices with
+ * cl_khr_fp16, else in float32 between half loads and stores. The op is a run-time code (OP_* below, mirrored in
  * clnn/ops/elementwise.py), uniform across a launch, so one build serves every op.
  */
 #include "clnn_dtype.h"
@@ -126,16 +127,16 @@ inline real unary_derivative(int op, real x, real y, real a, real b) {
     return NAN;
 }
 
-__kernel void unary(int op, int n, __global const store_t *x, __global store_t *y, real a, real b) {
+__kernel void unary(int op, int n, __global const store_t *x, __global store_t *y, param_t a, param_t b) {
     int i = get_global_id(0);
-    if (i < n) STORE(y, i, apply_unary(op, LOAD(x, i), a, b));
+    if (i < n) STORE(y, i, apply_unary(op, LOAD(x, i), (real)a, (real)b));
 }
 
 /* gx = gy * f'(x) */
 __kernel void unary_grad(int op, int n, __global const store_t *x, __global const store_t *y,
-                         __global const store_t *gy, __global store_t *gx, real a, real b) {
+                         __global const store_t *gy, __global store_t *gx, param_t a, param_t b) {
     int i = get_global_id(0);
-    if (i < n) STORE(gx, i, LOAD(gy, i) * unary_derivative(op, LOAD(x, i), LOAD(y, i), a, b));
+    if (i < n) STORE(gx, i, LOAD(gy, i) * unary_derivative(op, LOAD(x, i), LOAD(y, i), (real)a, (real)b));
 }
 
 /* binary out = a (op) b */

@@ -360,6 +360,17 @@ def test_float64_on_a_device_without_fp64_is_refused(dev, monkeypatch):
     np.testing.assert_array_equal((half * 2).numpy(), np.arange(5, dtype=np.float16) * 2)
 
 
+def test_float16_arithmetic_is_native_half_where_the_device_has_fp16(dev, rng):
+    from clnn import kernels
+
+    a = rng.standard_normal(4097).astype(np.float16)
+    out = clnn.tensor(a, device=dev) * 3 - 1  # two half roundings at most: < 2 ** -10 relative each
+    assert_close(out.numpy(), a.astype(np.float64) * 3 - 1, 1e-3)
+    builds = [dict(key[3]) for key in kernels._programs if key[2] == "elementwise.cl" and key[0] == dev.context.int_ptr]
+    half = [d for d in builds if d["STORE_T"] == "half"]
+    assert half and all(d["REAL_T"] == ("half" if dev.fp16 else "float") for d in half)
+
+
 def test_zero_size_tensors(dev):
     t = clnn.zeros((0, 4), device=dev)
     assert (t + 1).shape == (0, 4)

@@ -13,7 +13,6 @@ from .. import kernels
 from ..tensor import Tensor
 from ._core import (
     contiguous_strides,
-    defines,
     descriptor,
     empty,
     launch_1d,
@@ -37,7 +36,8 @@ SCALAR_TYPES = (int, float, np.integer, np.floating, bool, np.bool_)
 
 
 def _kernel(t: Tensor, name: str) -> Any:
-    return kernels.kernel(t.device, "elementwise.cl", name, defines(t.dtype))
+    """An elementwise.cl kernel for ``t``: float16 arithmetic is native half where the device has fp16."""
+    return kernels.kernel(t.device, "elementwise.cl", name, kernels.dtype_defines(t.dtype, half_math=t.device.fp16))
 
 
 def unary(op: str, x: Tensor, a: float = 0.0, b: float = 0.0) -> Tensor:
