@@ -18,6 +18,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "APAD": 0},
         "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1},
     },
+    "gemm_small": {  # the same kernel with a smaller tile, for products with few rows or columns
+        "default": {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1},
+        "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "APAD": 0},
+    },
 }
 
 

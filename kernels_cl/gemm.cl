@@ -1,4 +1,4 @@
-/* gemm.cl: batched C = alpha * op(A) @ op(B) + beta * C.
+/* gemm.cl: batched C = alpha * op(A) @ op(B) + beta * C, optionally split along k.
  *
  * Layout: A is read as A[b*a_bs + i*a_rs + k*a_cs] (M x K), B as B[b*b_bs + k*b_rs + j*b_cs] (K x N):
  * any transpose is a choice of strides. C is row-major and contiguous: C[b*M*N + i*N + j]; when
@@ -15,10 +15,19 @@
  * The k order of the accumulation is fixed, so reruns are bit-identical. Arithmetic is in `real`
  * (float for half storage).
  *
+ * Split k: the grid's third axis runs over batch * S; group z computes matrix b = z / S over the
+ * k range [s*KS, min(K, (s+1)*KS)), s = z % S, into C[z]. The operands are offset to the range's
+ * start and the k loop runs to the argument KS (a last, shorter range stages zeros): loop bounds
+ * derived from the group id instead cost ~25 % on PoCL. With S > 1 the host points C at a
+ * (batch, S, M, N) buffer of `real` partials (alpha 1, beta 0) and `gemm_sum` adds them up in order
+ * of s: more work-groups for small-M*N, long-k products (a convolution's weight gradient), still
+ * without atomics. The last k-slice of a range loops only over its kn <= TK valid columns.
+ *
  * Defines: the element type (clnn_dtype.h); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per
  * work-item), VW (vector width 1, 2, 4, 8 or 16), APAD (As row padding, against bank conflicts).
- * Requires TM % WM == TN % WN == WN % VW == TM % VW == TK % VW == 0. Launch: work-group
- * (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM, batch).
+ * Requires TM % WM == TN % WN == WN % VW == TM % VW == TK % VW == 0 and KS % TK == 0. Launch:
+ * work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM, batch*S);
+ * gemm_sum: one work-item per element of the (batch, M, N) result.
  */
 #include "clnn_dtype.h"
 
@@ -61,8 +70,19 @@ typedef CAT(REAL_T, VW) realv;
  * paths use plain loads and `a * b + c`, which the compiler contracts to an FMA where it has one. */
 #pragma OPENCL FP_CONTRACT ON
 
+/* acc += As[rows][kk] * Bs[kk][columns] for the work-item's WM x WN block */
+#define MAC_STEP(kk)                                                          \
+    do {                                                                      \
+        realv b[NV];                                                          \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) b[v] = Bs[kk][tx + v * RTN]; \
+        _Pragma("unroll") for (int i = 0; i < WM; ++i) {                      \
+            const realv a = (realv)As[ty + i * RTM][kk];                      \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] += a * b[v]; \
+        }                                                                     \
+    } while (0)
+
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
-void gemm(int M, int N, int K, real alpha, real beta,
+void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const store_t *restrict A, int a_bs, int a_rs, int a_cs,
           __global const store_t *restrict B, int b_bs, int b_rs, int b_cs,
           __global store_t *restrict C) {
@@ -72,9 +92,10 @@ void gemm(int M, int N, int K, real alpha, real beta,
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * RTN + tx;
     const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN;
-    A += (size_t)get_group_id(2) * a_bs;
-    B += (size_t)get_group_id(2) * b_bs;
-    C += (size_t)get_group_id(2) * M * N;
+    const int z = get_group_id(2), kbeg = z % S * KS, kend = min(KS, K - kbeg); /* range length */
+    A += (size_t)(z / S) * a_bs + (size_t)kbeg * a_cs;
+    B += (size_t)(z / S) * b_bs + (size_t)kbeg * b_rs;
+    C += (size_t)z * M * N;
 
     realv acc[WM][NV];
 #pragma unroll
@@ -83,8 +104,9 @@ void gemm(int M, int N, int K, real alpha, real beta,
         for (int v = 0; v < NV; ++v) acc[i][v] = (realv)0;
 
     const bool rows_in = row0 + TM <= M, cols_in = col0 + TN <= N;
-    for (int k0 = 0; k0 < K; k0 += TK) {
-        const bool k_in = k0 + TK <= K;
+    for (int k0 = 0; k0 < KS; k0 += TK) {
+        const bool k_in = k0 + TK <= kend;
+        const int kn = max(0, min(TK, kend - k0)); /* valid columns of this slice; the rest is not read */
         /* Stage op(A) into As[m][k] and op(B) into Bs[k][n], walking each operand's contiguous
          * axis fastest; interior blocks copy VW-element runs through pointers so a CPU compiler
          * emits vector moves. */
@@ -109,12 +131,12 @@ void gemm(int M, int N, int K, real alpha, real beta,
         } else if (a_cs == 1) {
             for (int e = lid; e < TM * TK; e += WG) {
                 const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
-                As[r][kk] = (gi < M && gk < K) ? LOAD(A, gi * a_rs + gk) : (real)0;
+                As[r][kk] = (gi < M && gk < kend) ? LOAD(A, gi * a_rs + gk) : (real)0;
             }
         } else {
-            for (int e = lid; e < TM * TK; e += WG) {
+            for (int e = lid; e < TM * kn; e += WG) {
                 const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
-                As[r][kk] = (gi < M && gk < K) ? LOAD(A, gi * a_rs + gk * a_cs) : (real)0;
+                As[r][kk] = gi < M ? LOAD(A, gi * a_rs + gk * a_cs) : (real)0;
             }
         }
         if (b_cs == 1 && cols_in && k_in) {
@@ -136,28 +158,22 @@ void gemm(int M, int N, int K, real alpha, real beta,
                 for (int q = 0; q < VW; ++q) bs[(kk + q) * TN + c] = LOAD(src, q);
             }
         } else if (b_cs == 1) {
-            for (int e = lid; e < TK * TN; e += WG) {
+            for (int e = lid; e < kn * TN; e += WG) {
                 const int kk = e / TN, c = e % TN, gj = col0 + c, gk = k0 + kk;
-                bs[kk * TN + c] = (gj < N && gk < K) ? LOAD(B, gk * b_rs + gj) : (real)0;
+                bs[kk * TN + c] = gj < N ? LOAD(B, gk * b_rs + gj) : (real)0;
             }
         } else {
             for (int e = lid; e < TK * TN; e += WG) {
                 const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
-                bs[kk * TN + c] = (gj < N && gk < K) ? LOAD(B, gk * b_rs + gj * b_cs) : (real)0;
+                bs[kk * TN + c] = (gj < N && gk < kend) ? LOAD(B, gk * b_rs + gj * b_cs) : (real)0;
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < TK; ++kk) {
-            realv b[NV];
-#pragma unroll
-            for (int v = 0; v < NV; ++v) b[v] = Bs[kk][tx + v * RTN];
-#pragma unroll
-            for (int i = 0; i < WM; ++i) {
-                const realv a = (realv)As[ty + i * RTM][kk];
-#pragma unroll
-                for (int v = 0; v < NV; ++v) acc[i][v] += a * b[v];
-            }
-        }
+        /* a constant trip count for full slices: a run-time one costs ~20 % on PoCL */
+        if (k_in)
+            for (int kk = 0; kk < TK; ++kk) MAC_STEP(kk);
+        else
+            for (int kk = 0; kk < kn; ++kk) MAC_STEP(kk);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
@@ -178,4 +194,16 @@ void gemm(int M, int N, int K, real alpha, real beta,
             }
         }
     }
+}
+
+/* out[i] = alpha * (sum over s of part[b][s][i]) + beta * out[i] for the (batch, M, N) result,
+ * i = b*MN + j: the partials of a k-split gemm, added in order of s. */
+__kernel void gemm_sum(int total, int MN, int S, real alpha, real beta, __global const real *restrict part,
+                       __global store_t *restrict out) {
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    __global const real *p = part + (size_t)(i / MN) * S * MN + i % MN;
+    real acc = 0;
+    for (int s = 0; s < S; ++s) acc += p[(size_t)s * MN];
+    STORE(out, i, beta != 0 ? alpha * acc + beta * LOAD(out, i) : alpha * acc);
 }

@@ -16,7 +16,7 @@ from helpers import assert_close
 
 import clnn
 from clnn import tuning
-from clnn.ops.matmul import gemm_config, gemm_raw
+from clnn.ops.matmul import _plan, gemm_config, gemm_raw
 
 TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}
 DTYPES = list(TOL)
@@ -76,13 +76,16 @@ def test_matmul_operator_and_array_operand(dev, rng):
     assert_close(clnn.matmul(ta, b).numpy(), _ref(a) @ _ref(b), TOL["float32"], "tensor @ ndarray")
 
 
+@pytest.mark.parametrize("kind", ["gemm", "gemm_small"])
 @pytest.mark.parametrize("trans", [False, True])
 @pytest.mark.parametrize("delta", [-1, 0, 1])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_sizes_straddling_the_tile(dev, rng, dtype, delta, trans):
-    """M, N, K one below, at and one above the device's tile (K two k-slices deep), so interior and edge
-    blocks of both operands, plain and transposed, are staged."""
+def test_sizes_straddling_the_tile(dev, rng, monkeypatch, dtype, delta, trans, kind):
+    """M, N, K one below, at and one above each of the device's tiles (K two k-slices deep), so interior
+    and edge blocks of both operands, plain and transposed, are staged."""
     _skip_unsupported(dev, dtype)
+    monkeypatch.setitem(tuning.TABLE, "gemm", tuning.TABLE[kind])  # both kinds: this tile
+    monkeypatch.setitem(tuning.TABLE, "gemm_small", tuning.TABLE[kind])
     cfg = gemm_config(dev, np.dtype(dtype))
     m, n, k = cfg["TM"] + delta, cfg["TN"] + delta, 2 * cfg["TK"] + delta
     a = _rand(rng, (k, m) if trans else (m, k), dtype)
@@ -137,6 +140,27 @@ def test_gemm_raw_strided_batches(dev, rng):
     ref = 2.0 * _ref(a).transpose(1, 2) @ _ref(b) - _ref(c)
     assert out.shape == (batch, m, n)
     assert_close(out.numpy(), ref.numpy(), TOL["float32"], "gemm_raw")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch, m, n, k", [(1, 32, 9, 20011), (3, 7, 3, 3001), (1, 65, 33, 4099)])
+def test_split_k(dev, rng, monkeypatch, dtype, batch, m, n, k):
+    """Few output tiles over a long k split k into ranges summed in order (a convolution's weight
+    gradient): uneven last ranges, both operands k-contiguous, alpha and beta; bit-identical reruns.
+    The device is made to report 64 compute units, so that every tile size splits."""
+    _skip_unsupported(dev, dtype)
+    monkeypatch.setattr(dev, "compute_units", 64)
+    assert _plan(dev, np.dtype(dtype), batch, m, n, k)[1] > 1
+    a, b, c = _rand(rng, (batch, m, k), dtype), _rand(rng, (batch, n, k), dtype), _rand(rng, (batch, m, n), dtype)
+    ta, tb, tc = (clnn.tensor(v, device=dev) for v in (a, b, c))
+
+    def run():
+        return gemm_raw(ta, (m * k, k, 1), tb, (n * k, 1, k), batch, m, n, k, alpha=0.5, beta=2.0, c=tc).numpy()
+
+    out = run()
+    ref = 0.5 * _ref(a) @ _ref(b).transpose(1, 2) + 2.0 * _ref(c)
+    assert_close(out, ref.numpy(), TOL[dtype], f"split-k {batch}x{m}x{n}x{k}")
+    np.testing.assert_array_equal(run(), out)
 
 
 GRAD_MATMUL = [((7,), (7,)), ((5,), (5, 3)), ((4, 5), (5,)), ((13, 9), (9, 6)), ((2, 1, 5, 7), (3, 7, 4))]
@@ -214,6 +238,7 @@ def test_reruns_are_bit_identical(dev, rng, dtype):
 def test_other_tunings_are_correct(dev, rng, monkeypatch, row):
     """Tiles meant for other devices (or odd ones a tuner may write) still compute the right thing."""
     monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
+    monkeypatch.setitem(tuning.TABLE, "gemm_small", {"default": row})
     if (row["TM"] // row["WM"]) * (row["TN"] // row["WN"]) <= dev.max_work_group_size:  # else it shrinks
         assert gemm_config(dev, np.dtype("float32")) == row
     for ta, tb, (m, n, k) in [(False, False, (67, 61, 37)), (True, True, (67, 61, 37)), (False, True, (64, 48, 32))]:

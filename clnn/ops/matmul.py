@@ -9,7 +9,17 @@ import numpy as np
 from .. import kernels, tuning
 from ..device import Device
 from ..tensor import Tensor
-from ._core import defines, empty, real_scalar, record, require_float, require_tensor, same_device, same_dtype
+from ._core import (
+    defines,
+    empty,
+    launch_1d,
+    real_scalar,
+    record,
+    require_float,
+    require_tensor,
+    same_device,
+    same_dtype,
+)
 
 _KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "APAD")
 _FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "APAD": 0}  # 16 work-items, 128 B local
@@ -23,8 +33,9 @@ def _fits(cfg: dict[str, int], dev: Device, itemsize: int) -> bool:
     return valid and (tm // wm) * (tn // wn) <= dev.max_work_group_size and local <= dev.local_mem_size
 
 
-def gemm_config(dev: Device, dtype: np.dtype) -> dict[str, int]:
-    """The ``gemm.cl`` tile for ``dev``: the tuning table's choice, halved until it fits the device.
+def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, int]:
+    """The ``gemm.cl`` tile ``kind`` (``"gemm"``, or ``"gemm_small"`` for products with few rows or
+    columns) for ``dev``: the tuning table's choice, halved until it fits the device.
 
     Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW), divides the work-group
     by 4 and local memory by about 8; a minimal scalar tile is the last resort.
@@ -32,7 +43,7 @@ def gemm_config(dev: Device, dtype: np.dtype) -> dict[str, int]:
     Raises:
         ValueError: the device cannot run even the minimal tile.
     """
-    p = tuning.params(dev, "gemm")
+    p = tuning.params(dev, kind)
     cfg = {key: int(p.get(key, 0)) for key in _KEYS}
     itemsize = 8 if np.dtype(dtype) == np.float64 else 4  # local memory holds `real`
     while not _fits(cfg, dev, itemsize) and min(cfg["TM"], cfg["TN"], cfg["TK"]) > 1:
@@ -45,6 +56,40 @@ def gemm_config(dev: Device, dtype: np.dtype) -> dict[str, int]:
             f"local memory; the smallest gemm tile needs 16 work-items and {32 * itemsize} bytes"
         )
     return cfg
+
+
+_SPLITS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> tuple[dict[str, int], int, int]:
+    """The tile, the number of k-splits S and the k-extent per split for one product.
+
+    A rough cost model in cycles: each work-group costs ``KS * (TM*TN/16 + (TM+TN)/2)`` (vector FMAs
+    and staging), groups run in waves of ``compute_units``, and split partials cost one pass each.
+    Few output tiles over a long k (a convolution's weight gradient) then get a smaller tile or
+    splits, big products keep the big tile. Depends only on shapes and the device: reruns are identical.
+    Half storage is never split (its partials would round to half).
+    """
+    options = []
+    for kind in ("gemm", "gemm_small"):
+        cfg = gemm_config(dev, dtype, kind)
+        tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
+        tiles = batch * _ceil(m, tm) * _ceil(n, tn)
+        for s in _SPLITS if np.dtype(dtype) != np.float16 else (1,):
+            ks = max(tk, kernels.round_up(_ceil(k, s), tk))
+            splits = max(1, _ceil(k, ks))
+            if splits < s:  # more splits than k-slices
+                break
+            cost = _ceil(tiles * splits, dev.compute_units) * min(ks, max(k, 1)) * (tm * tn / 16 + (tm + tn) / 2)
+            if splits > 1:
+                cost += splits * batch * m * n / dev.compute_units
+            options.append((cost, len(options), cfg, splits, ks))
+    _, _, cfg, splits, ks = min(options)
+    return cfg, splits, ks
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def gemm_raw(
@@ -72,15 +117,22 @@ def gemm_raw(
         strided_copy(c, out, out.shape, contiguous_strides(out.shape), contiguous_strides(out.shape))
     else:
         beta = 0.0
-    cfg = gemm_config(dev, a.dtype)
-    kern = kernels.kernel(dev, "gemm.cl", "gemm", defines(a.dtype, **cfg))
+    cfg, splits, ks = _plan(dev, a.dtype, batch, m, n, k)
+    defs = defines(a.dtype, **cfg)
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
+    part = out if splits == 1 else empty((batch, splits, m, n), a.dtype, dev)
     kernels.launch(
-        dev, kern, (groups_n * rtn, groups_m * rtm, batch), (rtn, rtm, 1),
-        np.int32(m), np.int32(n), np.int32(k), real_scalar(a.dtype, alpha), real_scalar(a.dtype, beta),
-        a.data, *(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), out.data,
+        dev, kernels.kernel(dev, "gemm.cl", "gemm", defs), (groups_n * rtn, groups_m * rtm, batch * splits),
+        (rtn, rtm, 1), np.int32(m), np.int32(n), np.int32(k), np.int32(ks), np.int32(splits),
+        real_scalar(a.dtype, alpha if splits == 1 else 1.0), real_scalar(a.dtype, beta if splits == 1 else 0.0),
+        a.data, *(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), part.data,
     )
+    if splits > 1:
+        launch_1d(
+            dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defs), out.size, np.int32(out.size), np.int32(m * n),
+            np.int32(splits), real_scalar(a.dtype, alpha), real_scalar(a.dtype, beta), part.data, out.data,
+        )
     return out
 
 
