@@ -64,21 +64,22 @@ __kernel void pool_fwd(int op, int planes, pool_geom g, __global const store_t *
     size_t row = (size_t)gid * g.OW;
 
     if (op == P_MAX) {
-        int hs = oh * g.sH - g.pH, h0 = hs;
-        while (h0 < 0) h0 += g.dH;
+        /* the taps inside the input, [kh0, kh1) x [kw0, kw1): the inner loops need no bounds checks */
+        int hs = oh * g.sH - g.pH, kh0 = 0, kh1 = g.kH;
+        while (hs + kh0 * g.dH < 0) ++kh0;
+        while (kh1 > kh0 && hs + (kh1 - 1) * g.dH >= g.H) --kh1;
         for (int ow = 0; ow < g.OW; ++ow) {
-            int ws = ow * g.sW - g.pW, w0 = ws;
-            while (w0 < 0) w0 += g.dW;
+            int ws = ow * g.sW - g.pW, kw0 = 0, kw1 = g.kW;
+            while (ws + kw0 * g.dW < 0) ++kw0;
+            while (kw1 > kw0 && ws + (kw1 - 1) * g.dW >= g.W) --kw1;
             real best = NEG_BIG;
-            int bi = h0 * g.W + w0;
-            for (int kh = 0; kh < g.kH; ++kh) {
+            int bi = (hs + kh0 * g.dH) * g.W + ws + kw0 * g.dW;
+            for (int kh = kh0; kh < kh1; ++kh) {
                 int h = hs + kh * g.dH;
-                if (h < 0 || h >= g.H) continue;
-                for (int kw = 0; kw < g.kW; ++kw) {
+                for (int kw = kw0; kw < kw1; ++kw) {
                     int w = ws + kw * g.dW;
-                    if (w < 0 || w >= g.W) continue;
                     real v = LOAD(xp, h * g.W + w);
-                    if (v > best || isnan(v)) { best = v; bi = h * g.W + w; }
+                    if (v > best || v != v) { best = v; bi = h * g.W + w; }  /* v != v: NaN */
                 }
             }
             STORE(out, row + ow, best);
