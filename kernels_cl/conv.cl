@@ -44,6 +44,10 @@ __kernel void im2col(int NB, int C, int H, int W, int KH, int KW, int OH, int OW
     }
 }
 
+/* col2im walks its row in CW-wide chunks of private accumulators and, per kernel tap, adds the
+ * contiguous run of col that lands in the chunk: no division per pixel and tap (~2x on PoCL). */
+#define CW 16
+
 __kernel void col2im(int NB, int C, int H, int W, int KH, int KW, int OH, int OW,
                      int SH, int SW, int PH, int PW, int DH, int DW,
                      __global const store_t *col, __global const store_t *bias, int has_bias,
@@ -54,8 +58,10 @@ __kernel void col2im(int NB, int C, int H, int W, int KH, int KW, int OH, int OW
     const int c = z % C, n = z / C;
     const int P = OH * OW, NP = NB * P;
     const real b = has_bias ? LOAD(bias, c) : 0;
-    for (int w = 0; w < W; ++w) {
-        real acc = b;
+    for (int wc = 0; wc < W; wc += CW) {
+        const int wn = min(CW, W - wc);
+        real acc[CW];
+        for (int q = 0; q < CW; ++q) acc[q] = b;
         for (int i = 0; i < KH; ++i) {
             const int th = h + PH - i * DH;      /* = oh * SH when tap i of row oh lands on h */
             if (th < 0) break;
@@ -63,15 +69,15 @@ __kernel void col2im(int NB, int C, int H, int W, int KH, int KW, int OH, int OW
             const int oh = th / SH;
             if (oh >= OH) continue;
             for (int j = 0; j < KW; ++j) {
-                const int tw = w + PW - j * DW;
-                if (tw < 0) break;
-                if (tw % SW) continue;
-                const int ow = tw / SW;
-                if (ow >= OW) continue;
-                acc += LOAD(col, ((c * KH + i) * KW + j) * NP + n * P + oh * OW + ow);
+                /* output column ow puts tap j on input column w0 + ow*SW; those inside [wc, wc + wn) */
+                const int w0 = j * DW - PW, lo = wc - w0, hi = wc + wn - w0;
+                const int ow0 = lo <= 0 ? 0 : (lo + SW - 1) / SW;
+                const int ow1 = hi <= 0 ? 0 : min(OW, (hi + SW - 1) / SW);
+                __global const store_t *src = col + (size_t)((c * KH + i) * KW + j) * NP + n * P + oh * OW;
+                for (int ow = ow0; ow < ow1; ++ow) acc[w0 + ow * SW - wc] += LOAD(src, ow);
             }
         }
-        STORE(x, x_off + e * W + w, acc);
+        for (int q = 0; q < wn; ++q) STORE(x, x_off + e * W + wc + q, acc[q]);
     }
 }
 
