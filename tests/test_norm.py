@@ -53,7 +53,7 @@ def test_batch_norm(shape, training, affine, momentum, eps, rng):
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(shape=st.lists(st.integers(1, 17), min_size=2, max_size=4).filter(lambda s: np.prod(s) // s[1] >= 3),
+@given(shape=st.lists(st.integers(1, 17), min_size=2, max_size=4).filter(lambda s: np.prod(s) // s[1] >= 5),
        training=st.booleans())
 def test_batch_norm_hypothesis(shape, training, rng):
     c = shape[1]
