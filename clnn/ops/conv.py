@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
-from ..tensor import Tensor
+from ..tensor import Tensor, is_grad_enabled
 from ._core import (
     defines,
     empty,
@@ -93,11 +93,18 @@ def _transposed_chunk(y: Tensor, n0: int, nb: int) -> Tensor:
     return t
 
 
-def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
-    """y = conv(x, w) + bias, shape (N, O, OH, OW); records nothing."""
+def _forward(
+    x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, keep_col: bool = False
+) -> tuple[Tensor, Tensor | None]:
+    """y = conv(x, w) + bias, shape (N, O, OH, OW); records nothing.
+
+    With ``keep_col`` and the whole batch in one chunk, also returns the column matrix, which the
+    weight gradient reads again (the backward then skips one im2col); else None.
+    """
     y = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device)
     og, k, p = g.o // g.groups, g.rows, g.oh * g.ow
     step = g.chunk(x.dtype.itemsize)
+    col = None
     for n0 in range(0, g.n, step):
         nb = min(step, g.n - n0)
         col = _im2col(x, g, n0, nb)
@@ -106,7 +113,7 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
             x, "onp_to_nop", nb * g.o * g.oh, np.int32(nb), np.int32(g.o), np.int32(g.oh), np.int32(g.ow), t.data,
             (bias if bias is not None else t).data, np.int32(bias is not None), y.data, np.int32(n0 * g.o * p),
         )
-    return y
+    return y, (col if keep_col and step >= g.n else None)
 
 
 def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
@@ -125,14 +132,19 @@ def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
     return gx
 
 
-def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
-    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy; chunks add up in order. Records nothing."""
+def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, col: Tensor | None = None) -> Tensor:
+    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy; chunks add up in order. Records nothing.
+
+    ``col``: the forward's column matrix of the whole batch (one chunk), if it kept it.
+    """
     og, k, p = g.o // g.groups, g.rows, g.oh * g.ow
     step = g.chunk(x.dtype.itemsize)
     gw: Tensor | None = None
     for n0 in range(0, g.n, step):
         nb = min(step, g.n - n0)
-        col, gyt = _im2col(x, g, n0, nb), _transposed_chunk(gy, n0, nb)
+        if col is None or nb != g.n:
+            col = _im2col(x, g, n0, nb)
+        gyt = _transposed_chunk(gy, n0, nb)
         gw = gemm_raw(
             gyt, (og * nb * p, nb * p, 1), col, (k * nb * p, 1, nb * p), g.groups, og, k, nb * p,
             beta=0.0 if gw is None else 1.0, c=gw,
@@ -267,12 +279,12 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     g = _geometry(op, x, weight, groups, nd, stride, padding, dilation)
     x4 = Tensor(x.data, (g.n, g.c, g.h, g.w), x.dtype, x.device)
     w4 = Tensor(weight.data, (g.o, g.c // groups, g.kh, g.kw), x.dtype, x.device)
-    y = _forward(x4, w4, bias, g)
+    y, col = _forward(x4, w4, bias, g, keep_col=is_grad_enabled() and weight.requires_grad)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
         gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
         gx = _input_grad(gy4, w4, None, g) if x.requires_grad else None
-        gw = _weight_grad(x4, gy4, g) if weight.requires_grad else None
+        gw = _weight_grad(x4, gy4, g, col) if weight.requires_grad else None
         grads = (
             None if gx is None else Tensor(gx.data, x.shape, gx.dtype, gx.device),
             None if gw is None else Tensor(gw.data, weight.shape, gw.dtype, gw.device),
@@ -360,7 +372,7 @@ def conv_transpose2d(
     y = _input_grad(x, weight, bias, g)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
-        gx = _forward(gy, weight, None, g) if x.requires_grad else None
+        gx = _forward(gy, weight, None, g)[0] if x.requires_grad else None
         gw = _weight_grad(gy, x, g) if weight.requires_grad else None
         return (gx, gw) if bias is None else (gx, gw, _bias_grad(gy) if bias.requires_grad else None)
 
