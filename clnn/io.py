@@ -34,12 +34,17 @@ _NAMES = {np.dtype(t): code for code, t in _CODES.items()}
 _ARCH_KEY = "clnn.architecture"
 
 
-def _host(name: str, value: Any) -> np.ndarray:
+def to_numpy(value: Any) -> np.ndarray:
+    """A clnn Tensor, a torch tensor or anything array-like, as a NumPy array."""
     if isinstance(value, Tensor):
         return value.numpy()
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
         value = value.detach().cpu().numpy()
-    arr = np.asarray(value)
+    return np.asarray(value)
+
+
+def _host(name: str, value: Any) -> np.ndarray:
+    arr = to_numpy(value)
     if arr.dtype not in _NAMES:
         raise TypeError(f"save_state_dict: {name} expects a numeric tensor ({sorted(_CODES)}); got dtype {arr.dtype}")
     return arr

@@ -326,11 +326,9 @@ class Module(TrainingMixin):
 
 
 def _as_numpy(key: str, value: Any) -> np.ndarray:
-    if isinstance(value, Tensor):
-        return value.numpy()
-    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        value = value.detach().cpu().numpy()
-    arr = np.asarray(value)
+    from ..io import to_numpy
+
+    arr = to_numpy(value)
     if arr.dtype.kind not in "fiub":
         raise ValueError(f"load_state_dict: {key} expects numeric values; got dtype {arr.dtype}")
     return arr
