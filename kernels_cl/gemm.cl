@@ -10,8 +10,9 @@
  * accumulates a WM x WN block of C in registers: rows ty + i*RTM, and VW-wide vectors at columns
  * (tx + v*RTN)*VW, so neighbouring work-items read neighbouring local vectors (no bank conflicts on
  * GPUs) and a CPU compiler emits whole-vector FMAs. Staging walks each operand's contiguous axis
- * fastest; interior blocks of a row- or column-contiguous operand (a run-time uniform branch) copy
- * VW-element runs, which CPU compilers turn into vector moves, other blocks load guarded scalars.
+ * fastest; blocks of a row- or column-contiguous operand that lie inside its rows (A) or columns (B)
+ * (a run-time uniform branch) copy VW-element runs, which CPU compilers turn into vector moves, also
+ * in a short last k-slice; other blocks load guarded scalars.
  * The k order of the accumulation is fixed, so reruns are bit-identical. Arithmetic is in `real`
  * (float for half storage).
  *
@@ -108,11 +109,13 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
         const bool k_in = k0 + TK <= kend;
         const int kn = max(0, min(TK, kend - k0)); /* valid columns of this slice; the rest is not read */
         /* Stage op(A) into As[m][k] and op(B) into Bs[k][n], walking each operand's contiguous
-         * axis fastest; interior blocks copy VW-element runs through pointers so a CPU compiler
-         * emits vector moves. */
-        if (a_cs == 1 && rows_in && k_in) {
+         * axis fastest; blocks inside the matrix's rows (A) or columns (B) copy VW-element runs
+         * through pointers so a CPU compiler emits vector moves, also in a short last k-slice
+         * (its first kn columns; runs along k need kn % VW == 0). */
+        if (a_cs == 1 && rows_in && kn % VW == 0) {
             for (int e = lid; e < TM * TK / VW; e += WG) {
                 const int r = e / (TK / VW), kk = e % (TK / VW) * VW;
+                if (kk >= kn) continue;
                 __global const store_t *src = A + (size_t)(row0 + r) * a_rs + k0 + kk;
                 __local real *dst = &As[r][kk];
                 real t[VW];
@@ -121,8 +124,8 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #pragma unroll
                 for (int q = 0; q < VW; ++q) dst[q] = t[q];
             }
-        } else if (a_rs == 1 && rows_in && k_in) {
-            for (int e = lid; e < TM * TK / VW; e += WG) {
+        } else if (a_rs == 1 && rows_in) {
+            for (int e = lid; e < kn * (TM / VW); e += WG) {
                 const int kk = e / (TM / VW), r = e % (TM / VW) * VW;
                 __global const store_t *src = A + (size_t)(k0 + kk) * a_cs + row0 + r;
 #pragma unroll
@@ -139,8 +142,8 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
                 As[r][kk] = gi < M ? LOAD(A, gi * a_rs + gk * a_cs) : (real)0;
             }
         }
-        if (b_cs == 1 && cols_in && k_in) {
-            for (int e = lid; e < TK * TN / VW; e += WG) {
+        if (b_cs == 1 && cols_in) {
+            for (int e = lid; e < kn * (TN / VW); e += WG) {
                 const int kk = e / (TN / VW), c = e % (TN / VW) * VW;
                 __global const store_t *src = B + (size_t)(k0 + kk) * b_rs + col0 + c;
                 __local real *dst = bs + kk * TN + c;
@@ -150,9 +153,10 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #pragma unroll
                 for (int q = 0; q < VW; ++q) dst[q] = t[q];
             }
-        } else if (b_rs == 1 && cols_in && k_in) {
+        } else if (b_rs == 1 && cols_in && kn % VW == 0) {
             for (int e = lid; e < TK * TN / VW; e += WG) {
                 const int c = e / (TK / VW), kk = e % (TK / VW) * VW;
+                if (kk >= kn) continue;
                 __global const store_t *src = B + (size_t)(col0 + c) * b_cs + k0 + kk;
 #pragma unroll
                 for (int q = 0; q < VW; ++q) bs[(kk + q) * TN + c] = LOAD(src, q);

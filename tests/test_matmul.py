@@ -104,6 +104,8 @@ GEMM_CASES = [  # (m, n, k, trans_a, trans_b, alpha, beta, c shape or None)
     (127, 61, 253, True, True, -1.5, 0.25, (61,)),
     (33, 130, 9, True, False, 2.0, -1.0, (33, 1)),
     (5, 3, 200, False, True, 1.0, 1.0, ()),
+    (130, 131, 96, True, True, 1.0, 0.0, None),  # a short last k-slice a multiple of the vector width
+    (33, 130, 72, False, True, 1.0, 0.0, None),
     (4, 4, 0, False, False, 1.0, 3.0, (4, 4)),  # empty k: beta * c only
 ]
 
