@@ -169,7 +169,8 @@ def random(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
-    """gemm with every transpose flag and beta, batched broadcast matmul, and both backward products."""
+    """gemm with every transpose flag and beta, batched broadcast matmul, both backward products and a
+    k-split product (gemm_sum)."""
     an, bn, cn = data(rng, (17, 9), dt), data(rng, (9, 19), dt), data(rng, (1, 19), dt)
     a, b, c = clnn.tensor(an, requires_grad=True), clnn.tensor(bn, requires_grad=True), clnn.tensor(cn)
     a64, b64 = an.astype(np.float64), bn.astype(np.float64)
@@ -180,6 +181,16 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     check("matmul batched", out, a64 @ bat.astype(np.float64), dt)
     out.sum().backward()
     check("matmul grad a", a.grad, np.ones((17, 5)) @ bat.astype(np.float64).sum(0).T, dt)
+    if dt != np.float16:  # half storage is never split
+        # as planned for a 16-core device, a long k is split across work-groups and the parts summed
+        # in order by gemm_sum; Oclgrind reports one compute unit, so it is planned for 16 here
+        dev = clnn.device()
+        saved, dev.compute_units = dev.compute_units, 16
+        try:
+            ln, rn = data(rng, (4, 256), dt), data(rng, (256, 4), dt)
+            check("gemm k-split", clnn.tensor(ln) @ clnn.tensor(rn), ln.astype(np.float64) @ rn, dt)
+        finally:
+            dev.compute_units = saved
 
 
 def finite(what: str, dt: np.dtype, *tensors: object) -> None:
