@@ -11,26 +11,13 @@ the clnn time includes waiting for the device to finish. Floor: clnn >= 0.25x Py
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import time
-from collections.abc import Callable
 
 import numpy as np
+from common import best_time, header
 
 import clnn
 import clnn.functional as F
-
-
-def best_time(fn: Callable[[], object], reps: int) -> float:
-    """Seconds of the fastest of ``reps`` calls of ``fn`` (after one warm-up call)."""
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -49,7 +36,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     dev = clnn.device(args.device)
     n, c, o, s = args.batch, args.cin, args.cout, args.size
-    print(f"date: {datetime.date.today()}  device: {dev}  runtime: {dev.platform_version}")
+    print(header(dev))
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
     print(f"conv2d x ({n}, {c}, {s}, {s}) * w ({o}, {c}, 3, 3), padding 1, float32; best of {args.reps}")
 

@@ -10,25 +10,13 @@ the peer's. Floors (issue 3): clnn >= 0.2x NumPy and >= 3x CLBlast at 1024 and 2
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import time
 from collections.abc import Callable
 
 import numpy as np
+from common import best_time, header
 
 import clnn
-
-
-def best_time(fn: Callable[[], object], reps: int) -> float:
-    """Seconds of the fastest of ``reps`` calls of ``fn`` (after one warm-up call)."""
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def clblast_runner(dev: clnn.Device, a: np.ndarray, b: np.ndarray) -> tuple[Callable[[], object] | None, str]:
@@ -67,7 +55,7 @@ def main() -> None:
     import torch
 
     dev = clnn.device(args.device)
-    print(f"date: {datetime.date.today()}  device: {dev}  runtime: {dev.platform_version}")
+    print(header(dev))
     print(
         f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
