@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import torch
+from common import header
 
 import clnn
 import clnn.functional as F
@@ -85,7 +86,7 @@ def main() -> None:
     theirs = statistics.median(time_steps(torch_step, args.steps, args.warmup)) * 1e3
     ratio = ours / theirs
     verdict = "PASS" if ratio <= FLOOR else "FAIL"
-    print(f"device: {dev}")
+    print(header(dev))
     print(f"PyTorch {torch.__version__} CPU, {torch.get_num_threads()} threads; {os.cpu_count()} cores visible")
     print(f"LeNet training step, batch {args.batch}: clnn {ours:.1f} ms, PyTorch CPU {theirs:.1f} ms, "
           f"ratio {ratio:.2f}x (floor <= {FLOOR:.0f}x: {verdict})")
