@@ -35,7 +35,10 @@ def main() -> None:
     parser.add_argument("--save", default=None, help="save the trained model here (.safetensors)")
     args = parser.parse_args()
 
-    (x_train, y_train), (x_test, y_test) = clnn.datasets.load_mnist(args.path)
+    try:
+        (x_train, y_train), (x_test, y_test) = clnn.datasets.load_mnist(args.path)
+    except FileNotFoundError as err:
+        raise SystemExit(str(err)) from None
     if args.limit:
         x_train, y_train = x_train[: args.limit], y_train[: args.limit]
     dev = clnn.device(args.device)
