@@ -216,7 +216,12 @@ REDUCE_SHAPES = [(1,), (7,), (1023,), (4097,), (3, 5), (4097, 3), (2, 3, 4, 5), 
 @pytest.mark.parametrize("shape", REDUCE_SHAPES)
 @pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "argmax", "argmin", "logsumexp"])
 def test_reductions_over_each_axis_and_all(dev, rng, shape, name):
-    a = rng.standard_normal(shape).astype(np.float32)
+    # sums of signed values can cancel to near zero, where float32's relative error is unbounded:
+    # sum and mean get positive inputs (condition number 1); the others have no cancellation
+    if name in ("sum", "mean"):
+        a = (rng.random(shape) + 0.5).astype(np.float32)
+    else:
+        a = rng.standard_normal(shape).astype(np.float32)
     t = clnn.tensor(a, device=dev)
     a64 = a.astype(np.float64)
 
