@@ -60,6 +60,8 @@ MATMUL_SHAPES = [
 def test_matmul_matches_torch(dev, rng, dtype, sa, sb):
     _skip_unsupported(dev, dtype)
     a, b = _rand(rng, sa, dtype), _rand(rng, sb, dtype)
+    if len(sa) == len(sb) == 1:  # one signed 7-term dot product cancels below 1e-5 in ~0.2% of draws
+        a, b = np.abs(a) + 0.5, np.abs(b) + 0.5
     out = clnn.matmul(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
     ref = torch.matmul(_ref(a), _ref(b)).numpy()
     assert out.shape == ref.shape and out.dtype == np.dtype(dtype)
