@@ -13,7 +13,6 @@ from .elementwise import (
     less,
     less_equal,
     log,
-    log1p,
     maximum,
     minimum,
     mul,
@@ -22,9 +21,7 @@ from .elementwise import (
     pow,
     relu,
     sigmoid,
-    sign,
     sqrt,
-    square,
     sub,
     tanh,
 )

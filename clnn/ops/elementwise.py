@@ -27,7 +27,7 @@ UNARY = {
     name: code
     for code, name in enumerate(
         "neg exp log sqrt abs relu leaky_relu elu gelu gelu_tanh sigmoid tanh softplus silu hardswish "
-        "add_s mul_s rsub_s rdiv_s pow_s rpow_s clamp sign log1p square".split()
+        "add_s mul_s rsub_s rdiv_s pow_s rpow_s clamp square".split()
     )
 }
 BINARY = {name: code for code, name in enumerate("add sub mul div pow max min".split())}
@@ -258,9 +258,6 @@ def log(x: Tensor) -> Tensor:
     return unary("log", x)
 
 
-def log1p(x: Tensor) -> Tensor:
-    return unary("log1p", x)
-
 
 def sqrt(x: Tensor) -> Tensor:
     return unary("sqrt", x)
@@ -270,12 +267,6 @@ def abs(x: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", x)
 
 
-def sign(x: Tensor) -> Tensor:
-    return unary("sign", x)
-
-
-def square(x: Tensor) -> Tensor:
-    return unary("square", x)
 
 
 def relu(x: Tensor) -> Tensor:
