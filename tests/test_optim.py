@@ -116,3 +116,17 @@ def test_reduce_lr_on_plateau_matches_torch(dev, rng):
         tsched.step(m)
         assert sched.get_last_lr() == pytest.approx(tsched.get_last_lr(), rel=1e-12)
     assert sched.get_last_lr()[0] < 0.5
+
+
+def test_zero_grad_sets_none_or_fresh_zeros(dev):
+    model = clnn.nn.Linear(3, 2).to(dev)
+    opt = clnn.optim.SGD(model.parameters(), lr=0.1)
+    for zero in (model.zero_grad, opt.zero_grad):
+        (model(clnn.ones((4, 3), device=dev)).sum()).backward()
+        shared = model.weight.grad
+        zero(set_to_none=False)
+        assert model.weight.grad is not shared  # a new tensor: grads may be shared, never zeroed in place
+        np.testing.assert_array_equal(model.weight.grad.numpy(), np.zeros((2, 3), np.float32))
+        assert np.abs(shared.numpy()).sum() > 0
+        zero()
+        assert model.weight.grad is None and model.bias.grad is None

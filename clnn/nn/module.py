@@ -18,6 +18,7 @@ import pyopencl as cl
 
 from ..device import Device
 from ..device import device as _device
+from ..ops.creation import zeros_like
 from ..tensor import Tensor
 from .training import TrainingMixin
 
@@ -214,9 +215,9 @@ class Module(TrainingMixin):
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Forget every parameter's gradient (always sets it to None)."""
+        """Reset every parameter's gradient: to None, or to new zero tensors with ``set_to_none=False``."""
         for p in self.parameters():
-            p.grad = None
+            p.grad = None if set_to_none or p.grad is None else zeros_like(p.grad)
 
     def to(self, device: str | int | Device | None = None, dtype: Any = None) -> Module:
         """Move parameters and buffers to ``device`` and/or floating ``dtype``, in place (they keep identity)."""

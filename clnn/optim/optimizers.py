@@ -68,10 +68,10 @@ class Optimizer:
         self.param_groups.append({**self.defaults, **group, "params": params})
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Forget every parameter's gradient (``set_to_none=False`` is accepted and does the same)."""
+        """Reset every parameter's gradient: to None, or to new zero tensors with ``set_to_none=False``."""
         for group in self.param_groups:
             for p in group["params"]:
-                p.grad = None
+                p.grad = None if set_to_none or p.grad is None else zeros_like(p.grad)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; ``closure`` re-evaluates the loss first if given."""
