@@ -1,8 +1,9 @@
-"""Helpers the benchmark scripts share: best-of-N timing and the run's header line."""
+"""Helpers the benchmark scripts share: timing, the run's header line and the peer to compare with."""
 
 from __future__ import annotations
 
 import datetime
+import statistics
 import time
 from collections.abc import Callable
 
@@ -20,6 +21,46 @@ def best_time(fn: Callable[[], object], reps: int) -> float:
     return best
 
 
+def median_time(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
+    """Median seconds of ``reps`` calls of ``fn`` after ``warmup`` calls (``fn`` synchronizes itself)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def header(dev: clnn.Device) -> str:
     """The date, device and OpenCL runtime of this run, for BENCHMARKS.md."""
     return f"date: {datetime.date.today()}  device: {dev}  runtime: {dev.platform_version}"
+
+
+def torch_peer(dev: clnn.Device):
+    """The PyTorch device a user of ``dev``'s hardware would pick instead: CUDA (TF32 off, so float32 is
+    true float32) when ``dev`` is an NVIDIA device and PyTorch has CUDA, else the CPU."""
+    import torch
+
+    if "nvidia" in f"{dev.vendor} {dev.platform_name}".lower() and torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def torch_sync(device) -> None:
+    """Wait for PyTorch's queued work on ``device`` (a no-op on the CPU)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def peer_name(device) -> str:
+    import torch
+
+    if device.type == "cuda":
+        return f"PyTorch {torch.__version__} CUDA ({torch.cuda.get_device_name()}, TF32 off)"
+    return f"PyTorch {torch.__version__} CPU ({torch.get_num_threads()} threads)"

@@ -16,18 +16,21 @@ import clnn.functional as F
 from clnn import nn
 
 
-def alexnet(num_classes: int = 10) -> nn.Sequential:
-    """Five convolutions (BatchNorm after the first two) and three Linear layers with dropout."""
-    return nn.Sequential(
-        nn.Conv2d(3, 96, 11, stride=4, padding=5), nn.ReLU(), nn.BatchNorm2d(96), nn.MaxPool2d(3, 2),  # 27x27
-        nn.Conv2d(96, 256, 5, padding="same"), nn.ReLU(), nn.BatchNorm2d(256), nn.MaxPool2d(3, 2),  # 13x13
-        nn.Conv2d(256, 384, 3, padding="same"), nn.ReLU(),
-        nn.Conv2d(384, 384, 3, padding="same"), nn.ReLU(),
-        nn.Conv2d(384, 256, 3, padding="same"), nn.ReLU(), nn.MaxPool2d(3, 2),  # (N, 256, 6, 6)
-        nn.Flatten(),
-        nn.Linear(256 * 6 * 6, 4096), nn.ReLU(), nn.Dropout(0.5),
-        nn.Linear(4096, 4096), nn.ReLU(), nn.Dropout(0.5),
-        nn.Linear(4096, num_classes),
+def alexnet(num_classes: int = 10, lib=nn) -> nn.Sequential:
+    """Five convolutions (BatchNorm after the first two) and three Linear layers with dropout.
+
+    ``lib`` is the module of layers: ``clnn.nn``, or ``torch.nn`` for the same network in PyTorch.
+    """
+    return lib.Sequential(
+        lib.Conv2d(3, 96, 11, stride=4, padding=5), lib.ReLU(), lib.BatchNorm2d(96), lib.MaxPool2d(3, 2),  # 27x27
+        lib.Conv2d(96, 256, 5, padding="same"), lib.ReLU(), lib.BatchNorm2d(256), lib.MaxPool2d(3, 2),  # 13x13
+        lib.Conv2d(256, 384, 3, padding="same"), lib.ReLU(),
+        lib.Conv2d(384, 384, 3, padding="same"), lib.ReLU(),
+        lib.Conv2d(384, 256, 3, padding="same"), lib.ReLU(), lib.MaxPool2d(3, 2),  # (N, 256, 6, 6)
+        lib.Flatten(),
+        lib.Linear(256 * 6 * 6, 4096), lib.ReLU(), lib.Dropout(0.5),
+        lib.Linear(4096, 4096), lib.ReLU(), lib.Dropout(0.5),
+        lib.Linear(4096, num_classes),
     )
 
 

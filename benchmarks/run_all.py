@@ -1,0 +1,224 @@
+"""One table of clnn against PyTorch on the same hardware: reductions, softmax, batch norm, pooling, transpose,
+elementwise, host time per small op, and LeNet / AlexNet-style training steps at two batch sizes each.
+
+The peer is PyTorch CUDA (TF32 off) when the clnn device is NVIDIA and PyTorch has CUDA, else PyTorch CPU.
+Both sides see the same float32 inputs; every timed call ends with a synchronization of its own device.
+``--size full`` runs the sizes of the GPU issue's table (the default on GPUs); ``--size small`` scales them
+down so the table finishes in a few minutes on a CPU (the default there). The last column is PyTorch's time
+over clnn's (clnn's speed as a fraction of PyTorch's: 1.0 is parity, higher is faster).
+
+    python benchmarks/run_all.py [--device SPEC] [--size small|full] [--reps 10] [--only sum,lenet,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+import torch
+from bench_lenet import lenet
+from common import header, median_time, peer_name, torch_peer, torch_sync
+
+import clnn
+import clnn.functional as F
+from clnn import kernels, nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from alexnet import alexnet  # noqa: E402
+
+HOST_OPS = 10_000  # tiny adds per host-overhead measurement
+
+
+@dataclass
+class Row:
+    work: str
+    ours_ms: float
+    theirs_ms: float
+    note: str = ""
+
+
+def _pair(x: np.ndarray, dev: clnn.Device, tdev: torch.device) -> tuple[clnn.Tensor, torch.Tensor]:
+    return clnn.tensor(x, device=dev), torch.tensor(x, device=tdev)
+
+
+def _compare(work: str, ours: Callable[[], object], theirs: Callable[[], object], dev: clnn.Device,
+             tdev: torch.device, reps: int, note: str = "") -> Row:
+    def ours_synced() -> None:
+        ours()
+        dev.synchronize()
+
+    def theirs_synced() -> None:
+        theirs()
+        torch_sync(tdev)
+
+    return Row(work, median_time(ours_synced, reps) * 1e3, median_time(theirs_synced, reps) * 1e3, note)
+
+
+def kernel_rows(dev: clnn.Device, tdev: torch.device, full: bool, reps: int, only: set[str] | None) -> list[Row]:
+    rng = np.random.default_rng(0)
+    big = 64 * 2**20 if full else 4 * 2**20
+    wide = (4096, 16384) if full else (1024, 4096)
+    image = (256, 64, 56, 56) if full else (32, 64, 28, 28)
+    square = 4096 if full else 2048
+    rows: list[Row] = []
+
+    def want(key: str) -> bool:
+        return only is None or key in only
+
+    def rand(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape, dtype=np.float32)
+
+    if want("sum"):
+        a, ta = _pair(rand(big), dev, tdev)
+        rows.append(_compare(f"sum of all {big / 2**20:.0f}M elements", lambda: a.sum(), lambda: ta.sum(), dev, tdev,
+                             reps))
+        a, ta = _pair(rand(*wide), dev, tdev)
+        for axis in (0, 1):
+            rows.append(_compare(f"sum {wide} axis {axis}", lambda ax=axis: a.sum(axis=ax),
+                                 lambda ax=axis: ta.sum(dim=ax), dev, tdev, reps))
+        a, ta = _pair(rand(1024, 10), dev, tdev)
+        rows.append(_compare("sum (1024, 10) axis 1", lambda: a.sum(axis=1), lambda: ta.sum(dim=1), dev, tdev, reps))
+    if want("softmax"):
+        a, ta = _pair(rand(*wide), dev, tdev)
+        rows.append(_compare(f"softmax {wide} axis 1", lambda: F.softmax(a, axis=1), lambda: ta.softmax(dim=1), dev,
+                             tdev, reps))
+    if want("batch_norm"):
+        a, ta = _pair(rand(*image), dev, tdev)
+        c = image[1]
+        rm, rv = clnn.zeros(c, device=dev), clnn.ones(c, device=dev)
+        trm, trv = torch.zeros(c, device=tdev), torch.ones(c, device=tdev)
+        rows.append(_compare(f"batch_norm training {image}",
+                             lambda: F.batch_norm(a, rm, rv, training=True),
+                             lambda: torch.nn.functional.batch_norm(ta, trm, trv, training=True), dev, tdev, reps))
+    if want("max_pool"):
+        a, ta = _pair(rand(*image), dev, tdev)
+        rows.append(_compare(f"max_pool2d 2x2 {image}", lambda: F.max_pool2d(a, 2),
+                             lambda: torch.nn.functional.max_pool2d(ta, 2), dev, tdev, reps))
+    if want("transpose"):
+        a, ta = _pair(rand(square, square), dev, tdev)
+        rows.append(_compare(f"transpose copy {square}x{square}", lambda: a.transpose(0, 1),
+                             lambda: ta.t().contiguous(), dev, tdev, reps))
+    if want("elementwise"):
+        a, ta = _pair(rand(big), dev, tdev)
+        b, tb = _pair(rand(big), dev, tdev)
+        for name, ours, theirs, arrays in (("add", lambda: a + b, lambda: ta + tb, 3),
+                                           ("relu", lambda: a.relu(), lambda: ta.relu(), 2)):
+            row = _compare(f"{name} on {big / 2**20:.0f}M elements", ours, theirs, dev, tdev, reps)
+            gb = arrays * big * 4 / 1e9
+            row.note = f"{gb / row.ours_ms:.2f} vs {gb / row.theirs_ms:.2f} TB/s"
+            rows.append(row)
+    if want("host"):
+        rows.append(host_row(dev, tdev))
+    return rows
+
+
+def host_row(dev: clnn.Device, tdev: torch.device) -> Row:
+    """Host time per tiny op: clnn ``a + b`` on 16 elements, the same kernel enqueued raw with PyOpenCL, PyTorch."""
+    a, ta = _pair(np.ones(16, np.float32), dev, tdev)
+    captured = []
+    launch = kernels.launch
+
+    def capture(*args: object, **kw: object) -> object:
+        captured.append(args)
+        return launch(*args, **kw)
+
+    kernels.launch = capture
+    try:
+        a + a
+    finally:
+        kernels.launch = launch
+    _, k, global_size, local_size, *args = captured[0]
+    if local_size is not None:
+        global_size = tuple(kernels.round_up(g, n) for g, n in zip(global_size, local_size))
+
+    def per_op(op: Callable[[], object], sync: Callable[[], None]) -> float:
+        best = float("inf")
+        for _ in range(3):
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(HOST_OPS):
+                op()
+            sync()
+            best = min(best, (time.perf_counter() - t0) / HOST_OPS)
+        return best * 1e3
+
+    def raw() -> None:
+        k.set_args(*args)
+        cl.enqueue_nd_range_kernel(dev.queue, k, global_size, local_size)
+
+    ours = per_op(lambda: a + a, dev.synchronize)
+    theirs = per_op(lambda: ta + ta, lambda: torch_sync(tdev))
+    raw_ms = per_op(raw, dev.synchronize)
+    note = f"raw PyOpenCL enqueue {raw_ms * 1e3:.1f} µs"
+    return Row("host time per small op (add of 16 elements)", ours, theirs, note)
+
+
+def training_rows(dev: clnn.Device, tdev: torch.device, full: bool, reps: int, only: set[str] | None) -> list[Row]:
+    rows: list[Row] = []
+    models = []
+    if only is None or "lenet" in only:
+        models += [("LeNet", lenet, (1, 28, 28), b) for b in ((128, 1024) if full else (32, 128))]
+    if only is None or "alexnet" in only:
+        models += [("AlexNet-style", alexnet, (3, 224, 224), b) for b in ((32, 128) if full else (2, 4))]
+    for name, build, shape, batch in models:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((batch, *shape), dtype=np.float32)
+        y = rng.integers(0, 10, batch)
+        ref = build(lib=torch.nn).to(tdev)
+        model = build(lib=nn).to(dev)
+        model.load_state_dict({k: v.cpu() for k, v in ref.state_dict().items()})
+        topt = torch.optim.Adam(ref.parameters(), lr=1e-4)
+        opt = clnn.optim.Adam(model.parameters(), lr=1e-4)
+        xc, yc = clnn.tensor(x, device=dev), clnn.tensor(y, device=dev)
+        xt, yt = torch.tensor(x, device=tdev), torch.tensor(y, device=tdev)
+
+        def ours(model=model, opt=opt, xc=xc, yc=yc) -> None:
+            loss = F.cross_entropy(model(xc), yc)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        def theirs(ref=ref, topt=topt, xt=xt, yt=yt) -> None:
+            loss = torch.nn.functional.cross_entropy(ref(xt), yt)
+            topt.zero_grad()
+            loss.backward()
+            topt.step()
+
+        rows.append(_compare(f"{name} training step, batch {batch}", ours, theirs, dev, tdev, reps))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=None, help="clnn device spec (default: CLNN_DEVICE or auto)")
+    parser.add_argument("--size", choices=("small", "full"), default=None,
+                        help="problem sizes (default: full on a GPU, small otherwise)")
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--only", default=None,
+                        help="comma-separated subset of sum,softmax,batch_norm,max_pool,transpose,elementwise,host,"
+                             "lenet,alexnet")
+    args = parser.parse_args()
+    dev = clnn.device(args.device)
+    tdev = torch_peer(dev)
+    full = (args.size or ("full" if dev.type == "gpu" else "small")) == "full"
+    only = None if args.only is None else {s.strip() for s in args.only.split(",")}
+    training_reps = max(3, args.reps // 3)
+    rows = kernel_rows(dev, tdev, full, args.reps, only) + training_rows(dev, tdev, full, training_reps, only)
+
+    print(header(dev))
+    print(f"peer: {peer_name(tdev)}; sizes: {'full' if full else 'small'}; medians of {args.reps} "
+          f"({training_reps} for training steps)\n")
+    print("| work | clnn ms | PyTorch ms | PyTorch time / clnn time | note |")
+    print("|---|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r.work} | {r.ours_ms:.3f} | {r.theirs_ms:.3f} | {r.theirs_ms / r.ours_ms:.2f} | {r.note} |")
+
+
+if __name__ == "__main__":
+    main()
