@@ -8,10 +8,16 @@
  *               g.divisor when > 0, else the window clipped to the padded input (count_pad) or to
  *               the input. A window wholly in the padding gives 0.
  *   P_ADAPTIVE  out = mean of x[floor(oh*H/OH) .. ceil((oh+1)*H/OH)) x (the same along W).
- * pool_fwd: one work-item per output row (plane, oh), walking along it.
- * pool_bwd: one work-item per input row (plane, ih) adds the gradient of every window that touches
- *           the row into it (max: only the pixel its idx names), in a fixed order: no atomics,
- *           bit-identical reruns. Rows rather than elements: PoCL runs them ~10x faster.
+ * pool_fwd: one work-item per output (GPUs: neighbouring work-items read neighbouring pixels).
+ * pool_fwd_rows: one work-item per output row (CPUs: PoCL runs rows ~10x faster than pixels); each
+ *           output comes from the same function as in pool_fwd, so both give the same bits.
+ * pool_bwd: one work-item per input pixel gathers the gradient of the windows that hold it at a tap
+ *           (max: only the windows whose idx names it), taps in (kh, kw) order (GPUs: coalesced, and
+ *           enough work-items to fill the device).
+ * pool_bwd_rows: one work-item per input row (CPUs: 3-4x faster there than pool_bwd) adds the gradient
+ *           of every window touching the row into it, windows by kh ascending, then ow descending: for
+ *           each pixel the same (kh, kw) order as pool_bwd, so both give the same bits.
+ * The host picks the pixel kernels on GPUs, the row kernels elsewhere. No atomics: reruns are bit-identical.
  * Defines: the element type (clnn_dtype.h). Sizes and hyperparameters are run-time (pool_geom).
  */
 #include "clnn_dtype.h"
@@ -55,88 +61,145 @@ inline real avg_divisor(int op, int oh, int ow, pool_geom g, int *h0, int *h1, i
     return (op == P_AVG && g.divisor > 0) ? (real)g.divisor : (real)(nh * nw);
 }
 
+/* first tap k0 and end tap k1 of a window starting at `start` whose taps (step d) lie in [0, I) */
+inline void taps_inside(int start, int K, int d, int I, int *k0, int *k1) {
+    int a = 0, b = K;
+    while (start + a * d < 0) ++a;
+    while (b > a && start + (b - 1) * d >= I) --b;
+    *k0 = a;
+    *k1 = b;
+}
+
+/* max-pool output (oh, ow) of one (H, W) plane and its argmax *bi (h * W + w). [kh0, kh1): the row's
+ * taps inside the input (taps_inside of oh * sH - pH), found once per row by the caller. */
+inline real max_output(pool_geom g, __global const store_t *xp, int oh, int ow, int kh0, int kh1, int *bi) {
+    int hs = oh * g.sH - g.pH, ws = ow * g.sW - g.pW, kw0, kw1;
+    taps_inside(ws, g.kW, g.dW, g.W, &kw0, &kw1);
+    real best = NEG_BIG;
+    *bi = (hs + kh0 * g.dH) * g.W + ws + kw0 * g.dW;
+    for (int kh = kh0; kh < kh1; ++kh) {
+        int h = hs + kh * g.dH;
+        for (int kw = kw0; kw < kw1; ++kw) {
+            int w = ws + kw * g.dW;
+            real v = LOAD(xp, h * g.W + w);
+            if (v > best || v != v) { best = v; *bi = h * g.W + w; }  /* v != v: NaN */
+        }
+    }
+    return best;
+}
+
+/* average (P_AVG or P_ADAPTIVE) output (oh, ow) of one (H, W) plane */
+inline real avg_output(int op, pool_geom g, __global const store_t *xp, int oh, int ow) {
+    int h0, h1, w0, w1;
+    real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+    real acc = 0;
+    for (int h = h0; h < h1; ++h)
+        for (int w = w0; w < w1; ++w) acc += LOAD(xp, h * g.W + w);
+    return (h0 >= h1 || w0 >= w1) ? (real)0 : acc / div;
+}
+
+/* the gradient of input pixel (ih, iw): gy and idx point at this plane's (OH, OW) outputs */
+inline real pool_input_grad(int op, pool_geom g, __global const store_t *gy, __global const int *idx, int ih,
+                            int iw) {
+    real acc = 0;
+    if (op == P_ADAPTIVE) {
+        int oh1 = ((ih + 1) * g.OH + g.H - 1) / g.H, ow1 = ((iw + 1) * g.OW + g.W - 1) / g.W;
+        for (int oh = (ih * g.OH) / g.H; oh < oh1; ++oh)
+            for (int ow = (iw * g.OW) / g.W; ow < ow1; ++ow) {
+                int h0, h1, w0, w1;
+                acc += LOAD(gy, oh * g.OW + ow) / avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+            }
+        return acc;
+    }
+    int dH = op == P_MAX ? g.dH : 1, dW = op == P_MAX ? g.dW : 1;
+    for (int kh = 0; kh < g.kH; ++kh) {
+        int th = ih + g.pH - kh * dH;  /* = oh * sH for a window holding ih at tap kh */
+        if (th < 0 || th % g.sH || th / g.sH >= g.OH) continue;
+        int oh = th / g.sH;
+        for (int kw = 0; kw < g.kW; ++kw) {
+            int tw = iw + g.pW - kw * dW;
+            if (tw < 0 || tw % g.sW || tw / g.sW >= g.OW) continue;
+            int o = oh * g.OW + tw / g.sW;
+            if (op == P_MAX) {
+                if (idx[o] == ih * g.W + iw) acc += LOAD(gy, o);
+            } else {
+                int h0, h1, w0, w1;
+                acc += LOAD(gy, o) / avg_divisor(op, oh, tw / g.sW, g, &h0, &h1, &w0, &w1);
+            }
+        }
+    }
+    return acc;
+}
+
 __kernel void pool_fwd(int op, int planes, pool_geom g, __global const store_t *x, __global store_t *out,
                        __global int *idx) {
-    int gid = get_global_id(0);                  /* gid = plane * OH + oh: one output row */
-    if (gid >= planes * g.OH) return;
-    int oh = gid % g.OH;
-    __global const store_t *xp = x + (size_t)(gid / g.OH) * g.H * g.W;  /* (H, W) plane */
-    size_t row = (size_t)gid * g.OW;
-
+    int i = get_global_id(0);                    /* i = (plane * OH + oh) * OW + ow */
+    if (i >= planes * g.OH * g.OW) return;
+    int r = i / g.OW, oh = r % g.OH;
+    __global const store_t *xp = x + (size_t)(r / g.OH) * g.H * g.W;
     if (op == P_MAX) {
-        /* the taps inside the input, [kh0, kh1) x [kw0, kw1): the inner loops need no bounds checks */
-        int hs = oh * g.sH - g.pH, kh0 = 0, kh1 = g.kH;
-        while (hs + kh0 * g.dH < 0) ++kh0;
-        while (kh1 > kh0 && hs + (kh1 - 1) * g.dH >= g.H) --kh1;
+        int kh0, kh1, bi;
+        taps_inside(oh * g.sH - g.pH, g.kH, g.dH, g.H, &kh0, &kh1);
+        STORE(out, i, max_output(g, xp, oh, i - r * g.OW, kh0, kh1, &bi));
+        idx[i] = bi;
+    } else {
+        STORE(out, i, avg_output(op, g, xp, oh, i - r * g.OW));
+    }
+}
+
+__kernel void pool_fwd_rows(int op, int planes, pool_geom g, __global const store_t *x, __global store_t *out,
+                            __global int *idx) {
+    int r = get_global_id(0);                    /* r = plane * OH + oh: one output row */
+    if (r >= planes * g.OH) return;
+    int oh = r % g.OH;
+    __global const store_t *xp = x + (size_t)(r / g.OH) * g.H * g.W;
+    size_t row = (size_t)r * g.OW;
+    if (op == P_MAX) {
+        int kh0, kh1;
+        taps_inside(oh * g.sH - g.pH, g.kH, g.dH, g.H, &kh0, &kh1);
         for (int ow = 0; ow < g.OW; ++ow) {
-            int ws = ow * g.sW - g.pW, kw0 = 0, kw1 = g.kW;
-            while (ws + kw0 * g.dW < 0) ++kw0;
-            while (kw1 > kw0 && ws + (kw1 - 1) * g.dW >= g.W) --kw1;
-            real best = NEG_BIG;
-            int bi = (hs + kh0 * g.dH) * g.W + ws + kw0 * g.dW;
-            for (int kh = kh0; kh < kh1; ++kh) {
-                int h = hs + kh * g.dH;
-                for (int kw = kw0; kw < kw1; ++kw) {
-                    int w = ws + kw * g.dW;
-                    real v = LOAD(xp, h * g.W + w);
-                    if (v > best || v != v) { best = v; bi = h * g.W + w; }  /* v != v: NaN */
-                }
-            }
-            STORE(out, row + ow, best);
+            int bi;
+            STORE(out, row + ow, max_output(g, xp, oh, ow, kh0, kh1, &bi));
             idx[row + ow] = bi;
         }
-        return;
-    }
-    for (int ow = 0; ow < g.OW; ++ow) {
-        int h0, h1, w0, w1;
-        real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
-        real acc = 0;
-        for (int h = h0; h < h1; ++h)
-            for (int w = w0; w < w1; ++w) acc += LOAD(xp, h * g.W + w);
-        STORE(out, row + ow, (h0 >= h1 || w0 >= w1) ? (real)0 : acc / div);
+    } else {
+        for (int ow = 0; ow < g.OW; ++ow) STORE(out, row + ow, avg_output(op, g, xp, oh, ow));
     }
 }
 
 __kernel void pool_bwd(int op, int planes, pool_geom g, __global const store_t *gy, __global const int *idx,
                        __global store_t *gx) {
+    int i = get_global_id(0);                    /* i = (plane * H + ih) * W + iw */
+    if (i >= planes * g.H * g.W) return;
+    int r = i / g.W;
+    size_t plane = (size_t)(r / g.H) * g.OH * g.OW;
+    STORE(gx, i, pool_input_grad(op, g, gy + plane, idx + plane, r % g.H, i - r * g.W));
+}
+
+__kernel void pool_bwd_rows(int op, int planes, pool_geom g, __global const store_t *gy, __global const int *idx,
+                            __global store_t *gx) {
     int gid = get_global_id(0);                  /* gid = plane * H + ih: one input row */
     if (gid >= planes * g.H) return;
     int ih = gid % g.H;
     size_t base = (size_t)(gid / g.H) * g.OH * g.OW;  /* this plane's (OH, OW) gradient */
     __global store_t *gxr = gx + (size_t)gid * g.W;
-
     if (op == P_ADAPTIVE) {
-        int oh1 = ((ih + 1) * g.OH + g.H - 1) / g.H;
-        for (int iw = 0; iw < g.W; ++iw) {
-            int ow1 = ((iw + 1) * g.OW + g.W - 1) / g.W;
-            real acc = 0;
-            for (int oh = (ih * g.OH) / g.H; oh < oh1; ++oh)
-                for (int ow = (iw * g.OW) / g.W; ow < ow1; ++ow) {
-                    int h0, h1, w0, w1;
-                    real div = avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
-                    acc += LOAD(gy, base + oh * g.OW + ow) / div;
-                }
-            STORE(gxr, iw, acc);
-        }
+        for (int iw = 0; iw < g.W; ++iw) STORE(gxr, iw, pool_input_grad(op, g, gy + base, idx, ih, iw));
         return;
     }
-    /* Scatter into the row this work-item owns: windows by kh ascending, then ow descending, which
-     * for each input pixel is the order (kh, kw) ascending of a per-pixel gather. */
     for (int iw = 0; iw < g.W; ++iw) STORE(gxr, iw, 0);
     int dH = op == P_MAX ? g.dH : 1;
     for (int kh = 0; kh < g.kH; ++kh) {
         int th = ih + g.pH - kh * dH;  /* = oh * sH for a window holding ih at tap kh */
-        if (th < 0 || th % g.sH) continue;
-        int oh = th / g.sH;
-        if (oh >= g.OH) continue;
-        size_t orow = base + oh * g.OW;
+        if (th < 0 || th % g.sH || th / g.sH >= g.OH) continue;
+        size_t orow = base + (th / g.sH) * g.OW;
         for (int ow = g.OW - 1; ow >= 0; --ow) {
             if (op == P_MAX) {
                 int b = idx[orow + ow] - ih * g.W;   /* the window's argmax, as a column of row ih */
                 if (b >= 0 && b < g.W) STORE(gxr, b, LOAD(gxr, b) + LOAD(gy, orow + ow));
             } else {
                 int h0, h1, w0, w1;
-                real v = LOAD(gy, orow + ow) / avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+                real v = LOAD(gy, orow + ow) / avg_divisor(op, th / g.sH, ow, g, &h0, &h1, &w0, &w1);
                 for (int kw = 0; kw < g.kW; ++kw) {
                     int iw = ow * g.sW - g.pW + kw;
                     if (iw >= 0 && iw < g.W) STORE(gxr, iw, LOAD(gxr, iw) + v);

@@ -134,6 +134,21 @@ def test_deterministic(rng):
         np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
 
+@pytest.mark.parametrize(("op", "tf", "shape", "kw"), CASES, ids=IDS)
+def test_pixel_and_row_launches_agree_bitwise(op, tf, shape, kw, dev, monkeypatch, rng):
+    """The GPU launch (a pixel per work-item) and the CPU launch (a row per work-item) give the same bits."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    runs = []
+    for kind in ("gpu", "cpu"):
+        monkeypatch.setattr(dev, "type", kind)
+        t = clnn.tensor(x, requires_grad=True)
+        y = op(t, **kw)
+        y.backward(clnn.tensor(np.linspace(-1, 2, y.size, dtype=np.float32).reshape(y.shape)))
+        runs.append((y.numpy(), t.grad.numpy()))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
 def test_float16_storage(dev, rng):
     if not dev.supports(np.float16):
         pytest.skip(f"{dev} cannot hold float16 tensors")

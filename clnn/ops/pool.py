@@ -78,15 +78,20 @@ def _pool(op: str, x: Tensor, geom: np.ndarray, name: str) -> Tensor:
     planes = int(np.prod(x.shape[:-2], dtype=np.int64))
     out = empty((*x.shape[:-2], int(geom["OH"]), int(geom["OW"])), x.dtype, dev)
     idx = empty(out.shape, np.int32, dev) if op == "max" else None  # argmax (h * W + w) per output
-    k = kernels.kernel(dev, "pool.cl", "pool_fwd", defines(x.dtype))
+    # GPUs: a work-item per pixel (coalesced, fills the device); CPUs: per row (measured 3-10x faster there)
+    pixels = dev.type == "gpu"
+    suffix = "" if pixels else "_rows"
+    k = kernels.kernel(dev, "pool.cl", "pool_fwd" + suffix, defines(x.dtype))
     idx_arg = (idx if idx is not None else out).data  # only max pooling uses idx
-    launch_1d(dev, k, planes * int(geom["OH"]), np.int32(OPS[op]), np.int32(planes), geom, x.data, out.data, idx_arg)
+    items = planes * int(geom["OH"]) * (int(geom["OW"]) if pixels else 1)
+    launch_1d(dev, k, items, np.int32(OPS[op]), np.int32(planes), geom, x.data, out.data, idx_arg)
 
     def backward(g: Tensor) -> tuple[Tensor]:
         gx = empty(x.shape, x.dtype, dev)
-        kb = kernels.kernel(dev, "pool.cl", "pool_bwd", defines(x.dtype))
+        kb = kernels.kernel(dev, "pool.cl", "pool_bwd" + suffix, defines(x.dtype))
         idx_arg = (idx if idx is not None else g).data
-        launch_1d(dev, kb, planes * int(geom["H"]), np.int32(OPS[op]), np.int32(planes), geom, g.data, idx_arg, gx.data)
+        items = planes * int(geom["H"]) * (int(geom["W"]) if pixels else 1)
+        launch_1d(dev, kb, items, np.int32(OPS[op]), np.int32(planes), geom, g.data, idx_arg, gx.data)
         return (gx,)
 
     return record(out, (x,), backward, name)
