@@ -141,7 +141,7 @@ def registered(folders: Iterable[Path]) -> dict[Path, str]:
     return entries
 
 
-def _names(entry: str, lib: Path) -> bool:
+def _loads(entry: str, lib: Path) -> bool:
     """Whether an ``.icd`` entry loads ``lib``: the same file, or its bare name (found by the dynamic linker)."""
     if "/" not in entry:
         return entry == lib.name
@@ -151,7 +151,7 @@ def _names(entry: str, lib: Path) -> bool:
 def unregistered(libs: Iterable[Library], entries: dict[Path, str]) -> list[Library]:
     """The libraries no entry names, at most one per vendor (the first found)."""
     missing: dict[str, Library] = {}
-    covered = {lib.vendor.key for lib in libs if any(_names(e, lib.path) for e in entries.values())}
+    covered = {lib.vendor.key for lib in libs if any(_loads(e, lib.path) for e in entries.values())}
     for lib in libs:
         if lib.vendor.key not in covered:
             missing.setdefault(lib.vendor.key, lib)
@@ -163,7 +163,6 @@ def register(libs: Iterable[Library], folder: Path) -> list[tuple[Path, bool]]:
 
     An entry that already holds the same path is left alone, so registering twice changes nothing.
     """
-    folder.mkdir(parents=True, exist_ok=True)
     written = []
     for lib in libs:
         icd = folder / f"{lib.vendor.key}.icd"
@@ -171,6 +170,7 @@ def register(libs: Iterable[Library], folder: Path) -> list[tuple[Path, bool]]:
         if icd.is_file() and icd.read_text() == text:
             written.append((icd, False))
             continue
+        folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{icd.name}.", suffix=".tmp")  # loaders read only *.icd
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -249,22 +249,25 @@ def _libraries(libs: list[Library], icd_dir: Path | None, fix: bool, problems: l
     entries = registered(folders)
     lines = []
     for lib in libs:
-        by = [f for f, e in entries.items() if _names(e, lib.path)]
+        by = [f for f, e in entries.items() if _loads(e, lib.path)]
         lines.append(f"  {lib.vendor.title}: {lib.path}  ({f'registered by {by[0]}' if by else 'NOT registered'})")
     lines = lines or ["  none found"]
     missing = unregistered(libs, entries)
     if fix and missing and icd_dir is not None:
-        for icd, changed in register(missing, icd_dir):
-            lines.append(f"  {'wrote' if changed else 'kept'} {icd} -> {icd.read_text().strip()}")
+        try:
+            for icd, changed in register(missing, icd_dir):
+                lines.append(f"  {'wrote' if changed else 'kept'} {icd} -> {icd.read_text().strip()}")
+            missing = []
+        except OSError as err:
+            problems.append(f"cannot write the entries: {err}; pass --icd-dir DIR and set OCL_ICD_VENDORS=DIR")
         if icd_dir not in folders:
             lines.append(f"  the loader reads {icd_dir} only where OCL_ICD_VENDORS={icd_dir} is set")
-        missing = []
-    where = f"{icd_dir}/" if icd_dir is not None else "--icd-dir DIR/"
+    command, where = ("clnn doctor --register", icd_dir) if icd_dir else ("clnn doctor --register --icd-dir DIR", "DIR")
     for lib in missing:
         problems.append(
             f"{lib.vendor.title} library {lib.path} is installed, but no .icd entry names it, so OpenCL does not "
-            f"see it. Fix: `clnn doctor --register` writes {where}{lib.vendor.key}.icd for this environment "
-            f"(no root needed); or system-wide: echo {lib.path} | sudo tee /etc/OpenCL/vendors/{lib.vendor.key}.icd")
+            f"see it. Fix: `{command}` writes {where}/{lib.vendor.key}.icd for this environment (no root "
+            f"needed); or system-wide: echo {lib.path} | sudo tee /etc/OpenCL/vendors/{lib.vendor.key}.icd")
     for f, e in entries.items():
         if "/" in e and not Path(e).exists():
             problems.append(f"{f} names {e}, which does not exist: delete that entry or reinstall the runtime")

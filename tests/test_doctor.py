@@ -154,3 +154,15 @@ def test_check_uses_fresh_inputs(monkeypatch):
     doc.check_device(clnn.device())
     doc.check_device(clnn.device())
     assert len(seen) == 4 and not np.array_equal(seen[0], seen[2]) and np.all(seen[0] != 0)
+
+
+def test_doctor_explains_when_it_cannot_register(tmp_path, machine, monkeypatch, capsys):
+    search = ["--search", str(tmp_path / "usr/local/nvidia")]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    rc, out = _doctor(capsys, *search, "--register", "--icd-dir", str(blocker / "icd"))
+    assert rc == 1 and "cannot write the entries" in out and "OCL_ICD_VENDORS=DIR" in out
+    monkeypatch.setattr(doc, "_bundled_folder", lambda: None)  # a PyOpenCL without its own loader
+    rc, out = _doctor(capsys, *search)
+    assert rc == 1 and "has no bundled ICD loader" in out
+    assert "`clnn doctor --register --icd-dir DIR` writes DIR/nvidia.icd" in out
