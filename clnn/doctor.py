@@ -262,7 +262,8 @@ def _libraries(libs: list[Library], icd_dir: Path | None, fix: bool, problems: l
             problems.append(f"cannot write the entries: {err}; pass --icd-dir DIR and set OCL_ICD_VENDORS=DIR")
         if icd_dir not in folders:
             lines.append(f"  the loader reads {icd_dir} only where OCL_ICD_VENDORS={icd_dir} is set")
-    command, where = ("clnn doctor --register", icd_dir) if icd_dir else ("clnn doctor --register --icd-dir DIR", "DIR")
+    where = icd_dir or "DIR"
+    command = "clnn doctor --register" + ("" if icd_dir and icd_dir == _bundled_folder() else f" --icd-dir {where}")
     for lib in missing:
         problems.append(
             f"{lib.vendor.title} library {lib.path} is installed, but no .icd entry names it, so OpenCL does not "

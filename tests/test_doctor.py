@@ -109,7 +109,7 @@ def test_doctor_reports_then_registers_an_unregistered_library(tmp_path, machine
     assert rc == 1
     assert f"NVIDIA: {machine['nvidia']}  (NOT registered)" in out
     assert (f"NVIDIA library {machine['nvidia']} is installed, but no .icd entry names it" in out
-            and f"`clnn doctor --register` writes {icd_dir}/nvidia.icd" in out)
+            and f"`clnn doctor --register --icd-dir {icd_dir}` writes {icd_dir}/nvidia.icd" in out)
     for d in clnn.devices():  # the real devices, each with its kernel check
         assert f"{d.platform_index}:{d.device_index}  {d.name}  {d.type}" in out
     assert "KERNEL FAILED" not in out
@@ -166,3 +166,16 @@ def test_doctor_explains_when_it_cannot_register(tmp_path, machine, monkeypatch,
     rc, out = _doctor(capsys, *search)
     assert rc == 1 and "has no bundled ICD loader" in out
     assert "`clnn doctor --register --icd-dir DIR` writes DIR/nvidia.icd" in out
+
+
+def test_register_defaults_to_the_bundled_loaders_folder(tmp_path, machine, monkeypatch, capsys):
+    libs = tmp_path / "pyopencl-libs"  # stands in for the environment's pyopencl/.libs
+    libs.mkdir()
+    monkeypatch.setattr(doc, "_bundled_folder", lambda: libs)
+    search = ["--search", str(tmp_path / "usr/local/nvidia")]
+    rc, out = _doctor(capsys, *search)
+    assert rc == 1 and f"Fix: `clnn doctor --register` writes {libs}/nvidia.icd" in out
+    _doctor(capsys, *search, "--register")
+    assert (libs / "nvidia.icd").read_text() == f"{machine['nvidia']}\n"
+    rc, out = _doctor(capsys, *search)
+    assert f"(registered by {libs / 'nvidia.icd'})" in out and "NVIDIA library" not in out
