@@ -4,6 +4,20 @@ Tensors with autograd on any OpenCL device (AMD, Intel, NVIDIA GPUs, or a CPU th
 compiled at run time from ``kernels_cl/`` and specialized per device.
 """
 
+import sys
+
+try:
+    import pyopencl  # noqa: F401
+except ModuleNotFoundError as err:
+    if err.name != "pyopencl":
+        raise
+    raise ModuleNotFoundError(
+        f"clnn needs PyOpenCL, which {sys.executable} cannot import: run clnn from the environment it was "
+        "installed into (`.venv/bin/clnn`, `.venv/bin/python`, or `source .venv/bin/activate` first), "
+        "or `pip install pyopencl` here",
+        name="pyopencl",
+    ) from None
+
 from . import data, datasets, functional, nn, optim, signal
 from .device import (
     Device,

@@ -109,6 +109,9 @@ class Device:
     def __str__(self) -> str:
         return f"{self.name} ({self.platform_name}, {self.type})"
 
+    def __repr__(self) -> str:
+        return f"<clnn.Device [{self.index}] {self.platform_index}:{self.device_index} {self}>"
+
 
 _lock = threading.Lock()
 _devices: list[Device] | None = None

@@ -119,7 +119,7 @@ class Tensor:
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
-        return f"tensor({body}, dtype={self.dtype.name}, device='{self.device.name}'{grad})"
+        return f"tensor({body}, dtype={self.dtype.name}, device='{self.device}'{grad})"
 
     # ---- host transfer ----------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:

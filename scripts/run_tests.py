@@ -2,8 +2,10 @@
 
 Parts (each a pytest run in a fresh process, so device choice and limits start clean):
   pocl      the suite on PoCL (CLNN_DEVICE=pocl)
-  intel     the suite on Intel's CPU runtime (CLNN_DEVICE=intel; registered first by
-            scripts/install_intel_opencl.py into a private ICD folder passed as OCL_ICD_VENDORS)
+  intel     the suite on Intel's CPU runtime (CLNN_DEVICE=intel). The runtime from PyPI is registered
+            first, as `clnn doctor --register` does: an .icd entry in this environment's pyopencl/.libs,
+            so it stays visible after the run (--icd-dir DIR writes it there instead and passes DIR to
+            the parts as OCL_ICD_VENDORS)
   limits64  the kernel tests as on a small GPU: CLNN_LIMITS=wg=64,local=16384,fp64=0
   limits256 the kernel tests with CLNN_LIMITS=wg=256,local=32768
   oclgrind  tests/test_oclgrind.py: every kernel under Oclgrind, zero reports (CLNN_REQUIRE_OCLGRIND=1)
@@ -11,7 +13,8 @@ Parts (each a pytest run in a fresh process, so device choice and limits start c
 A part whose pytest collected nothing (exit code 5) fails, as does a part whose device is missing.
 
 Usage:
-    python scripts/run_tests.py [--parts pocl,intel,...] [--limits-device intel] [-- extra pytest args]
+    python scripts/run_tests.py [--parts pocl,intel,...] [--limits-device intel] [--icd-dir DIR]
+                                [-- extra pytest args]
 """
 
 from __future__ import annotations
@@ -57,16 +60,24 @@ def parts(limits_device: str) -> dict[str, Part]:
     }
 
 
-def register_intel(env: dict[str, str]) -> str | None:
-    """Write Intel's .icd into a private folder and return it (None, with the reason printed, on failure)."""
-    folder = Path(sys.prefix) / "etc" / "OpenCL" / "clnn-vendors"
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "install_intel_opencl.py"), "--vendors-dir",
-                          str(folder)], env=env, capture_output=True, text=True)
-    print(res.stdout.strip())
-    if res.returncode != 0:
-        print(res.stderr.strip(), file=sys.stderr)
-        return None
-    return str(folder)
+def register_intel(icd_dir: Path | None) -> bool:
+    """Register Intel's CPU runtime with the ICD loader unless an entry names it already (False: it is missing)."""
+    from clnn import DeviceError, doctor  # from the environment, like the tests
+
+    try:
+        folder = icd_dir or doctor.icd_folder()
+    except DeviceError as err:
+        print(err, file=sys.stderr)
+        return False
+    libs = [lib for lib in doctor.find_libraries(doctor.default_roots()) if lib.vendor.key == "intel-cpu"]
+    if not libs:
+        print("Intel's OpenCL runtime is missing: pip install 'clnn[intel]' (intel-opencl-rt, intel-cmplr-lib-rt)",
+              file=sys.stderr)
+        return False
+    entries = doctor.registered([*doctor.loader_folders(), folder])
+    for icd, _ in doctor.register(doctor.unregistered(libs, entries), folder):
+        print(f"registered Intel's CPU runtime: {icd} -> {libs[0].path} (`clnn doctor` lists it)")
+    return True
 
 
 def counts(junit: Path) -> dict[str, int]:
@@ -101,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", default="pocl,intel,limits64,limits256,oclgrind",
                         help="comma-separated parts to run, in this order")
+    parser.add_argument("--icd-dir", type=Path,
+                        help="register Intel's runtime in DIR (passed to the parts as OCL_ICD_VENDORS) instead of "
+                        "this environment's pyopencl/.libs")
     parser.add_argument("--limits-device", default="intel",
                         help="CLNN_DEVICE for the limits parts (Intel's runtime compiles faster than PoCL)")
     args = parser.parse_args(argv)
@@ -115,13 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     results: list[tuple[str, str, dict, float]] = []
     needs_intel = "intel" in chosen or ("intel" in args.limits_device.lower() and any(
         p.startswith("limits") for p in chosen))
-    if needs_intel:
-        folder = register_intel(env)
-        if folder is None:
-            print("Intel's OpenCL runtime is missing: pip install 'clnn[intel]' (intel-opencl-rt, "
-                  "intel-cmplr-lib-rt)", file=sys.stderr)
-            return 1
-        env["OCL_ICD_VENDORS"] = folder  # a folder adds to the ICDs bundled with PyOpenCL
+    icd_dir = args.icd_dir.absolute() if args.icd_dir else None
+    if needs_intel and not register_intel(icd_dir):
+        return 1
+    if icd_dir is not None:
+        env["OCL_ICD_VENDORS"] = str(icd_dir)  # read besides the entries bundled with PyOpenCL
 
     out_dir = Path(tempfile.mkdtemp(prefix="clnn-tests-"))
     for name in chosen:

@@ -175,3 +175,17 @@ def test_cli_prints_device_table(argv):
     for d in clnn.devices():
         assert d.name in out and d.platform_name in out
     assert "fp64" in out.splitlines()[0] and "*" in out
+
+
+def test_device_and_tensor_reprs_name_the_platform():
+    for d in clnn.devices():
+        assert str(d) == f"{d.name} ({d.platform_name}, {d.type})"
+        assert repr(d) == f"<clnn.Device [{d.index}] {d.platform_index}:{d.device_index} {d}>"
+        assert f"device='{d}'" in repr(clnn.tensor([1.0, 2.0], device=d))
+
+
+def test_without_pyopencl_the_message_says_to_use_the_environment():
+    code = "import sys; sys.modules['pyopencl'] = None; import clnn"  # None: that import fails
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    assert "clnn needs PyOpenCL" in res.stderr and ".venv/bin/clnn" in res.stderr
