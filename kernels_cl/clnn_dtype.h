@@ -8,8 +8,9 @@
  *   USE_FP64    1 when any type is double
  *   USE_FP16    1 for half arithmetic (STORE_T = REAL_T = half) on a device with cl_khr_fp16
  *
- * Provides: store_t, real, param_t (the type of scalar kernel arguments: double with USE_FP64, else
- * float), LOAD(p, i) -> real, STORE(p, i, v).
+ * Provides: store_t, real, real4, param_t (the type of scalar kernel arguments: double with USE_FP64, else
+ * float), LOAD(p, i) -> real, STORE(p, i, v), and LOAD4(p, i) -> real4, STORE4(p, i, v) for the i-th group
+ * of four elements (p + 4 i; element-aligned, as vloadn).
  */
 #ifndef CLNN_DTYPE_H
 #define CLNN_DTYPE_H
@@ -40,15 +41,23 @@ typedef float param_t;
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
 #endif
 
+#define CLNN_CAT_(a, b) a##b
+#define CLNN_CAT(a, b) CLNN_CAT_(a, b)
+
 typedef STORE_T store_t;
 typedef REAL_T real;
+typedef CLNN_CAT(REAL_T, 4) real4;
 
 #if STORE_HALF
 #define LOAD(p, i) vload_half((i), (p))
 #define STORE(p, i, v) vstore_half((float)(v), (i), (p))
+#define LOAD4(p, i) vload_half4((i), (p))
+#define STORE4(p, i, v) vstore_half4((v), (i), (p))
 #else
 #define LOAD(p, i) ((real)(p)[i])
 #define STORE(p, i, v) ((p)[i] = (store_t)(v))
+#define LOAD4(p, i) vload4((i), (p))
+#define STORE4(p, i, v) vstore4((v), (i), (p))
 #endif
 
 #endif

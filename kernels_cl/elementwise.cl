@@ -1,11 +1,15 @@
 /* elementwise.cl: unary, scalar, binary (broadcasting) and comparison maps, and unary derivatives.
  *
- * Layout: tensors are contiguous. Binary ops read a and b through a Bcast descriptor: the output's
- * shape (outermost first, up to MAXD dims after the host merged what it could) and the element
- * strides of a and b in it, 0 where an operand is broadcast.
- * Defines: the element type (clnn_dtype.h); float16 runs in half precision (USE_FP16) on devices with
- * cl_khr_fp16, else in float32 between half loads and stores. The op is a run-time code (OP_* below, mirrored in
- * clnn/ops/elementwise.py), uniform across a launch, so one build serves every op.
+ * Layout: tensors are contiguous. unary, unary_grad and binary_same (operands of the output's shape)
+ * map EW_VEC neighbouring elements per work-item: with EW_VEC 4, work-item i takes elements 4i .. 4i+3
+ * with vector loads and stores (the one at n / 4 maps the tail of n % 4): wide, coalesced accesses and
+ * no index arithmetic; with EW_VEC 1, one element each. binary and compare read a and b through a Bcast descriptor: the output's shape
+ * (outermost first, up to MAXD dims after the host merged what it could) and the element strides of a
+ * and b in it, 0 where an operand is broadcast.
+ * Defines: the element type (clnn_dtype.h); EW_VEC (1 or 4: elements per work-item, a tuning knob:
+ * Intel's CPU compiler vectorizes across work-items and runs 4 switches per work-item 5x slower); float16 runs in half precision (USE_FP16) on devices with
+ * cl_khr_fp16, else in float32 between half loads and stores. The op is a run-time code (U_*, B_*, C_*
+ * below, mirrored in clnn/ops/elementwise.py), uniform across a launch, so one build serves every op.
  */
 #include "clnn_dtype.h"
 
@@ -121,16 +125,41 @@ inline real unary_derivative(int op, real x, real y, real a, real b) {
     return NAN;
 }
 
+#ifndef EW_VEC
+#define EW_VEC 4
+#endif
+
+/* A map over n elements: EXPR4 maps the four elements of group i (vectors), EXPR1 element j. */
+#if EW_VEC == 4
+#define MAP(n, EXPR4, EXPR1)                                          \
+    int i = get_global_id(0);                                         \
+    if (i < (n) / 4) {                                                \
+        EXPR4;                                                        \
+    } else if (i == (n) / 4) {                                        \
+        for (int j = 4 * i; j < (n); ++j) { EXPR1; }                  \
+    }
+#else
+#define MAP(n, EXPR4, EXPR1)                                          \
+    int j = get_global_id(0);                                         \
+    if (j < (n)) { EXPR1; }
+#endif
+
+#define LANES4(f) (real4)(f(s0), f(s1), f(s2), f(s3))
+
 __kernel void unary(int op, int n, __global const store_t *x, __global store_t *y, param_t a, param_t b) {
-    int i = get_global_id(0);
-    if (i < n) STORE(y, i, apply_unary(op, LOAD(x, i), (real)a, (real)b));
+#define U(s) apply_unary(op, v.s, (real)a, (real)b)
+    MAP(n, real4 v = LOAD4(x, i); STORE4(y, i, LANES4(U)),
+         STORE(y, j, apply_unary(op, LOAD(x, j), (real)a, (real)b)))
+#undef U
 }
 
 /* gx = gy * f'(x) */
 __kernel void unary_grad(int op, int n, __global const store_t *x, __global const store_t *y,
                          __global const store_t *gy, __global store_t *gx, param_t a, param_t b) {
-    int i = get_global_id(0);
-    if (i < n) STORE(gx, i, LOAD(gy, i) * unary_derivative(op, LOAD(x, i), LOAD(y, i), (real)a, (real)b));
+#define D(s) unary_derivative(op, v.s, w.s, (real)a, (real)b)
+    MAP(n, real4 v = LOAD4(x, i); real4 w = LOAD4(y, i); STORE4(gx, i, LOAD4(gy, i) * LANES4(D)),
+         STORE(gx, j, LOAD(gy, j) * unary_derivative(op, LOAD(x, j), LOAD(y, j), (real)a, (real)b)))
+#undef D
 }
 
 /* binary out = a (op) b */
@@ -172,6 +201,15 @@ inline real apply_binary(int op, real x, real y) {
     case B_MIN: return isnan(x) || isnan(y) ? x + y : fmin(x, y);
     }
     return NAN;
+}
+
+/* out = a (op) b for operands of the output's shape */
+__kernel void binary_same(int op, int n, __global const store_t *a, __global const store_t *b,
+                          __global store_t *out) {
+#define B(s) apply_binary(op, v.s, w.s)
+    MAP(n, real4 v = LOAD4(a, i); real4 w = LOAD4(b, i); STORE4(out, i, LANES4(B)),
+         STORE(out, j, apply_binary(op, LOAD(a, j), LOAD(b, j))))
+#undef B
 }
 
 __kernel void binary(int op, int n, Bcast d, __global const store_t *a, __global const store_t *b,

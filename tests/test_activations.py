@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from torch_ref import check_against_torch
 
 import clnn
 import clnn.functional as F
+from clnn import tuning
 
 
 def _gelu_ref(x: torch.Tensor) -> torch.Tensor:
@@ -168,3 +170,15 @@ ERRORS = [
 def test_errors(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 1031])
+@pytest.mark.parametrize("vec", [1, 4])
+def test_contiguous_maps_at_both_widths(vec, n, rng, monkeypatch):
+    """unary, unary_grad and binary_same at 1 and 4 elements per work-item (the tuning knob EW_VEC), tails
+    of every length: each element is mapped exactly once."""
+    monkeypatch.setitem(tuning.TABLE, "elementwise", {"default": {"EW_VEC": vec}})
+    for _, fn, ref in ACTIVATIONS[::3]:
+        check_against_torch(fn, ref, [rng.standard_normal(n) * 4], rng)
+    for ours, ref in ((operator.add, operator.add), (operator.mul, operator.mul), (clnn.maximum, torch.maximum)):
+        check_against_torch(ours, ref, [rng.standard_normal(n), rng.standard_normal(n)], rng)

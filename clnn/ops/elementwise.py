@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, tuning
+from ..device import Device
 from ..tensor import Tensor
 from ._core import (
     contiguous_strides,
@@ -37,7 +38,14 @@ SCALAR_TYPES = (int, float, np.integer, np.floating, bool, np.bool_)
 
 def _kernel(t: Tensor, name: str) -> Any:
     """An elementwise.cl kernel for ``t``: float16 arithmetic is native half where the device has fp16."""
-    return kernels.kernel(t.device, "elementwise.cl", name, kernels.dtype_defines(t.dtype, half_math=t.device.fp16))
+    defines = {**kernels.dtype_defines(t.dtype, half_math=t.device.fp16), **tuning.params(t.device, "elementwise")}
+    return kernels.kernel(t.device, "elementwise.cl", name, defines)
+
+
+def _items(dev: Device, n: int) -> int:
+    """Work-items of an ``EW_VEC``-elements-per-item map over ``n`` elements (the last one takes the tail)."""
+    vec = tuning.params(dev, "elementwise")["EW_VEC"]
+    return n // vec + (n % vec > 0)
 
 
 def unary(op: str, x: Tensor, a: float = 0.0, b: float = 0.0) -> Tensor:
@@ -47,7 +55,7 @@ def unary(op: str, x: Tensor, a: float = 0.0, b: float = 0.0) -> Tensor:
     require_float(f"{op}: x", x)
     y = empty(x.shape, x.dtype, x.device)
     launch_1d(
-        x.device, _kernel(x, "unary"), x.size,
+        x.device, _kernel(x, "unary"), _items(x.device, x.size),
         np.int32(UNARY[op]), np.int32(x.size), x.data, y.data, real_scalar(x.dtype, a), real_scalar(x.dtype, b),
     )
     saved_y = y.detach()
@@ -58,7 +66,7 @@ def unary_grad(op: str, x: Tensor, y: Tensor, gy: Tensor, a: float = 0.0, b: flo
     """``gy * f'(x)`` for the ``U_*`` op ``op`` given ``y = f(x)``."""
     gx = empty(x.shape, x.dtype, x.device)
     launch_1d(
-        x.device, _kernel(x, "unary_grad"), x.size,
+        x.device, _kernel(x, "unary_grad"), _items(x.device, x.size),
         np.int32(UNARY[op]), np.int32(x.size), x.data, y.data, gy.data, gx.data,
         real_scalar(x.dtype, a), real_scalar(x.dtype, b),
     )
@@ -101,6 +109,10 @@ def _as_operands(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
 
 def _binary_launch(op: int, a: Tensor, b: Tensor, out_shape: tuple[int, ...], name: str, out_dtype: Any) -> Tensor:
     out = empty(out_shape, out_dtype, a.device)
+    if name == "binary" and a.shape == b.shape:
+        launch_1d(a.device, _kernel(a, "binary_same"), _items(a.device, out.size), np.int32(op),
+                  np.int32(out.size), a.data, b.data, out.data)
+        return out
     d = descriptor(out_shape, broadcast_strides(a.shape, out_shape), broadcast_strides(b.shape, out_shape))
     launch_1d(a.device, _kernel(a, name), out.size, np.int32(op), np.int32(out.size), d, a.data, b.data, out.data)
     return out
