@@ -9,7 +9,8 @@
  *   USE_FP16    1 for half arithmetic (STORE_T = REAL_T = half) on a device with cl_khr_fp16
  *
  * Provides: store_t, real, param_t (the type of scalar kernel arguments: double with USE_FP64, else
- * float), LOAD(p, i) -> real, STORE(p, i, v).
+ * float), LOAD(p, i) -> real, STORE(p, i, v), BIG (+infinity of real: the identity of min, -BIG of
+ * max).
  */
 #ifndef CLNN_DTYPE_H
 #define CLNN_DTYPE_H
@@ -42,6 +43,12 @@ typedef float param_t;
 
 typedef STORE_T store_t;
 typedef REAL_T real;
+
+#if USE_FP64
+#define BIG HUGE_VAL
+#else
+#define BIG INFINITY
+#endif
 
 #if STORE_HALF
 #define LOAD(p, i) vload_half((i), (p))

@@ -20,12 +20,6 @@
 #define P_AVG 1
 #define P_ADAPTIVE 2
 
-#if USE_FP64
-#define NEG_BIG (-HUGE_VAL)
-#else
-#define NEG_BIG (-INFINITY)
-#endif
-
 typedef struct {
     int H, W, OH, OW;  /* input and output plane sizes */
     int kH, kW, sH, sW, pH, pW, dH, dW;
@@ -72,7 +66,7 @@ __kernel void pool_fwd(int op, int planes, pool_geom g, __global const store_t *
             int ws = ow * g.sW - g.pW, kw0 = 0, kw1 = g.kW;
             while (ws + kw0 * g.dW < 0) ++kw0;
             while (kw1 > kw0 && ws + (kw1 - 1) * g.dW >= g.W) --kw1;
-            real best = NEG_BIG;
+            real best = -BIG;
             int bi = (hs + kh0 * g.dH) * g.W + ws + kw0 * g.dW;
             for (int kh = kh0; kh < kh1; ++kh) {
                 int h = hs + kh * g.dH;
