@@ -32,11 +32,24 @@
 #define NS_GRAD 1
 #define NS_SUM 2
 
-/* index of the m-th element (m < outer * inner) of group c */
-inline size_t at(int m, int c, int G, int inner) {
-    int o = m / inner, j = m - o * inner;
-    return ((size_t)o * G + c) * inner + j;
+/* a walk over the m-th elements (m = o * inner + j) of one group, dividing only when a row wraps */
+typedef struct { int o, j; } pos_t;
+
+inline pos_t pos_at(int m, int inner) {
+    pos_t p = {m / inner, m % inner};
+    return p;
 }
+
+inline pos_t pos_next(pos_t p, int step, int inner) {
+    p.j += step;
+    if (p.j >= inner) {
+        p.o += p.j / inner;
+        p.j %= inner;
+    }
+    return p;
+}
+
+inline size_t pos_index(pos_t p, int c, int G, int inner) { return ((size_t)p.o * G + c) * inner + p.j; }
 
 inline real weight_at(int affine, __global const store_t *w, int c, int j) {
     return (affine & AFF_W) ? LOAD(w, (affine & AFF_INNER) ? j : c) : 1;
@@ -65,21 +78,24 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
     if (mode == NS_GRAD) {
         int inner_w = (affine & AFF_INNER) ? affine : 0;  /* per-group weights stay outside the sums */
         real mu = LOAD(mean, c), rstd = rsqrt(LOAD(var, c) + eps);
-        for (int m = lo + t; m < hi; m += n) {
-            size_t k = at(m, c, G, inner);
-            real gw = LOAD(g, k) * weight_at(inner_w, w, c, m % inner);
+        pos_t p = pos_at(lo + t, inner);
+        for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) {
+            size_t k = pos_index(p, c, G, inner);
+            real gw = LOAD(g, k) * weight_at(inner_w, w, c, p.j);
             a1 += gw;
             a2 += gw * (LOAD(x, k) - mu) * rstd;
         }
         a2 = group_sum(scratch, a2);
     } else {
-        for (int m = lo + t; m < hi; m += n) a1 += LOAD(x, at(m, c, G, inner));
+        pos_t p = pos_at(lo + t, inner);
+        for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) a1 += LOAD(x, pos_index(p, c, G, inner));
     }
     a1 = group_sum(scratch, a1);
     if (mode == NS_STATS) {
         a1 /= hi - lo;  /* the chunk's mean; then its M2 about it */
-        for (int m = lo + t; m < hi; m += n) {
-            real d = LOAD(x, at(m, c, G, inner)) - a1;
+        pos_t p = pos_at(lo + t, inner);
+        for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) {
+            real d = LOAD(x, pos_index(p, c, G, inner)) - a1;
             a2 += d * d;
         }
         a2 = group_sum(scratch, a2);

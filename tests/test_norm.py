@@ -151,8 +151,12 @@ def test_norm_deterministic(rng):
 
 
 @pytest.mark.parametrize("shape", [(67, 3, 17, 19), (70001, 1), (3, 1, 9001)])
-def test_split_statistics_stay_accurate_and_bit_identical(rng, shape):
-    # chunks of a channel combine by Chan's formula: a mean far from 0 costs the variance no digits
+@pytest.mark.parametrize("plan", ["device", "gpu"])
+def test_split_statistics_stay_accurate_and_bit_identical(dev, rng, monkeypatch, shape, plan):
+    # chunks of a channel combine by Chan's formula: a mean far from 0 costs the variance no digits;
+    # plan="gpu" poses as a GPU (a work-group per chunk) where the device is a CPU (a work-item per chunk)
+    if plan == "gpu":
+        monkeypatch.setattr(dev, "type", "gpu")
     x = (rng.standard_normal(shape) * 0.5 + 1000).astype(np.float32)
     rm, rv = clnn.zeros(shape[1]), clnn.ones(shape[1])
     t = clnn.tensor(x)

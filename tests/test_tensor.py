@@ -281,11 +281,16 @@ SPLIT_CASES = [((1,), None, False), ((13,), 0, False), ((2**20 + 3,), None, True
 
 @pytest.mark.parametrize(("shape", "axis", "splits"), SPLIT_CASES, ids=[f"{s}-{a}" for s, a, _ in SPLIT_CASES])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_reductions_split_across_work_groups(dev, rng, monkeypatch, shape, axis, splits, dtype):
+@pytest.mark.parametrize("plan", ["device", "gpu"])
+def test_reductions_split_across_work_groups(dev, rng, monkeypatch, shape, axis, splits, dtype, plan):
     # long axes with few outputs are reduced in stages (partials per chunk of the axis, then again);
-    # the plan follows the device's compute units, so these shapes split on a 2-unit CPU too
+    # the plan follows the device's compute units, so these shapes split on a 2-unit CPU too.
+    # plan="gpu" poses as a GPU, so a CPU also runs the work-group paths it would not pick itself
     _skip_unsupported(dev, dtype)
     from clnn.ops import reduce as red
+
+    if plan == "gpu":
+        monkeypatch.setattr(dev, "type", "gpu")
 
     stages = []
     original = red._stage

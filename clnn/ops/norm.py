@@ -38,6 +38,8 @@ class _Groups:
         self.defines = defines(x.dtype, RED_WG=wg)
         m = max(self.count, 1)
         self.local = min(wg, 1 << (-(-m // FOLD) - 1).bit_length())  # each work-item folds >= FOLD
+        if x.device.type == "cpu":  # one work-item per chunk, walking it serially: ~5x faster on Intel's CPU runtime
+            self.local = 1
         self.chunk = split_chunk(x.device, groups, m, self.local)
 
     def _kernel(self, name: str) -> Any:
