@@ -90,7 +90,7 @@ def _corr(x: Tensor, w: Tensor, out_shape: tuple[int, ...], off: tuple[int, int]
     dev = x.device
     if w.size >= SPLIT_TAPS and out.size < SPLIT_OUTPUTS:
         wg = group_size(dev)  # few outputs, long sums: a work-group shares each output's taps
-        k = kernels.kernel(dev, "signal.cl", "correlate2d_wg", defines(x.dtype, SIG_WG=wg))
+        k = kernels.kernel(dev, "signal.cl", "correlate2d_wg", defines(x.dtype, RED_WG=wg))
         kernels.launch(dev, k, (out.size * wg,), (wg,), g, x.data, w.data, out.data)
     else:
         k = kernels.kernel(dev, "signal.cl", "correlate2d", defines(x.dtype))

@@ -9,8 +9,9 @@
  *   USE_FP16    1 for half arithmetic (STORE_T = REAL_T = half) on a device with cl_khr_fp16
  *
  * Provides: store_t, real, real4, param_t (the type of scalar kernel arguments: double with USE_FP64, else
- * float), LOAD(p, i) -> real, STORE(p, i, v), and LOAD4(p, i) -> real4, STORE4(p, i, v) for the i-th group
- * of four elements (p + 4 i; element-aligned, as vloadn).
+ * float), LOAD(p, i) -> real, STORE(p, i, v), LOAD4(p, i) -> real4, STORE4(p, i, v) for the i-th group
+ * of four elements (p + 4 i; element-aligned, as vloadn), BIG (+infinity of real: the identity of min,
+ * -BIG of max).
  */
 #ifndef CLNN_DTYPE_H
 #define CLNN_DTYPE_H
@@ -47,6 +48,12 @@ typedef float param_t;
 typedef STORE_T store_t;
 typedef REAL_T real;
 typedef CLNN_CAT(REAL_T, 4) real4;
+
+#if USE_FP64
+#define BIG HUGE_VAL
+#else
+#define BIG INFINITY
+#endif
 
 #if STORE_HALF
 #define LOAD(p, i) vload_half((i), (p))

@@ -14,7 +14,6 @@
  *                 so results are deterministic without atomics; optional per-channel bias
  *   onp_to_nop    y chunk (NB, O, OH, OW) at y_off <- t (O, NB, OH, OW), plus an optional per-channel bias
  *   nop_to_onp    t (O, NB, OH, OW) <- y chunk (NB, O, OH, OW) at y_off
- *   bias_grad     gb[o] = sum over n, p of gy (N, O, P), summed in order by one work-item per channel
  * Defines: only the element type (clnn_dtype.h).
  */
 #include "clnn_dtype.h"
@@ -100,15 +99,4 @@ __kernel void nop_to_onp(int NB, int O, int OH, int OW, __global const store_t *
     const int o = z % O, n = z / O;
     const int src = y_off + e * OW, dst = ((o * NB + n) * OH + oh) * OW;
     for (int ow = 0; ow < OW; ++ow) STORE(t, dst + ow, LOAD(y, src + ow));
-}
-
-__kernel void bias_grad(int N, int O, int P, __global const store_t *gy, __global store_t *gb) {
-    const int o = get_global_id(0);
-    if (o >= O) return;
-    real acc = 0;
-    for (int n = 0; n < N; ++n) {
-        const int base = (n * O + o) * P;
-        for (int p = 0; p < P; ++p) acc += LOAD(gy, base + p);
-    }
-    STORE(gb, o, acc);
 }

@@ -9,6 +9,7 @@
  *   DST_BOOL       1 when the destination is bool (stored as uchar 0/1)
  *   USE_FP64       1 when either type is double
  */
+#include "clnn_shape.h"
 #ifndef SRC_T
 #define SRC_T float
 #endif
@@ -45,7 +46,6 @@
 #define WRITE(p, i, v) ((p)[i] = (DST_T)(v))
 #endif
 
-#define MAXD 8
 typedef struct { int ndim; int shape[MAXD]; int ss[MAXD]; int sd[MAXD]; } Strides;
 
 __kernel void copy(int n, Strides d, __global const SRC_T *src, int src_off, __global DST_T *dst,

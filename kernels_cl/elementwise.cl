@@ -12,8 +12,8 @@
  * below, mirrored in clnn/ops/elementwise.py), uniform across a launch, so one build serves every op.
  */
 #include "clnn_dtype.h"
+#include "clnn_shape.h"
 
-#define MAXD 8
 typedef struct { int ndim; int shape[MAXD]; int sa[MAXD]; int sb[MAXD]; } Bcast;
 
 /* unary y = f(x; alpha, beta) */

@@ -5,65 +5,51 @@
  * Layer norm over the last D elements: outer = 1, G = rows, inner = D.
  * Affine bits (run time): AFF_W has weight, AFF_B has bias, AFF_INNER indexes weight and bias by j
  * (layer norm) instead of by the group c (batch norm).
+ * Per-group sums run in two stages across many work-groups: the group's M elements (m = o * inner + j)
+ * split into S = ceil(M / chunk) chunks, one work-group per (group, chunk) writes a partial, and one
+ * work-item per group combines its S partials in order (bit-identical reruns, no atomics).
  * Kernels:
- *   norm_stats      one work-group per group: mean and biased variance (two passes, fixed-order tree)
+ *   norm_partial    one work-group per (group, chunk); mode NS_STATS: the chunk's mean and M2 (sum of
+ *                   squared deviations about that mean, two passes over the chunk); NS_GRAD:
+ *                   sum(g * w') and sum(g * w' * xhat), w' the per-element weight under AFF_INNER and
+ *                   1 otherwise; NS_SUM: sum(x) (the conv bias gradient)
+ *   norm_finish     one work-item per group: NS_STATS combines (mean, M2) pairs by Chan's parallel
+ *                   formula into the mean and biased variance; the other modes add the partial sums
  *   norm_apply      y = (x - mean[c]) * rsqrt(var[c] + eps) * w + b, elementwise
- *   norm_bwd_stats  one work-group per group: s1 = sum(g * w'), s2 = sum(g * w' * xhat), where w' is
- *                   the per-element weight under AFF_INNER and 1 otherwise
  *   norm_bwd_input  gx = rstd * (g * w - wc * (s1 + xhat * s2) / M) in training (wc: the group's
  *                   weight when weights are per group), gx = rstd * g * w with fixed statistics
  *   bn_update       running = (1 - momentum) * running + momentum * batch (variance unbiased)
- * The stats kernels take any power-of-two local size <= NORM_WG, chosen by the host per launch.
- * Defines: the element type (clnn_dtype.h); NORM_WG, the largest local size (a power of two).
+ * Partials are (G, S, 2) reals. norm_partial takes any power-of-two local size <= RED_WG.
+ * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h).
  */
-#include "clnn_dtype.h"
-
-#ifndef NORM_WG
-#define NORM_WG 256
-#endif
+#include "reduce.h"
 
 #define AFF_W 1
 #define AFF_B 2
 #define AFF_INNER 4
 
-inline real group_sum(__local real *s, real v) {
-    int t = get_local_id(0);
-    s[t] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = get_local_size(0) / 2; k > 0; k >>= 1) {
-        if (t < k) s[t] += s[t + k];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    real r = s[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
+#define NS_STATS 0
+#define NS_GRAD 1
+#define NS_SUM 2
+
+/* a walk over the m-th elements (m = o * inner + j) of one group, dividing only when a row wraps */
+typedef struct { int o, j; } pos_t;
+
+inline pos_t pos_at(int m, int inner) {
+    pos_t p = {m / inner, m % inner};
+    return p;
 }
 
-/* index of the m-th element (m < outer * inner) of group c */
-inline size_t at(int m, int c, int G, int inner) {
-    int o = m / inner, j = m - o * inner;
-    return ((size_t)o * G + c) * inner + j;
+inline pos_t pos_next(pos_t p, int step, int inner) {
+    p.j += step;
+    if (p.j >= inner) {
+        p.o += p.j / inner;
+        p.j %= inner;
+    }
+    return p;
 }
 
-__kernel void norm_stats(int outer, int G, int inner, __global const store_t *x, __global store_t *mean,
-                         __global store_t *var) {
-    __local real scratch[NORM_WG];
-    int c = get_group_id(0), t = get_local_id(0), n = get_local_size(0);
-    int M = outer * inner;
-    real acc = 0;
-    for (int m = t; m < M; m += n) acc += LOAD(x, at(m, c, G, inner));
-    real mu = group_sum(scratch, acc) / M;
-    acc = 0;
-    for (int m = t; m < M; m += n) {
-        real d = LOAD(x, at(m, c, G, inner)) - mu;
-        acc += d * d;
-    }
-    real v = group_sum(scratch, acc) / M;
-    if (t == 0) {
-        STORE(mean, c, mu);
-        STORE(var, c, v);
-    }
-}
+inline size_t pos_index(pos_t p, int c, int G, int inner) { return ((size_t)p.o * G + c) * inner + p.j; }
 
 inline real weight_at(int affine, __global const store_t *w, int c, int j) {
     return (affine & AFF_W) ? LOAD(w, (affine & AFF_INNER) ? j : c) : 1;
@@ -80,28 +66,67 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
     STORE(y, i, v);
 }
 
-__kernel void norm_bwd_stats(int outer, int G, int inner, int affine, real eps, __global const store_t *x,
-                             __global const store_t *g, __global const store_t *mean,
-                             __global const store_t *var, __global const store_t *w, __global store_t *s1,
-                             __global store_t *s2) {
-    __local real scratch[NORM_WG];
-    int c = get_group_id(0), t = get_local_id(0), n = get_local_size(0);
-    int M = outer * inner;
-    int inner_w = (affine & AFF_INNER) ? affine : 0;  /* per-group weights stay outside the sums */
-    real mu = LOAD(mean, c), rstd = rsqrt(LOAD(var, c) + eps);
+__kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int affine, real eps,
+                           __global const store_t *x, __global const store_t *g, __global const store_t *mean,
+                           __global const store_t *var, __global const store_t *w, __global real *part) {
+    __local real scratch[RED_WG];
+    int M = outer * inner, S = (M + chunk - 1) / chunk;
+    int e = get_group_id(0), c = e / S, s = e - c * S;
+    int t = get_local_id(0), n = get_local_size(0);
+    int lo = s * chunk, hi = min(M, lo + chunk);
     real a1 = 0, a2 = 0;
-    for (int m = t; m < M; m += n) {
-        size_t k = at(m, c, G, inner);
-        real gw = LOAD(g, k) * weight_at(inner_w, w, c, m % inner);
-        a1 += gw;
-        a2 += gw * (LOAD(x, k) - mu) * rstd;
+    if (mode == NS_GRAD) {
+        int inner_w = (affine & AFF_INNER) ? affine : 0;  /* per-group weights stay outside the sums */
+        real mu = LOAD(mean, c), rstd = rsqrt(LOAD(var, c) + eps);
+        pos_t p = pos_at(lo + t, inner);
+        for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) {
+            size_t k = pos_index(p, c, G, inner);
+            real gw = LOAD(g, k) * weight_at(inner_w, w, c, p.j);
+            a1 += gw;
+            a2 += gw * (LOAD(x, k) - mu) * rstd;
+        }
+        a2 = group_sum(scratch, a2);
+    } else {
+        pos_t p = pos_at(lo + t, inner);
+        for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) a1 += LOAD(x, pos_index(p, c, G, inner));
     }
     a1 = group_sum(scratch, a1);
-    a2 = group_sum(scratch, a2);
-    if (t == 0) {
-        STORE(s1, c, a1);
-        STORE(s2, c, a2);
+    if (mode == NS_STATS) {
+        a1 /= hi - lo;  /* the chunk's mean; then its M2 about it */
+        pos_t p = pos_at(lo + t, inner);
+        for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) {
+            real d = LOAD(x, pos_index(p, c, G, inner)) - a1;
+            a2 += d * d;
+        }
+        a2 = group_sum(scratch, a2);
     }
+    if (t == 0) {
+        part[2 * e] = a1;
+        part[2 * e + 1] = a2;
+    }
+}
+
+__kernel void norm_finish(int mode, int G, int M, int chunk, __global const real *part, __global store_t *a,
+                          __global store_t *b) {
+    int c = get_global_id(0);
+    if (c >= G) return;
+    int S = (M + chunk - 1) / chunk;
+    __global const real *p = part + 2 * (size_t)c * S;
+    real a1 = 0, a2 = 0, count = 0;
+    for (int s = 0; s < S; ++s) {
+        if (mode == NS_STATS) {  /* merge (count, a1, a2) with the chunk's (nb, mean, M2) */
+            real nb = min(chunk, M - s * chunk), d = p[2 * s] - a1;
+            count += nb;
+            a1 += d * nb / count;
+            a2 += p[2 * s + 1] + d * d * (count - nb) * nb / count;
+        } else {
+            a1 += p[2 * s];
+            a2 += p[2 * s + 1];
+        }
+    }
+    STORE(a, c, a1);
+    if (mode == NS_STATS) STORE(b, c, a2 / M);
+    else if (mode == NS_GRAD) STORE(b, c, a2);
 }
 
 __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int training, real eps,

@@ -26,12 +26,6 @@
 #define P_AVG 1
 #define P_ADAPTIVE 2
 
-#if USE_FP64
-#define NEG_BIG (-HUGE_VAL)
-#else
-#define NEG_BIG (-INFINITY)
-#endif
-
 typedef struct {
     int H, W, OH, OW;  /* input and output plane sizes */
     int kH, kW, sH, sW, pH, pW, dH, dW;
@@ -75,7 +69,7 @@ inline void taps_inside(int start, int K, int d, int I, int *k0, int *k1) {
 inline real max_output(pool_geom g, __global const store_t *xp, int oh, int ow, int kh0, int kh1, int *bi) {
     int hs = oh * g.sH - g.pH, ws = ow * g.sW - g.pW, kw0, kw1;
     taps_inside(ws, g.kW, g.dW, g.W, &kw0, &kw1);
-    real best = NEG_BIG;
+    real best = -BIG;
     *bi = (hs + kh0 * g.dH) * g.W + ws + kw0 * g.dW;
     for (int kh = kh0; kh < kh1; ++kh) {
         int h = hs + kh * g.dH;

@@ -1,20 +1,24 @@
 /* reduce.cl: reductions over one axis of a contiguous tensor viewed as (outer, R, inner).
  *
  * out[o * inner + j] = reduce_{r < R} x[(o * R + r) * inner + j]
- * reduce_wg:    one work-group of RED_WG work-items per output; each work-item folds a strided share
- *               of the axis, then a tree in local memory combines the shares in a fixed order, so the
- *               result is bit-identical run after run.
- * reduce_small: one work-item per output, walking a short axis (the host picks it when R is small).
+ * A launch may reduce chunks of the axis only: with S = ceil(R / chunk) it writes, for each output and
+ * each chunk s, the reduction of r in [s * chunk, (s + 1) * chunk) to element (o * S + s) * inner + j
+ * of an (outer, S, inner) result. The host reduces that result again (the same kernels, IN_PART) until
+ * S == 1: a long axis is spread over many work-groups, and every combination happens in a fixed order,
+ * so the result is bit-identical run after run.
+ *   reduce_item:  one work-item per (output, chunk), walking its chunk; consecutive work-items take
+ *                 consecutive j (coalesced when inner > 1), and many short rows share a work-group.
+ *   reduce_group: one work-group per (output, chunk); each work-item folds a strided share, and the
+ *                 tree of reduce.h combines the shares. Any power-of-two local size <= RED_WG.
  * Ops (run-time code, mirrored in clnn/ops/reduce.py): R_SUM, R_MAX, R_MIN, R_LOGSUMEXP, R_ARGMAX,
- * R_ARGMIN, R_SUMSQ (sum of squares). Arg ops write the index of the first extreme (as NumPy) to idx.
- * Defines: the element type (clnn_dtype.h); RED_WG, a power of two no larger than the device's
- * max work-group size.
+ * R_ARGMIN. Arg ops write the index of the first extreme (as NumPy; NaN counts as the extreme) to idx.
+ * A chunk of logsumexp yields its own logsumexp, which the next stage reduces with logsumexp again.
+ * Flags (run time): IN_PART reads an earlier stage's partial results (xp, and xi for arg ops, with
+ * real and long elements) instead of x; OUT_PART writes partial results to outp (and idx) instead of
+ * out (and idx), so float16 partials keep float32 precision.
+ * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h).
  */
-#include "clnn_dtype.h"
-
-#ifndef RED_WG
-#define RED_WG 256
-#endif
+#include "reduce.h"
 
 #define R_SUM 0
 #define R_MAX 1
@@ -22,115 +26,116 @@
 #define R_LOGSUMEXP 3
 #define R_ARGMAX 4
 #define R_ARGMIN 5
-#define R_SUMSQ 6
 
-#if USE_FP64
-#define BIG HUGE_VAL
-#else
-#define BIG INFINITY
-#endif
+#define IN_PART 1
+#define OUT_PART 2
 
-inline real identity(int op) {
-    return (op == R_MAX || op == R_ARGMAX || op == R_LOGSUMEXP) ? -BIG
-         : (op == R_MIN || op == R_ARGMIN) ? BIG : 0;
-}
+inline int is_arg(int op) { return op == R_ARGMAX || op == R_ARGMIN; }
 
 /* does (v, i) beat (best, bi)? NaN wins, as in NumPy; ties go to the lower index */
-inline int better(int op, real v, int i, real best, int bi) {
+inline int better(int op, real v, long i, real best, long bi) {
     if (isnan(best)) return isnan(v) && i < bi;
     if (isnan(v)) return 1;
     if (v == best) return i < bi;
-    return (op == R_MAX || op == R_ARGMAX || op == R_LOGSUMEXP) ? v > best : v < best;
+    return (op == R_MIN || op == R_ARGMIN) ? v < best : v > best;
 }
 
-inline int is_arg_like(int op) {
-    return op == R_MAX || op == R_MIN || op == R_ARGMAX || op == R_ARGMIN || op == R_LOGSUMEXP;
+typedef struct {
+    __global const store_t *x;
+    __global const real *xp;
+    __global const long *xi;
+    int flags;
+} src_t;
+
+inline real value_at(src_t in, size_t k) { return (in.flags & IN_PART) ? in.xp[k] : LOAD(in.x, k); }
+
+/* the index element k stands for: its position r on the axis, or the index an earlier stage found */
+inline long index_at(int op, src_t in, size_t k, int r) { return (in.flags & IN_PART) && is_arg(op) ? in.xi[k] : r; }
+
+/* the best (value, index) among r = r0, r0 + step, ... < r1 of the row at base (stride inner) */
+inline void share_best(int op, src_t in, size_t base, int inner, int r0, int r1, int step, real *best,
+                       long *bi) {
+    *best = (op == R_MIN || op == R_ARGMIN) ? BIG : -BIG;
+    *bi = LONG_MAX;
+    for (int r = r0; r < r1; r += step) {
+        size_t k = base + (size_t)r * inner;
+        real v = value_at(in, k);
+        long i = index_at(op, in, k, r);
+        if (better(op, v, i, *best, *bi)) { *best = v; *bi = i; }
+    }
 }
 
-inline real finish(int op, real acc, real m) {
-    return op == R_LOGSUMEXP ? (isinf(m) ? m : m + log(acc)) : acc;
-}
-
-__kernel void reduce_small(int op, int outer, int R, int inner, __global const store_t *x,
-                           __global store_t *out, __global long *idx) {
-    int g = get_global_id(0);
-    if (g >= outer * inner) return;
-    int o = g / inner, j = g - o * inner;
-    __global const store_t *p = x + (size_t)o * R * inner + j;
-    real best = identity(op);
-    int bi = R;
+/* sum of x (R_SUM) or of exp(x - m) (R_LOGSUMEXP) over the same share */
+inline real share_sum(int op, src_t in, size_t base, int inner, int r0, int r1, int step, real m) {
     real acc = 0;
-    if (is_arg_like(op)) {
-        for (int r = 0; r < R; ++r) {
-            real v = LOAD(p, r * inner);
-            if (better(op, v, r, best, bi)) { best = v; bi = r; }
-        }
+    for (int r = r0; r < r1; r += step) {
+        real v = value_at(in, base + (size_t)r * inner);
+        acc += op == R_LOGSUMEXP ? exp(v - m) : v;
     }
-    if (op == R_LOGSUMEXP) {
-        real m = isinf(best) ? 0 : best;
-        for (int r = 0; r < R; ++r) acc += exp(LOAD(p, r * inner) - m);
-        STORE(out, g, finish(op, acc, best));
-    } else if (op == R_SUM || op == R_SUMSQ) {
-        for (int r = 0; r < R; ++r) {
-            real v = LOAD(p, r * inner);
-            acc += op == R_SUMSQ ? v * v : v;
-        }
-        STORE(out, g, acc);
-    } else {
-        STORE(out, g, best);
-        if (op == R_ARGMAX || op == R_ARGMIN) idx[g] = bi;
-    }
+    return acc;
 }
 
-__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
-void reduce_wg(int op, int outer, int R, int inner, __global const store_t *x, __global store_t *out,
-               __global long *idx) {
-    __local real sval[RED_WG];
-    __local int sidx[RED_WG];
-    int t = get_local_id(0);
-    int g = get_group_id(0);
-    int o = g / inner, j = g - o * inner;
-    __global const store_t *p = x + (size_t)o * R * inner + j;
+/* an all -inf (or +inf) chunk shifts by 0, so its logsumexp is -inf (+inf) */
+inline real shift(real m) { return isinf(m) ? 0 : m; }
 
-    real best = identity(op);
-    int bi = R;
-    if (is_arg_like(op)) {
-        for (int r = t; r < R; r += RED_WG) {
-            real v = LOAD(p, r * inner);
-            if (better(op, v, r, best, bi)) { best = v; bi = r; }
-        }
-        sval[t] = best;
-        sidx[t] = bi;
+inline real lse(real m, real acc) { return isinf(m) ? m : m + log(acc); }
+
+inline void put(int op, int flags, __global store_t *out, __global real *outp, __global long *idx, size_t k,
+                real v, long i) {
+    if (flags & OUT_PART) outp[k] = v;
+    else STORE(out, k, v);
+    if (is_arg(op)) idx[k] = i;
+}
+
+/* the number of chunks S (an empty axis is one empty chunk) */
+inline int chunks(int R, int chunk) { return max(1, (R + chunk - 1) / chunk); }
+
+/* element (o, s, j) of the (outer, S, inner) result: its chunk [r0, r1) and where its row starts */
+#define CHUNK_GEOMETRY(e)                                        \
+    int S = chunks(R, chunk);                                    \
+    int j = (e) % inner, os = (e) / inner;                       \
+    int s = os % S, o = os / S;                                  \
+    int r0 = s * chunk, r1 = min(R, r0 + chunk);                 \
+    size_t base = (size_t)o * R * inner + j
+
+__kernel void reduce_item(int op, int flags, int outer, int R, int inner, int chunk, __global const store_t *x,
+                          __global const real *xp, __global const long *xi, __global store_t *out,
+                          __global real *outp, __global long *idx) {
+    int e = get_global_id(0);
+    if (e >= outer * chunks(R, chunk) * inner) return;
+    CHUNK_GEOMETRY(e);
+    src_t in = {x, xp, xi, flags};
+    real best = 0, acc = 0;
+    long bi = 0;
+    if (op != R_SUM) share_best(op, in, base, inner, r0, r1, 1, &best, &bi);
+    if (op == R_SUM || op == R_LOGSUMEXP) acc = share_sum(op, in, base, inner, r0, r1, 1, shift(best));
+    real v = op == R_SUM ? acc : op == R_LOGSUMEXP ? lse(best, acc) : best;
+    put(op, flags, out, outp, idx, e, v, bi);
+}
+
+__kernel void reduce_group(int op, int flags, int outer, int R, int inner, int chunk, __global const store_t *x,
+                           __global const real *xp, __global const long *xi, __global store_t *out,
+                           __global real *outp, __global long *idx) {
+    __local real sv[RED_WG];
+    __local long si[RED_WG];
+    int e = get_group_id(0), t = get_local_id(0), n = get_local_size(0);
+    CHUNK_GEOMETRY(e);
+    src_t in = {x, xp, xi, flags};
+    real best = 0, acc = 0;
+    long bi = 0;
+    if (op != R_SUM) {
+        share_best(op, in, base, inner, r0 + t, r1, n, &best, &bi);
+        sv[t] = best;
+        si[t] = bi;
+#define BEST_(a, b) if (better(op, sv[b], si[b], sv[a], si[a])) { sv[a] = sv[b]; si[a] = si[b]; }
+        GROUP_TREE(BEST_);
+#undef BEST_
+        best = sv[0];
+        bi = si[0];
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int s = RED_WG / 2; s > 0; s >>= 1) {
-            if (t < s && better(op, sval[t + s], sidx[t + s], sval[t], sidx[t])) {
-                sval[t] = sval[t + s];
-                sidx[t] = sidx[t + s];
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
-        best = sval[0];
-        bi = sidx[0];
-        barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (op == R_MAX || op == R_MIN || op == R_ARGMAX || op == R_ARGMIN) {
-        if (t == 0) {
-            STORE(out, g, best);
-            if (op == R_ARGMAX || op == R_ARGMIN) idx[g] = bi;
-        }
-        return;
-    }
-    real m = (op == R_LOGSUMEXP && !isinf(best)) ? best : 0;
-    real acc = 0;
-    for (int r = t; r < R; r += RED_WG) {
-        real v = LOAD(p, r * inner);
-        acc += op == R_SUMSQ ? v * v : (op == R_LOGSUMEXP ? exp(v - m) : v);
-    }
-    sval[t] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = RED_WG / 2; s > 0; s >>= 1) {
-        if (t < s) sval[t] += sval[t + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (t == 0) STORE(out, g, finish(op, sval[0], best));
+    if (op == R_SUM || op == R_LOGSUMEXP)
+        acc = group_sum(sv, share_sum(op, in, base, inner, r0 + t, r1, n, shift(best)));
+    real v = op == R_SUM ? acc : op == R_LOGSUMEXP ? lse(best, acc) : best;
+    if (t == 0) put(op, flags, out, outp, idx, e, v, bi);
 }

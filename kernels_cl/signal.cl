@@ -8,18 +8,14 @@
  *   SIG_FLIP_W    j' = K - 1 - j on both axes (convolution instead of correlation)
  *   SIG_FLIP_OUT  the value for m is stored at (L0 - 1 - m0, L1 - 1 - m1)
  * correlate2d:    one work-item per output element, summing its taps in a fixed order (row by row).
- * correlate2d_wg: one work-group of SIG_WG work-items per output element, for few outputs with many
+ * correlate2d_wg: one work-group of RED_WG work-items per output element, for few outputs with many
  *                 taps (a long kernel, or the gradient w.r.t. a short input): each work-item sums a
- *                 strided share of the taps, then a tree in local memory combines the shares.
+ *                 strided share of the taps, then the tree of reduce.h combines the shares.
  * Both sum in a fixed order, so reruns are bit-identical.
- * Defines: the element type (clnn_dtype.h); SIG_WG, a power of two no larger than the device's max
- * work-group size. Sizes and offsets are run-time (sig_geom).
+ * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h), also the local size of correlate2d_wg.
+ * Sizes and offsets are run-time (sig_geom).
  */
-#include "clnn_dtype.h"
-
-#ifndef SIG_WG
-#define SIG_WG 256
-#endif
+#include "reduce.h"
 
 #define SIG_FLIP_W 1
 #define SIG_FLIP_OUT 2
@@ -53,9 +49,9 @@ __kernel void correlate2d(sig_geom g, __global const store_t *x, __global const 
     STORE(out, dst, acc);
 }
 
-__kernel __attribute__((reqd_work_group_size(SIG_WG, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 void correlate2d_wg(sig_geom g, __global const store_t *x, __global const store_t *w, __global store_t *out) {
-    __local real part[SIG_WG];
+    __local real part[RED_WG];
     int t = get_local_id(0);
     int gid = get_group_id(0);
     int m0 = gid / g.L1, m1 = gid - m0 * g.L1;
@@ -65,19 +61,14 @@ void correlate2d_wg(sig_geom g, __global const store_t *x, __global const store_
     int rows = max(j0hi - j0lo, 0), cols = max(j1hi - j1lo, 0);
     int flip = g.flags & SIG_FLIP_W;
     real acc = 0;
-    for (int i = t; i < rows * cols; i += SIG_WG) {
+    for (int i = t; i < rows * cols; i += RED_WG) {
         int j0 = j0lo + i / cols, j1 = j1lo + i % cols;
         int wi = flip ? (g.K0 - 1 - j0) * g.K1 + (g.K1 - 1 - j1) : j0 * g.K1 + j1;
         acc += LOAD(x, (size_t)(a0 + j0) * g.N1 + a1 + j1) * LOAD(w, wi);
     }
-    part[t] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = SIG_WG / 2; s > 0; s >>= 1) {
-        if (t < s) part[t] += part[t + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    acc = group_sum(part, acc);
     if (t == 0) {
         int dst = (g.flags & SIG_FLIP_OUT) ? (g.L0 - 1 - m0) * g.L1 + (g.L1 - 1 - m1) : gid;
-        STORE(out, dst, part[0]);
+        STORE(out, dst, acc);
     }
 }

@@ -8,41 +8,17 @@
  *   *_small: one work-item per row walking it (short rows, or many rows with inner > 1, where
  *            neighbouring work-items read neighbouring addresses);
  *   *_wg:    one work-group per row; each work-item folds a strided share and a tree in local
- *            memory combines the shares. The local size is any power of two <= SM_WG, chosen by the
- *            host per launch (shorter rows get smaller groups) without a rebuild.
+ *            memory (reduce.h) combines the shares. The local size is any power of two <= RED_WG,
+ *            chosen by the host per launch (shorter rows get smaller groups) without a rebuild.
  * Every combination happens in a fixed order, so results are bit-identical run after run.
  * Stability: exponentials are of x - max(row) <= 0 only, so inputs of any finite size are safe.
- * Defines: the element type (clnn_dtype.h); SM_WG, the largest local size (a power of two).
+ * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h).
  */
-#include "clnn_dtype.h"
-
-#ifndef SM_WG
-#define SM_WG 256
-#endif
-
-#if USE_FP64
-#define BIG HUGE_VAL
-#else
-#define BIG INFINITY
-#endif
+#include "reduce.h"
 
 inline size_t row_start(int g, int R, int inner) {
     int o = g / inner, j = g - o * inner;
     return (size_t)o * R * inner + j;
-}
-
-/* the whole work-group's sum (is_max == 0) or maximum of v, combined by a fixed tree */
-inline real group_reduce(__local real *s, real v, int is_max) {
-    int t = get_local_id(0);
-    s[t] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = get_local_size(0) / 2; k > 0; k >>= 1) {
-        if (t < k) s[t] = is_max ? fmax(s[t], s[t + k]) : s[t] + s[t + k];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    real r = s[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
 }
 
 /* the row's max over the work-item's share r = t, t + n, ... */
@@ -84,7 +60,7 @@ __kernel void softmax_small(int log_out, int outer, int R, int inner, __global c
 
 __kernel void softmax_wg(int log_out, int outer, int R, int inner, __global const store_t *x,
                          __global store_t *y) {
-    __local real scratch[SM_WG];
+    __local real scratch[RED_WG];
     int t = get_local_id(0), n = get_local_size(0);
     size_t base = row_start(get_group_id(0), R, inner);
     real m = shift(group_reduce(scratch, share_max(x + base, R, inner, t, n), 1));
@@ -123,7 +99,7 @@ __kernel void softmax_bwd_small(int log_out, int outer, int R, int inner, __glob
 
 __kernel void softmax_bwd_wg(int log_out, int outer, int R, int inner, __global const store_t *y,
                              __global const store_t *g, __global store_t *gx) {
-    __local real scratch[SM_WG];
+    __local real scratch[RED_WG];
     int t = get_local_id(0), n = get_local_size(0);
     size_t base = row_start(get_group_id(0), R, inner);
     real dot = group_reduce(scratch, share_dot(log_out, y + base, g + base, R, inner, t, n), 0);
@@ -161,7 +137,7 @@ __kernel void ce_fwd_small(int outer, int C, int inner, real eps, __global const
 
 __kernel void ce_fwd_wg(int outer, int C, int inner, real eps, __global const store_t *x,
                         __global const long *target, __global store_t *loss, __global store_t *stats) {
-    __local real scratch[SM_WG];
+    __local real scratch[RED_WG];
     int t = get_local_id(0), n = get_local_size(0), g = get_group_id(0);
     __global const store_t *p = x + row_start(g, C, inner);
     real m = shift(group_reduce(scratch, share_max(p, C, inner, t, n), 1));
@@ -202,7 +178,7 @@ __kernel void nll_bwd(int outer, int C, int inner, __global const long *target, 
 
 /* range[0] = min(target), range[1] = max(target): one work-group, checked by the host before a loss */
 __kernel void target_range(int n, __global const long *target, __global long *range) {
-    __local long lo[SM_WG], hi[SM_WG];
+    __local long lo[RED_WG], hi[RED_WG];
     int t = get_local_id(0);
     long a = LONG_MAX, b = LONG_MIN;
     for (int i = t; i < n; i += get_local_size(0)) {
@@ -211,14 +187,9 @@ __kernel void target_range(int n, __global const long *target, __global long *ra
     }
     lo[t] = a;
     hi[t] = b;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = get_local_size(0) / 2; k > 0; k >>= 1) {
-        if (t < k) {
-            lo[t] = min(lo[t], lo[t + k]);
-            hi[t] = max(hi[t], hi[t + k]);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+#define RANGE_(u, v) { lo[u] = min(lo[u], lo[v]); hi[u] = max(hi[u], hi[v]); }
+    GROUP_TREE(RANGE_);
+#undef RANGE_
     if (t == 0) {
         range[0] = lo[0];
         range[1] = hi[0];

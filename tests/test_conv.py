@@ -54,6 +54,7 @@ CASES = [  # (op, x shape, weight shape, kwargs)
     ("conv2d", (2, 5, 10, 9), (10, 1, 3, 3), {"groups": 5, "padding": (1, 0)}),   # depth multiplier 2
     ("conv2d", (1, 2, 2, 2), (3, 2, 3, 3), {"padding": 1}),                       # kernel > input
     ("conv2d", (3, 33, 5, 7), (65, 33, 3, 1), {"stride": (1, 2)}),                # straddles GEMM tiles
+    ("conv2d", (37, 1, 28, 28), (6, 1, 5, 5), {}),  # LeNet's first layer: the bias gradient splits N*P
     ("conv1d", (3, 4, 29), (6, 4, 5), {"stride": 2, "padding": 3, "dilation": 2}),
     ("conv1d", (2, 4, 16), (6, 2, 4), {"groups": 2, "padding": "same"}),
     ("conv1d", (1, 3, 7), (2, 3, 1), {}),

@@ -24,6 +24,7 @@ BN_CASES = [
     ((2, 3, 5, 6), True, True, 0.1, 1e-5),
     ((3, 5, 11, 13), True, True, 0.01, 1e-5),
     ((300, 2), True, False, 0.1, 1e-5),
+    ((67, 3, 17, 19), True, True, 0.1, 1e-5),  # 21641 values per channel: split across work-groups
     ((5, 3), False, True, 0.1, 1e-5),
     ((1, 1, 1), False, False, 0.1, 1e-5),
     ((4, 3, 7), False, True, 0.1, 1e-5),
@@ -174,6 +175,24 @@ def test_norm_deterministic(rng):
         y.backward(clnn.tensor(g))
         runs.append([y.numpy()] + [t.grad.numpy() for t in ts])
     assert all(np.array_equal(a, b) for a, b in zip(*runs))
+
+
+@pytest.mark.parametrize("shape", [(67, 3, 17, 19), (70001, 1), (3, 1, 9001)])
+@pytest.mark.parametrize("plan", ["device", "gpu"])
+def test_split_statistics_stay_accurate_and_bit_identical(dev, rng, monkeypatch, shape, plan):
+    # chunks of a channel combine by Chan's formula: a mean far from 0 costs the variance no digits;
+    # plan="gpu" poses as a GPU (a work-group per chunk) where the device is a CPU (a work-item per chunk)
+    if plan == "gpu":
+        monkeypatch.setattr(dev, "type", "gpu")
+    x = (rng.standard_normal(shape) * 0.5 + 1000).astype(np.float32)
+    rm, rv = clnn.zeros(shape[1]), clnn.ones(shape[1])
+    t = clnn.tensor(x)
+    y = F.batch_norm(t, rm, rv, training=True, momentum=1.0).numpy()
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    x64 = x.astype(np.float64)
+    assert_close(rm.numpy(), x64.mean(axis=axes), what="mean")
+    assert_close(rv.numpy(), x64.var(axis=axes, ddof=1), what="unbiased variance")
+    assert np.array_equal(y, F.batch_norm(t, None, None, training=True).numpy())
 
 
 def test_dropout_reproducible_and_scaled(rng):

@@ -273,6 +273,76 @@ def test_ties_pick_the_first_index(dev):
     assert int(t.argmax().item()) == 1
 
 
+
+# (shape, axis, whether even a 2-unit CPU splits the axis)
+SPLIT_CASES = [((1,), None, False), ((13,), 0, False), ((2**20 + 3,), None, True), ((4097, 33), 0, True),
+               ((4097, 33), -1, False), ((33, 4097), 0, False), ((33, 4097), -1, False), ((3, 3001, 5), 1, True)]
+
+
+@pytest.mark.parametrize(("shape", "axis", "splits"), SPLIT_CASES, ids=[f"{s}-{a}" for s, a, _ in SPLIT_CASES])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("plan", ["device", "gpu"])
+def test_reductions_split_across_work_groups(dev, rng, monkeypatch, shape, axis, splits, dtype, plan):
+    # long axes with few outputs are reduced in stages (partials per chunk of the axis, then again);
+    # the plan follows the device's compute units, so these shapes split on a 2-unit CPU too.
+    # plan="gpu" poses as a GPU, so a CPU also runs the work-group paths it would not pick itself
+    _skip_unsupported(dev, dtype)
+    from clnn.ops import reduce as red
+
+    if plan == "gpu":
+        monkeypatch.setattr(dev, "type", "gpu")
+
+    stages = []
+    original = red._stage
+    monkeypatch.setattr(red, "_stage", lambda op, src, part, *a: stages.append(part is not None) or
+                        original(op, src, part, *a))
+    # positive: the sum's condition number is 1; float16 scaled so a sum of 2**20 values stays finite
+    a = ((rng.random(shape) + 0.5) * (2**-5 if dtype == "float16" else 1)).astype(dtype)
+    t, a64 = clnn.tensor(a, device=dev), a.astype(np.float64)
+    for name in ("sum", "max", "min", "logsumexp", "argmax", "argmin"):
+        out = getattr(t, name)(axis=axis).numpy()
+        if name.startswith("arg"):
+            np.testing.assert_array_equal(out, getattr(np, name)(a, axis=axis))
+            continue
+        ref = np.log(np.exp(a64).sum(axis=axis)) if name == "logsumexp" else getattr(np, name)(a64, axis=axis)
+        assert_close(out, ref, _tol(dtype), f"{name} axis={axis}")
+    assert any(stages) or not splits, f"{shape} axis {axis} was never split on {dev}"
+
+
+def test_split_arg_reductions_keep_the_first_extreme_and_nan(dev, rng):
+    a = rng.standard_normal(2**20 + 3).astype(np.float32)
+    a[[700_001, 3, 900_000]] = 9.0  # ties in different chunks: the first index wins
+    a[[5, 1_000_000]] = -9.0
+    t = clnn.tensor(a, device=dev)
+    assert (int(t.argmax().item()), int(t.argmin().item())) == (3, 5)
+    a[[800_000, 400_000]] = np.nan  # NaN beats everything; the first NaN wins
+    t = clnn.tensor(a, device=dev)
+    assert (int(t.argmax().item()), int(t.argmin().item())) == (400_000, 400_000)
+    assert np.isnan(t.max().item()) and np.isnan(t.min().item())
+    cols = clnn.tensor(np.repeat(a[:, None], 3, 1)[:100_003], device=dev)
+    np.testing.assert_array_equal(cols.argmax(axis=0).numpy(), np.argmax(a[:100_003, None].repeat(3, 1), axis=0))
+
+
+@pytest.mark.parametrize("shape", [(3, 5001), (5001, 3)])
+def test_logsumexp_of_infinite_rows(dev, rng, shape):
+    a = rng.standard_normal(shape).astype(np.float32)
+    axis = 1 if shape[0] == 3 else 0
+    row = (slice(None), 1) if axis == 0 else (1, slice(None))
+    a[row] = -np.inf  # an all -inf row gives -inf (every chunk of it too)
+    a[(2, 4000) if axis == 1 else (4000, 2)] = np.inf
+    out = clnn.tensor(a, device=dev).logsumexp(axis=axis).numpy()
+    a64 = a.astype(np.float64)
+    np.testing.assert_array_equal(out[1:], [-np.inf, np.inf])
+    assert_close(out[0], np.log(np.exp(a64.take(0, axis=1 - axis)).sum()))
+
+
+def test_split_reductions_are_bit_identical_on_rerun(dev, rng):
+    t = clnn.tensor(rng.standard_normal((4097, 33)).astype(np.float32), device=dev)
+    for axis in (None, 0, 1):
+        for name in ("sum", "logsumexp"):
+            first = getattr(t, name)(axis=axis).numpy()
+            assert np.array_equal(first, getattr(t, name)(axis=axis).numpy()), (name, axis)
+
 LAYOUT = [
     (lambda t: t.reshape(6, -1), lambda a: a.reshape(6, -1)),
     (lambda t: t.reshape((4, 3, 5)), lambda a: a.reshape(4, 3, 5)),

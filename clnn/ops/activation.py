@@ -110,7 +110,7 @@ def row_launch(
     if rows == 0 or length == 0:
         return
     wg_max = group_size(dev)
-    d = defines(dtype, SM_WG=wg_max)
+    d = defines(dtype, RED_WG=wg_max)
     sizes = (*prefix, np.int32(outer), np.int32(length), np.int32(inner))
     # strided rows (inner > 1): neighbouring work-items read neighbouring addresses, so one work-item
     # per row is coalesced and, with enough rows, fills the device better than a group per row

@@ -158,10 +158,10 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, col: Tensor | None = None) -> 
 
 def _bias_grad(gy: Tensor) -> Tensor:
     """Sum of gy (N, O, H, W) over N, H, W."""
+    from .norm import channel_sum
+
     n, o, h, w = gy.shape
-    gb = empty((o,), gy.dtype, gy.device)
-    _launch(gy, "bias_grad", o, np.int32(n), np.int32(o), np.int32(h * w), gy.data, gb.data)
-    return gb
+    return channel_sum(gy, n, o, h * w)
 
 
 # ---- argument checks ------------------------------------------------------------------------------

@@ -90,14 +90,14 @@ def _device_range(t: Tensor) -> tuple[int, int]:
     dev = t.device
     wg = group_size(dev)
     out = empty((2,), np.int64, dev)
-    k = kernels.kernel(dev, "softmax.cl", "target_range", defines(np.float32, SM_WG=wg))
+    k = kernels.kernel(dev, "softmax.cl", "target_range", defines(np.float32, RED_WG=wg))
     kernels.launch(dev, k, (wg,), (wg,), np.int32(t.size), t.data, out.data)
     lo, hi = out.numpy()
     return int(lo), int(hi)
 
 
 def _softmax_kernel(x: Tensor, name: str) -> Any:
-    return kernels.kernel(x.device, "softmax.cl", name, defines(x.dtype, SM_WG=group_size(x.device)))
+    return kernels.kernel(x.device, "softmax.cl", name, defines(x.dtype, RED_WG=group_size(x.device)))
 
 
 def cross_entropy(

@@ -115,7 +115,8 @@ def elementwise(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 def reduce(dt: np.dtype, rng: np.random.Generator) -> None:
-    """reduce_small (axis <= 64) and reduce_wg (longer axis) for every op, contiguous and strided axes."""
+    """reduce_item (short or strided axes) and reduce_group (long contiguous axes) for every op, then both
+    splitting an axis across work-groups in stages (as on a big GPU, posed by a tiny work-group limit)."""
     xn = data(rng, (5, 3, 6), dt)
     x = clnn.tensor(xn, requires_grad=True)
     check("sum", x.sum(axis=1), xn.astype(np.float64).sum(axis=1), dt)
@@ -126,13 +127,21 @@ def reduce(dt: np.dtype, rng: np.random.Generator) -> None:
     ref = np.log(np.exp(xn.astype(np.float64)).sum(axis=2))
     check("logsumexp", clnn.logsumexp(x, axis=2), ref, dt)
     clnn.logsumexp(x, axis=2).sum().backward()
-    long = data(rng, (2, 67), dt)  # 67 > SMALL_AXIS: one work-group per output
+    long = data(rng, (2, 67), dt)  # 67 > SMALL_AXIS, contiguous: one work-group per output
     t = clnn.tensor(long)
     check("sum (work-group)", t.sum(axis=1), long.astype(np.float64).sum(axis=1), dt)
     check("max (work-group)", t.max(axis=1), long.max(axis=1), dt)
     check("argmin (work-group)", t.argmin(axis=1), long.argmin(axis=1), dt)
     check("logsumexp (work-group)", clnn.logsumexp(t, axis=1),
           np.log(np.exp(long.astype(np.float64)).sum(axis=1)), dt)
+    clnn.limit_devices(max_work_group_size=8)  # few outputs now split their axis into chunks
+    v, cols = data(rng, (300,), dt), data(rng, (40, 3), dt)
+    tv, tc = clnn.tensor(v), clnn.tensor(cols)
+    check("sum (split)", tv.sum(), v.astype(np.float64).sum(), dt)
+    check("argmax (split)", tv.argmax(), v.argmax(), dt)
+    check("logsumexp (split)", clnn.logsumexp(tv, axis=0), np.log(np.exp(v.astype(np.float64)).sum()), dt)
+    check("max (split, strided)", tc.max(axis=0), cols.max(axis=0), dt)
+    check("argmin (split, strided)", tc.argmin(axis=0), cols.argmin(axis=0), dt)
 
 
 def copy(dt: np.dtype, rng: np.random.Generator) -> None:
@@ -251,6 +260,10 @@ def norm(dt: np.dtype, rng: np.random.Generator) -> None:
     finite("layer_norm", dt, x.grad, w.grad, b.grad, x2.grad)
     F.dropout(x, 0.3).sum().backward()
     finite("dropout", dt, x.grad)
+    clnn.limit_devices(max_work_group_size=8)  # 320 values per channel split into chunks
+    x = _leaf(rng, (64, 2, 5), dt)
+    (F.batch_norm(x, None, None, training=True) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
+    finite("batch_norm split", dt, x.grad)
 
 
 def pool(dt: np.dtype, rng: np.random.Generator) -> None:
