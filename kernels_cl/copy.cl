@@ -3,11 +3,17 @@
  * dst[dst_off + sum_k idx_k * sd[k]] = (DST_T) src[src_off + sum_k idx_k * ss[k]] for every index
  * of `shape` (outermost first). Serves contiguous(), permute/transpose, slicing, the scatter of a
  * slice's gradient into a larger tensor, and astype().
+ * transpose: dst (B, P, Q) = src (B, Q, P) with its last two axes swapped, both contiguous from their
+ * offsets: the strided copy's most common GPU-hostile case (a permute that moves the innermost axis).
+ * A TT x TT tile goes through local memory, so both the reads and the writes are coalesced; the tile's
+ * rows are padded by one element against bank conflicts. Work-group (TT, TR); each work-item moves
+ * TT / TR elements of a tile; global (ceil(Q / TT) * TT, ceil(P / TT) * TR, B).
  * Defines:
  *   SRC_T, DST_T   storage types (half, float, double, int, long, uchar)
  *   SRC_HALF, DST_HALF   1 when the type is half (vload_half / vstore_half)
  *   DST_BOOL       1 when the destination is bool (stored as uchar 0/1)
  *   USE_FP64       1 when either type is double
+ *   TT, TR         transpose: tile side and work-group rows (TT % TR == 0)
  */
 #include "clnn_shape.h"
 #ifndef SRC_T
@@ -60,4 +66,33 @@ __kernel void copy(int n, Strides d, __global const SRC_T *src, int src_off, __g
         od += idx * d.sd[k];
     }
     WRITE(dst, od, READ(src, os));
+}
+
+#ifndef TT
+#define TT 32
+#endif
+#ifndef TR
+#define TR 8
+#endif
+#if USE_FP64
+typedef double tile_t;
+#else
+typedef float tile_t;
+#endif
+
+__kernel __attribute__((reqd_work_group_size(TT, TR, 1)))
+void transpose(int P, int Q, __global const SRC_T *src, int src_off, __global DST_T *dst, int dst_off) {
+    __local tile_t tile[TT][TT + 1];
+    int tx = get_local_id(0), ty = get_local_id(1);
+    int q0 = get_group_id(0) * TT, p0 = get_group_id(1) * TT;
+    size_t plane = (size_t)get_global_id(2) * P * Q;
+    for (int k = 0; k < TT; k += TR) {            /* read rows q of src, along p */
+        int q = q0 + ty + k, p = p0 + tx;
+        if (q < Q && p < P) tile[ty + k][tx] = READ(src, src_off + plane + (size_t)q * P + p);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < TT; k += TR) {            /* write rows p of dst, along q */
+        int p = p0 + ty + k, q = q0 + tx;
+        if (p < P && q < Q) WRITE(dst, dst_off + plane + (size_t)p * Q + q, tile[tx][ty + k]);
+    }
 }

