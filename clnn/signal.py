@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from . import kernels
-from .ops._core import defines, empty, group_size, launch_1d, record, require_float, same_device, same_dtype
+from .kernels import defines, group_size, launch_1d
+from .ops._core import empty, record, require_float, same_device, same_dtype
 from .tensor import FLOAT_DTYPES, Tensor
 
 __all__ = ["correlate", "convolve", "correlation_lags"]

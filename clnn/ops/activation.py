@@ -9,8 +9,9 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device
+from ..kernels import defines, group_size, launch_1d
 from ..tensor import Tensor
-from ._core import defines, empty, group_size, launch_1d, normalize_axis, record, require_float, require_tensor
+from ._core import empty, normalize_axis, record, require_float, require_tensor
 from .elementwise import unary
 
 SMALL_ROW = 64  # rows at most this long are walked by one work-item each

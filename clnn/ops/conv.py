@@ -15,17 +15,9 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..kernels import defines, launch_1d
 from ..tensor import Tensor, is_grad_enabled
-from ._core import (
-    defines,
-    empty,
-    launch_1d,
-    record,
-    require_float,
-    require_tensor,
-    same_device,
-    same_dtype,
-)
+from ._core import empty, record, require_float, require_tensor, same_device, same_dtype
 from .matmul import gemm_raw
 
 COL_BUDGET_BYTES = 64 << 20  # most bytes one batch chunk's column matrix may take

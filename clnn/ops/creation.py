@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 
 from ..device import Device, device
 from ..tensor import FLOAT_DTYPES, Tensor
@@ -54,9 +53,7 @@ def tensor(
     except (TypeError, ValueError) as err:
         raise TypeError(f"tensor: cannot convert data of type {type(data).__name__} to {dt.name}: {err}") from None
     t = _empty(host.shape, dt, dev)
-    if host.size:
-        with dev._lock:
-            cl.enqueue_copy(dev.queue, t.data, host, is_blocking=True)
+    dev.upload(t.data, host)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -78,10 +75,7 @@ def full(
 ) -> Tensor:
     """A tensor of ``shape`` with every element ``fill_value``."""
     t = _empty(_shape((shape,)), dtype, _device_of(device))
-    if t.size:
-        pattern = np.array(fill_value, dtype=t.dtype)
-        with t.device._lock:
-            cl.enqueue_fill_buffer(t.device.queue, t.data, pattern, 0, t.nbytes)
+    t.device.fill(t.data, np.array(fill_value, dtype=t.dtype), t.nbytes)
     return t.requires_grad_(True) if requires_grad else t
 
 

@@ -10,18 +10,9 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..kernels import broadcast_strides, defines, descriptor, launch_1d, real_scalar
 from ..tensor import Tensor
-from ._core import (
-    contiguous_strides,
-    descriptor,
-    empty,
-    launch_1d,
-    real_scalar,
-    record,
-    require_float,
-    same_device,
-    same_dtype,
-)
+from ._core import empty, record, require_float, same_device, same_dtype
 
 UNARY = {
     name: code
@@ -37,7 +28,7 @@ SCALAR_TYPES = (int, float, np.integer, np.floating, bool, np.bool_)
 
 def _kernel(t: Tensor, name: str) -> Any:
     """An elementwise.cl kernel for ``t``: float16 arithmetic is native half where the device has fp16."""
-    return kernels.kernel(t.device, "elementwise.cl", name, kernels.dtype_defines(t.dtype, half_math=t.device.fp16))
+    return kernels.kernel(t.device, "elementwise.cl", name, defines(t.dtype, half_math=t.device.fp16))
 
 
 def unary(op: str, x: Tensor, a: float = 0.0, b: float = 0.0) -> Tensor:
@@ -75,14 +66,6 @@ def broadcast_shapes(op: str, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple
             raise ValueError(f"{op}: shapes {sa} and {sb} cannot be broadcast together")
         out.append(x if y == 1 else y)
     return tuple(out)
-
-
-def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
-    """Element strides of a contiguous ``shape`` read as ``out_shape`` (0 along broadcast dims)."""
-    pad = len(out_shape) - len(shape)
-    full = (1,) * pad + shape
-    strides = [0] * pad + contiguous_strides(shape)
-    return [0 if n == 1 and m != 1 else s for n, m, s in zip(full, out_shape, strides)]
 
 
 def _as_operands(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:

@@ -8,19 +8,9 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..tensor import Tensor
-from ._core import (
-    defines,
-    empty,
-    group_size,
-    launch_1d,
-    real_scalar,
-    record,
-    require_float,
-    require_tensor,
-    same_device,
-    same_dtype,
-)
+from ._core import empty, record, require_float, require_tensor, same_device, same_dtype
 
 AFF_W, AFF_B, AFF_INNER = 1, 2, 4  # affine bits, as kernels_cl/norm.cl
 

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import kernels
+from ..kernels import defines, launch_1d
 from ..tensor import Tensor
-from ._core import defines, empty, launch_1d, record, require_float, require_tensor
+from ._core import empty, record, require_float, require_tensor
 
 OPS = {"max": 0, "avg": 1, "adaptive": 2}  # mirrors P_MAX, P_AVG, P_ADAPTIVE in pool.cl
 GEOM = np.dtype([(f, np.int32) for f in "H W OH OW kH kW sH sW pH pW dH dW count_pad divisor".split()])

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
-from ..ops._core import defines, launch_1d, real_scalar
+from ..kernels import defines, launch_1d, real_scalar
 from ..ops.creation import zeros_like
 from ..tensor import FLOAT_DTYPES, Tensor
 
