@@ -19,6 +19,7 @@ from .device import Device
 from .device import device as _device
 from .ops.creation import empty
 from .tensor import Tensor
+from .validation import require_int
 
 __all__ = ["DataLoader"]
 
@@ -79,8 +80,7 @@ class DataLoader:
 
     def __init__(self, x: Any, y: Any = None, batch_size: int = 32, shuffle: bool = False, seed: int | None = None,
                  drop_last: bool = False, device: str | int | Device | None = None) -> None:
-        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"DataLoader: batch_size expects an int >= 1; got {batch_size!r}")
+        require_int("DataLoader: batch_size", batch_size, 1)
         self.x = _as_array("x", x)
         self.y = None if y is None else _as_array("y", y)
         if self.y is not None and len(self.y) != len(self.x):

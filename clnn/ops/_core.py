@@ -1,4 +1,4 @@
-"""Helpers every op module shares: output allocation, argument checks and graph recording."""
+"""What every op does around its kernel launch: allocate the output, record the graph for autograd."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..device import Device
-from ..tensor import FLOAT_DTYPES, SUPPORTED_DTYPES, Backward, Node, Tensor, is_grad_enabled
+from ..tensor import Backward, Node, Tensor, is_grad_enabled
+from ..validation import check_dtype_on
 
 INT_MAX = 2**31 - 1
 _poison = {"on": False}
@@ -20,19 +21,6 @@ def poison_new_tensors(on: bool = True) -> None:
     _poison["on"] = on
 
 
-def check_dtype_on(dtype: np.dtype, dev: Device) -> np.dtype:
-    """``dtype`` as a NumPy dtype, if tensors of it can live on ``dev``; else a clear error."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"dtype: expected one of {[d.name for d in SUPPORTED_DTYPES]}; got {dtype!r}") from None
-    if dt == np.uint8:
-        dt = np.dtype(np.bool_)
-    if dt not in SUPPORTED_DTYPES:
-        raise TypeError(f"dtype: expected one of {[d.name for d in SUPPORTED_DTYPES]}; got {dt.name}")
-    if not dev.supports(dt):
-        raise TypeError(f"float64 is not supported on {dev}: it lacks cl_khr_fp64; use float32")
-    return dt
 
 
 def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
@@ -62,47 +50,14 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     return Tensor(buf, shape, dt, dev)
 
 
-def require_float(name: str, t: Tensor) -> None:
-    if t.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name}: expected a floating tensor (float16/32/64); got dtype {t.dtype.name}")
 
 
-def require_tensor(name: str, t: Any) -> Tensor:
-    if not isinstance(t, Tensor):
-        raise TypeError(f"{name}: expected a clnn.Tensor; got {type(t).__name__}")
-    return t
 
 
-def same_device(op: str, **tensors: Tensor | None) -> Device:
-    """The one device all ``tensors`` live on; a ValueError naming two that differ otherwise."""
-    items = [(n, t) for n, t in tensors.items() if t is not None]
-    first_name, first = items[0]
-    for name, t in items[1:]:
-        if t.device is not first.device:
-            raise ValueError(
-                f"{op}: {first_name} is on {first.device} but {name} is on {t.device}; move one with .to(device)"
-            )
-    return first.device
 
 
-def same_dtype(op: str, **tensors: Tensor | None) -> np.dtype:
-    items = [(n, t) for n, t in tensors.items() if t is not None]
-    first_name, first = items[0]
-    for name, t in items[1:]:
-        if t.dtype != first.dtype:
-            raise TypeError(
-                f"{op}: {first_name} has dtype {first.dtype.name} but {name} has dtype {t.dtype.name}; "
-                "convert one with .astype()"
-            )
-    return first.dtype
 
 
-def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
-    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise TypeError(f"{name}: expected an int; got {type(axis).__name__}")
-    if not -max(ndim, 1) <= axis < max(ndim, 1):
-        raise ValueError(f"{name}: expected a value in [{-max(ndim, 1)}, {max(ndim, 1) - 1}]; got {axis}")
-    return int(axis) % max(ndim, 1)
 
 
 def record(out: Tensor, inputs: tuple[Tensor, ...], backward: Backward, name: str) -> Tensor:

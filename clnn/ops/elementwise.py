@@ -12,7 +12,8 @@ import numpy as np
 from .. import kernels
 from ..kernels import broadcast_strides, defines, descriptor, launch_1d, real_scalar
 from ..tensor import Tensor
-from ._core import empty, record, require_float, same_device, same_dtype
+from ..validation import broadcast_shapes, require_float, same_device, same_dtype
+from ._core import empty, record
 
 UNARY = {
     name: code
@@ -33,8 +34,6 @@ def _kernel(t: Tensor, name: str) -> Any:
 
 def unary(op: str, x: Tensor, a: float = 0.0, b: float = 0.0) -> Tensor:
     """``y = f(x; a, b)`` for the ``U_*`` op ``op``, differentiable."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: x must be a clnn.Tensor; got {type(x).__name__}")
     require_float(f"{op}: x", x)
     y = empty(x.shape, x.dtype, x.device)
     launch_1d(
@@ -56,22 +55,15 @@ def unary_grad(op: str, x: Tensor, y: Tensor, gy: Tensor, a: float = 0.0, b: flo
     return gx
 
 
-def broadcast_shapes(op: str, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy's broadcast of two shapes; a ValueError naming both if they don't broadcast."""
-    n = max(len(sa), len(sb))
-    pa, pb = (1,) * (n - len(sa)) + sa, (1,) * (n - len(sb)) + sb
-    out = []
-    for x, y in zip(pa, pb):
-        if x != y and 1 not in (x, y):
-            raise ValueError(f"{op}: shapes {sa} and {sb} cannot be broadcast together")
-        out.append(x if y == 1 else y)
-    return tuple(out)
 
 
 def _as_operands(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Both operands as tensors on one device and dtype (NumPy arrays are uploaded beside the tensor)."""
     from .creation import tensor
 
+    for name, v in (("a", a), ("b", b)):
+        if not isinstance(v, Tensor) and np.asarray(v).dtype.kind not in "biuf":
+            raise TypeError(f"{op}: {name} expects a clnn.Tensor, a number or a numeric array; got {v!r}")
     like = a if isinstance(a, Tensor) else b
     if not isinstance(a, Tensor):
         a = tensor(np.asarray(a), dtype=like.dtype, device=like.device)

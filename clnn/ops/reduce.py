@@ -9,7 +9,8 @@ import numpy as np
 from .. import kernels
 from ..kernels import defines, group_size, launch_1d
 from ..tensor import Tensor
-from ._core import empty, normalize_axis, record, require_float, require_tensor
+from ..validation import normalize_axis, require_float, require_tensor
+from ._core import empty, record
 
 OPS = {name: code for code, name in enumerate("sum max min logsumexp argmax argmin sumsq".split())}
 SMALL_AXIS = 64  # axes at most this long are walked by one work-item per output

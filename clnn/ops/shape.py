@@ -14,7 +14,8 @@ from .. import kernels
 from ..device import Device, device
 from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
 from ..tensor import FLOAT_DTYPES, Tensor
-from ._core import check_dtype_on, empty, normalize_axis, record, require_tensor
+from ..validation import check_dtype_on, normalize_axis, require_tensor
+from ._core import empty, record
 
 
 def _copy_defines(src: np.dtype, dst: np.dtype) -> dict[str, object]:
