@@ -26,6 +26,8 @@ LAYERS = [
     (lambda: nn.MaxPool2d(2), lambda: torch.nn.MaxPool2d(2), (2, 3, 8, 7)),
     (lambda: nn.MaxPool2d(3, 2, padding=1), lambda: torch.nn.MaxPool2d(3, 2, padding=1), (2, 3, 9, 9)),
     (lambda: nn.AvgPool2d(2, ceil_mode=True), lambda: torch.nn.AvgPool2d(2, ceil_mode=True), (2, 3, 7, 7)),
+    (lambda: nn.AvgPool2d(3, 2, 1, divisor_override=5), lambda: torch.nn.AvgPool2d(3, 2, 1, divisor_override=5),
+     (2, 3, 7, 7)),
     (lambda: nn.AdaptiveAvgPool2d((3, 2)), lambda: torch.nn.AdaptiveAvgPool2d((3, 2)), (2, 3, 7, 9)),
     (lambda: nn.BatchNorm1d(5), lambda: torch.nn.BatchNorm1d(5), (8, 5)),
     (lambda: nn.BatchNorm1d(4, affine=False), lambda: torch.nn.BatchNorm1d(4, affine=False), (6, 4, 3)),

@@ -55,8 +55,6 @@ def unary_grad(op: str, x: Tensor, y: Tensor, gy: Tensor, a: float = 0.0, b: flo
     return gx
 
 
-
-
 def _as_operands(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Both operands as tensors on one device and dtype (NumPy arrays are uploaded beside the tensor)."""
     from .creation import tensor
@@ -233,27 +231,12 @@ def log(x: Tensor) -> Tensor:
     return unary("log", x)
 
 
-
 def sqrt(x: Tensor) -> Tensor:
     return unary("sqrt", x)
 
 
 def abs(x: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", x)
-
-
-
-
-def relu(x: Tensor) -> Tensor:
-    return unary("relu", x)
-
-
-def sigmoid(x: Tensor) -> Tensor:
-    return unary("sigmoid", x)
-
-
-def tanh(x: Tensor) -> Tensor:
-    return unary("tanh", x)
 
 
 def clip(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
