@@ -1,10 +1,10 @@
 """``DataLoader``: NumPy arrays in, device batches out, the next batch's copy overlapping this one's compute.
 
 Double buffering: while batch ``k`` is handed out, batch ``k + 1`` is already gathered into one of two
-host staging arrays and copied to the device with a non-blocking write on a second command queue. That
-copy first waits for what the compute queue had queued (so it never overwrites pooled memory an earlier
-kernel still reads), and the compute queue waits for the copy (a barrier on its event) before batch
-``k + 1``'s first kernel. The host never blocks on a transfer unless a staging array is still in flight.
+host staging arrays and copied to the device with :meth:`Device.prefetch` (a non-blocking write on the
+device's second queue, after what the compute queue had queued); the compute queue waits for the copy
+(:meth:`Device.wait_for`) before batch ``k + 1``'s first kernel. The host never blocks on a transfer
+unless a staging array is still in flight.
 """
 
 from __future__ import annotations
@@ -17,21 +17,11 @@ import pyopencl as cl
 
 from .device import Device
 from .device import device as _device
-from .ops._core import empty
+from .ops.creation import empty
 from .tensor import Tensor
+from .validation import require_int
 
 __all__ = ["DataLoader"]
-
-_copy_queues: dict[Device, cl.CommandQueue] = {}
-
-
-def _copy_queue(dev: Device) -> cl.CommandQueue:
-    with dev._lock:
-        q = _copy_queues.get(dev)
-        if q is None:
-            q = _copy_queues[dev] = cl.CommandQueue(dev.context, dev.cl_device)
-        return q
-
 
 def _as_array(name: str, value: Any) -> np.ndarray:
     if isinstance(value, Tensor):
@@ -53,14 +43,14 @@ class _Stream:
         self.stage = [np.empty((batch_size, *data.shape[1:]), data.dtype) for _ in range(2)]
         self.events: list[cl.Event | None] = [None, None]
 
-    def upload(self, idx: np.ndarray, slot: int, out: Tensor, queue: cl.CommandQueue, after: cl.Event) -> None:
+    def gather(self, idx: np.ndarray, slot: int) -> np.ndarray:
+        """The samples ``idx`` in staging array ``slot``, once no earlier copy still reads it."""
         if self.events[slot] is not None:
-            self.events[slot].wait()  # the staging array is still being read by an earlier copy
+            self.events[slot].wait()
+            self.events[slot] = None
         host = self.stage[slot][: len(idx)]
         np.take(self.data, idx, axis=0, out=host)
-        self.events[slot] = None
-        if host.size:
-            self.events[slot] = cl.enqueue_copy(queue, out.data, host, is_blocking=False, wait_for=[after])
+        return host
 
     def wait(self) -> None:
         for ev in self.events:
@@ -90,8 +80,7 @@ class DataLoader:
 
     def __init__(self, x: Any, y: Any = None, batch_size: int = 32, shuffle: bool = False, seed: int | None = None,
                  drop_last: bool = False, device: str | int | Device | None = None) -> None:
-        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"DataLoader: batch_size expects an int >= 1; got {batch_size!r}")
+        require_int("DataLoader: batch_size", batch_size, 1)
         self.x = _as_array("x", x)
         self.y = None if y is None else _as_array("y", y)
         if self.y is not None and len(self.y) != len(self.x):
@@ -113,32 +102,25 @@ class DataLoader:
         if not batches:
             return
         streams = [_Stream(a, bs) for a in (self.x, self.y) if a is not None]
-        queue = _copy_queue(dev)
 
-        def upload(k: int) -> list[tuple[Tensor, cl.Event | None]]:
+        def upload(k: int) -> tuple[list[Tensor], list[cl.Event]]:
             slot = k % 2
-            outs = [empty((len(batches[k]), *s.data.shape[1:]), s.data.dtype, dev) for s in streams]
-            with dev._lock:  # after whatever the compute queue has queued so far, allocations included
-                after = cl.enqueue_marker(dev.queue)
-                dev.queue.flush()  # the copy queue waits on this marker: make sure it gets submitted
-            for s, out in zip(streams, outs):
-                s.upload(batches[k], slot, out, queue, after)
-            return [(out, s.events[slot]) for s, out in zip(streams, outs)]
+            hosts = [s.gather(batches[k], slot) for s in streams]
+            outs = [empty(*h.shape, dtype=h.dtype, device=dev) for h in hosts]
+            copies = [(s, out, h) for s, out, h in zip(streams, outs, hosts) if h.size]
+            events = dev.prefetch([(out.data, h) for _, out, h in copies])
+            for (s, _, _), ev in zip(copies, events):
+                s.events[slot] = ev
+            return outs, events
 
         try:
             pending = upload(0)
-            queue.flush()
             for k in range(len(batches)):
-                current = pending
+                current, events = pending
                 if k + 1 < len(batches):
                     pending = upload(k + 1)
-                    queue.flush()
-                events = [ev for _, ev in current if ev is not None]
-                if events:
-                    with dev._lock:
-                        cl.enqueue_barrier(dev.queue, wait_for=events)
-                tensors = [t for t, _ in current]
-                yield tensors[0] if len(tensors) == 1 else tuple(tensors)
+                dev.wait_for(events)
+                yield current[0] if len(current) == 1 else tuple(current)
         finally:
             for s in streams:  # never free a batch's memory while a copy into it is in flight
                 s.wait()

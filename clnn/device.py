@@ -1,7 +1,8 @@
 """Device manager: find, describe and pick OpenCL devices on every platform.
 
-This is the only module that touches OpenCL platforms. A :class:`Device` owns one context, one in-order
-command queue and one memory pool; everything else (kernels, tensors) hangs off a ``Device``.
+This is the only module that touches OpenCL platforms and queues. A :class:`Device` owns one context, one
+in-order command queue, one memory pool and the lock that serializes enqueues; everything else (kernels,
+tensors) hangs off a ``Device`` and moves memory or launches kernels through its methods.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,7 @@ class Device:
     _context: cl.Context | None = field(default=None, repr=False)
     _queue: cl.CommandQueue | None = field(default=None, repr=False)
     _pool: cl_tools.MemoryPool | None = field(default=None, repr=False)
+    _side_queue: cl.CommandQueue | None = field(default=None, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property
@@ -95,6 +97,7 @@ class Device:
                 if self._queue is None:
                     ctx = cl.Context([self.cl_device])
                     self._queue = cl.CommandQueue(ctx)
+                    self._side_queue = cl.CommandQueue(ctx)  # for prefetch: copies overlapping kernels
                     self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self._queue))
                     self._context = ctx
 
@@ -105,6 +108,56 @@ class Device:
     def synchronize(self) -> None:
         """Wait until every command queued on this device has finished."""
         self.queue.finish()
+
+    # ---- memory and launches: kernel objects and the queue are shared, so every enqueue holds the lock ----
+    def upload(self, buf: cl.Buffer, host: np.ndarray) -> None:
+        """Copy the contiguous ``host`` array into ``buf``; returns once ``host`` may be reused."""
+        if host.size:
+            with self._lock:
+                cl.enqueue_copy(self.queue, buf, host, is_blocking=True)
+
+    def download(self, buf: cl.Buffer, host: np.ndarray) -> None:
+        """Copy ``buf`` into the contiguous ``host`` array, after every command queued before."""
+        if host.size:
+            with self._lock:
+                cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
+
+    def fill(self, buf: cl.Buffer, pattern: np.ndarray, nbytes: int) -> None:
+        """Repeat the bytes of the scalar array ``pattern`` over the first ``nbytes`` of ``buf``."""
+        if nbytes:
+            with self._lock:
+                cl.enqueue_fill_buffer(self.queue, buf, pattern, 0, nbytes)
+
+    def enqueue(
+        self, kernel: cl.Kernel, global_size: tuple[int, ...], local_size: tuple[int, ...] | None, args: Sequence
+    ) -> cl.Event:
+        """Set ``kernel``'s arguments and enqueue it (callers check the geometry: ``kernels.launch``)."""
+        with self._lock:
+            kernel.set_args(*args)
+            return cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+
+    def prefetch(self, copies: Sequence[tuple[cl.Buffer, np.ndarray]]) -> list[cl.Event]:
+        """Start non-blocking ``host -> buf`` copies on a second queue, each after all work queued so far.
+
+        Waiting for what is already queued keeps a copy from overwriting pooled memory an earlier kernel
+        still reads. Each host array must stay unchanged until its event completes, and the buffers'
+        readers must be queued after :meth:`wait_for` on the returned events.
+        """
+        with self._lock:
+            after = cl.enqueue_marker(self.queue)
+            self.queue.flush()  # the side queue waits on this marker: make sure it gets submitted
+            events = [
+                cl.enqueue_copy(self._side_queue, buf, host, is_blocking=False, wait_for=[after])
+                for buf, host in copies
+            ]
+            self._side_queue.flush()
+        return events
+
+    def wait_for(self, events: Sequence[cl.Event]) -> None:
+        """Make commands queued from now on wait for ``events`` (from :meth:`prefetch`)."""
+        if events:
+            with self._lock:
+                cl.enqueue_barrier(self.queue, wait_for=list(events))
 
     def __str__(self) -> str:
         return f"{self.name} ({self.platform_name}, {self.type})"

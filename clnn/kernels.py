@@ -1,4 +1,5 @@
-"""Kernel loader: build ``kernels_cl/*.cl`` per device, specialized by ``#define`` parameters, and launch.
+"""Kernel loader and launch helpers: build ``kernels_cl/*.cl`` per device, specialized by ``#define``
+parameters, and launch them with checked geometry and packed arguments.
 
 A program is built once per (context, file, defines) in this process; across processes PyOpenCL's own
 on-disk cache (keyed on source, includes, options and device) serves the binary.
@@ -7,6 +8,7 @@ on-disk cache (keyed on source, includes, options and device) serves the binary.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,21 @@ import pyopencl as cl
 
 from .device import Device
 
-__all__ = ["KernelBuildError", "kernel_dir", "program", "kernel", "launch", "dtype_defines", "round_up"]
+__all__ = [
+    "KernelBuildError",
+    "kernel_dir",
+    "program",
+    "kernel",
+    "defines",
+    "launch",
+    "launch_1d",
+    "group_size",
+    "round_up",
+    "real_scalar",
+    "descriptor",
+    "contiguous_strides",
+    "broadcast_strides",
+]
 
 
 def _find_kernel_dir() -> Path:
@@ -52,8 +68,8 @@ def cl_type(dtype: np.dtype) -> str:
     return _CL_TYPES[np.dtype(dtype)]
 
 
-def dtype_defines(dtype: np.dtype, half_math: bool = False) -> dict[str, object]:
-    """``#define``s selecting the element type in ``clnn_dtype.h``.
+def defines(dtype: np.dtype, half_math: bool = False, **extra: object) -> dict[str, object]:
+    """``#define``s selecting the element type in ``clnn_dtype.h``, plus the kernel's own ``extra`` ones.
 
     float16 is stored as half and computed in float32, except with ``half_math`` (for devices with
     ``cl_khr_fp16``), where the arithmetic itself is half precision. Kernels that accumulate (GEMM,
@@ -62,12 +78,13 @@ def dtype_defines(dtype: np.dtype, half_math: bool = False) -> dict[str, object]
     dt = np.dtype(dtype)
     store = cl_type(dt)
     if half_math and dt == np.float16:
-        return {"STORE_T": "half", "REAL_T": "half", "STORE_HALF": 0, "USE_FP64": 0, "USE_FP16": 1}
+        return {"STORE_T": "half", "REAL_T": "half", "STORE_HALF": 0, "USE_FP64": 0, "USE_FP16": 1, **extra}
     return {
         "STORE_T": store,
         "REAL_T": "float" if dt == np.float16 else store,
         "STORE_HALF": int(dt == np.float16),
         "USE_FP64": int(dt == np.float64),
+        **extra,
     }
 
 
@@ -123,11 +140,8 @@ def launch(
     global_size: tuple[int, ...],
     local_size: tuple[int, ...] | None,
     *args: object,
-) -> cl.Event:
-    """Enqueue ``k(*args)`` on ``dev``'s queue; ``global_size`` is rounded up to ``local_size``.
-
-    The kernel object is shared, so setting its arguments and enqueuing happen under the device's lock.
-    """
+) -> cl.Event | None:
+    """Enqueue ``k(*args)`` on ``dev``'s queue; ``global_size`` is rounded up to ``local_size``."""
     if local_size is not None:
         wg = int(np.prod(local_size))
         if wg > dev.max_work_group_size:
@@ -137,6 +151,62 @@ def launch(
         global_size = tuple(round_up(g, ls) for g, ls in zip(global_size, local_size))
     if any(g == 0 for g in global_size):
         return None
-    with dev._lock:
-        k.set_args(*args)
-        return cl.enqueue_nd_range_kernel(dev.queue, k, global_size, local_size)
+    return dev.enqueue(k, global_size, local_size, args)
+
+
+def group_size(dev: Device, preferred: int = 256) -> int:
+    """A power-of-two work-group size no larger than ``preferred`` and the device's limit."""
+    wg = 1
+    while wg * 2 <= min(preferred, dev.max_work_group_size):
+        wg *= 2
+    return wg
+
+
+def launch_1d(dev: Device, k: cl.Kernel, n: int, *args: object) -> None:
+    """Launch ``k`` over ``n`` work-items (rounded up; kernels guard their range)."""
+    if n > 0:
+        launch(dev, k, (n,), (group_size(dev),), *args)
+
+
+def real_scalar(dtype: np.dtype, value: float) -> np.generic:
+    """A scalar kernel argument of the kernel's ``real`` type."""
+    return np.float64(value) if np.dtype(dtype) == np.float64 else np.float32(value)
+
+
+MAXD = 8  # most dimensions a kernel's shape descriptor holds (kernels_cl: MAXD)
+DESCRIPTOR = np.dtype([("ndim", np.int32), ("shape", np.int32, MAXD), ("s0", np.int32, MAXD), ("s1", np.int32, MAXD)])
+
+
+def descriptor(shape: Sequence[int], s0: Sequence[int], s1: Sequence[int]) -> np.ndarray:
+    """A kernel shape descriptor: ``shape`` with two stride lists, adjacent dims merged where possible."""
+    dims = [(n, a, b) for n, a, b in zip(shape, s0, s1) if n != 1]
+    merged: list[list[int]] = []
+    for n, a, b in dims:
+        if merged and merged[-1][1] == a * n and merged[-1][2] == b * n:
+            merged[-1] = [merged[-1][0] * n, a, b]
+        else:
+            merged.append([n, a, b])
+    if len(merged) > MAXD:
+        raise ValueError(f"shape {tuple(shape)}: more than {MAXD} dimensions that cannot be merged")
+    d = np.zeros((), DESCRIPTOR)
+    d["ndim"] = len(merged)
+    for k, (n, a, b) in enumerate(merged):
+        d["shape"][k], d["s0"][k], d["s1"][k] = n, a, b
+    return d
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    """Element strides of a contiguous (row-major) ``shape``."""
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return strides[::-1]
+
+
+def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a contiguous ``shape`` read as ``out_shape`` (0 along broadcast dims)."""
+    pad = len(out_shape) - len(shape)
+    full = (1,) * pad + shape
+    strides = [0] * pad + contiguous_strides(shape)
+    return [0 if n == 1 and m != 1 else s for n, m, s in zip(full, out_shape, strides)]

@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 
 from . import kernels
-from .ops._core import defines, empty, group_size, launch_1d, record, require_float, same_device, same_dtype
+from .kernels import defines, group_size, launch_1d
+from .ops._core import empty, record
 from .tensor import FLOAT_DTYPES, Tensor
+from .validation import require_choice, require_float, require_int, same_device, same_dtype
 
 __all__ = ["correlate", "convolve", "correlation_lags"]
 
@@ -64,8 +66,7 @@ def _check(op: str, a: Tensor, b: Tensor, mode: Any) -> None:
         )
     if a.size == 0 or b.size == 0:
         raise ValueError(f"{op}: in1 and in2 must be non-empty; got shapes {a.shape} and {b.shape}")
-    if mode not in MODES:
-        raise ValueError(f"{op}: mode expects one of {MODES}; got {mode!r}")
+    require_choice(f"{op}: mode", mode, MODES)
     if mode == "valid":
         ge = all(n >= k for n, k in zip(a.shape, b.shape))
         le = all(n <= k for n, k in zip(a.shape, b.shape))
@@ -178,13 +179,9 @@ def correlation_lags(in1_len: int, in2_len: int, mode: str = "full") -> np.ndarr
     Example:
         >>> lags = clnn.signal.correlation_lags(5, 3)  # array([-2, -1, 0, 1, 2, 3, 4])
     """
-    for name, n in (("in1_len", in1_len), ("in2_len", in2_len)):
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
-            raise TypeError(f"correlation_lags: {name} expects an int; got {type(n).__name__}")
-        if n < 1:
-            raise ValueError(f"correlation_lags: {name} must be >= 1; got {n}")
-    if mode not in MODES:
-        raise ValueError(f"correlation_lags: mode expects one of {MODES}; got {mode!r}")
+    require_int("correlation_lags: in1_len", in1_len, 1)
+    require_int("correlation_lags: in2_len", in2_len, 1)
+    require_choice("correlation_lags: mode", mode, MODES)
     lags = np.arange(-in2_len + 1, in1_len)
     if mode == "same":  # the in1_len lags centered on the full range, as scipy picks them
         mid, bound = lags.size // 2, in1_len // 2

@@ -125,9 +125,7 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """Copy to a new NumPy array (waits for pending work on the device)."""
         out = np.empty(self.shape, self.dtype)
-        if out.size:
-            with self.device._lock:
-                cl.enqueue_copy(self.device.queue, out, self.data, is_blocking=True)
+        self.device.download(self.data, out)
         return out
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:

@@ -3,13 +3,14 @@
  * Layout: tensors are contiguous. unary, unary_grad and binary_same (operands of the output's shape)
  * map EW_VEC neighbouring elements per work-item: with EW_VEC 4, work-item i takes elements 4i .. 4i+3
  * with vector loads and stores (the one at n / 4 maps the tail of n % 4): wide, coalesced accesses and
- * no index arithmetic; with EW_VEC 1, one element each. binary and compare read a and b through a Bcast descriptor: the output's shape
- * (outermost first, up to MAXD dims after the host merged what it could) and the element strides of a
- * and b in it, 0 where an operand is broadcast.
- * Defines: the element type (clnn_dtype.h); EW_VEC (1 or 4: elements per work-item, a tuning knob:
- * Intel's CPU compiler vectorizes across work-items and runs 4 switches per work-item 5x slower); float16 runs in half precision (USE_FP16) on devices with
- * cl_khr_fp16, else in float32 between half loads and stores. The op is a run-time code (U_*, B_*, C_*
- * below, mirrored in clnn/ops/elementwise.py), uniform across a launch, so one build serves every op.
+ * no index arithmetic; with EW_VEC 1, one element each. binary and compare read a and b through a
+ * Bcast descriptor: the output's shape (outermost first, up to MAXD dims after the host merged what it
+ * could) and the element strides of a and b in it, 0 where an operand is broadcast.
+ * Defines: the element type (clnn_dtype.h); EW_VEC (1 or 4 elements per work-item, a tuning knob: Intel's
+ * CPU compiler vectorizes across work-items and runs four switches per work-item 5x slower); float16
+ * runs in half precision (USE_FP16) on devices with cl_khr_fp16, else in float32 between half loads and
+ * stores. The op is a run-time code (U_*, B_*, C_* below, mirrored in clnn/ops/elementwise.py), uniform
+ * across a launch, so one build serves every op.
  */
 #include "clnn_dtype.h"
 #include "clnn_shape.h"

@@ -2,9 +2,11 @@
 
 One row per (public function, kind of bad input): wrong ranks, zero-size dimensions, zero or negative
 strides, huge paddings, tensors on two devices, non-contiguous NumPy arrays, integer arrays where floats
-are needed, NaN inputs, wrong types. A row either names the exception and a message pattern, or gives a
-NumPy reference the result must match. After every row the device must still compute correctly (no
-corrupted later state). ``test_every_public_function_has_a_row`` lists public functions without rows.
+are needed, NaN inputs, wrong types. A row either names the one exception and a message pattern, or gives
+a NumPy reference the result must match. The exception follows ``clnn.validation``'s policy: TypeError for
+a wrong type (or dtype), ValueError for a wrong value, shape or device, whichever module raises it.
+After every row the device must still compute correctly (no corrupted later state).
+``test_every_public_function_has_a_row`` lists public functions without rows.
 
 Adding an op: add rows to ``CASES`` (``x(...)`` makes a float32 tensor on the device under test,
 ``other(...)`` one on a second device) and, if it is public, its name shows up as covered.
@@ -91,7 +93,7 @@ CASES: list[Case] = [
     Case("tensor zero-size", lambda c: clnn.tensor(np.zeros((0, 3), np.float32), device=c.dev),
          expect=lambda c: np.zeros((0, 3), np.float32)),
     Case("tensor strings", lambda c: clnn.tensor(["a", "b"], device=c.dev), T, "expected one of"),
-    Case("tensor object array", lambda c: clnn.tensor([[1.0], [2.0, 3.0]], device=c.dev), (T, V)),
+    Case("tensor object array", lambda c: clnn.tensor([[1.0], [2.0, 3.0]], device=c.dev), V, "convert"),
     Case("tensor complex", lambda c: clnn.tensor(np.ones(3, np.complex64), device=c.dev), T, "complex64"),
     Case("tensor unknown dtype", lambda c: clnn.tensor([1.0], dtype="float7", device=c.dev), T, "dtype"),
     Case("zeros negative dim", lambda c: clnn.zeros(3, -1, device=c.dev), V, r"dimensions must be >= 0"),
@@ -100,11 +102,11 @@ CASES: list[Case] = [
     Case("ones bool dim", lambda c: clnn.ones(True, device=c.dev), T, "expected ints"),
     Case("full nan", lambda c: clnn.full((2, 2), np.nan, device=c.dev), expect=lambda c: np.full((2, 2), np.nan)),
     Case("empty too many elements", lambda c: clnn.empty(2**20, 2**20, device=c.dev), V, r"2\*\*31 - 1"),
-    Case("arange zero step", lambda c: clnn.arange(0, 5, 0, device=c.dev), (V, ZeroDivisionError)),
+    Case("arange zero step", lambda c: clnn.arange(0, 5, 0, device=c.dev), V, "step"),
     Case("arange empty", lambda c: clnn.arange(5, 0, device=c.dev), expect=lambda c: np.arange(5, 0)),
     Case("rand negative dim", lambda c: clnn.rand(-2, device=c.dev), V, ">= 0"),
     Case("randn integer dtype", lambda c: clnn.randn(3, dtype=np.int32, device=c.dev), T, "floating"),
-    Case("zeros_like list", lambda c: clnn.zeros_like([1.0, 2.0]), (T, AttributeError)),
+    Case("zeros_like list", lambda c: clnn.zeros_like([1.0, 2.0]), T, "clnn.Tensor"),
     Case("ones_like zero-size", lambda c: clnn.ones_like(c.x(0, 2)), expect=lambda c: np.ones((0, 2))),
     Case("device unknown spec", lambda c: clnn.device("no-such-device-xyz"), clnn.DeviceError, "available"),
     Case("device index out of range", lambda c: clnn.device(10**6), clnn.DeviceError, "out of range"),
@@ -192,7 +194,7 @@ CASES: list[Case] = [
     Case("sigmoid zero-size", lambda c: F.sigmoid(c.x(0, 2)), expect=lambda c: np.zeros((0, 2))),
     Case("tanh nan", lambda c: F.tanh(clnn.tensor(c.nan(3), device=c.dev)), expect=lambda c: np.tanh(c.nan(3))),
     Case("leaky_relu string slope", lambda c: F.leaky_relu(c.x(3), "big"), T),
-    Case("elu nan alpha", lambda c: F.elu(c.x(3), float("nan")), (V, T)),
+    Case("elu nan alpha", lambda c: F.elu(c.x(3), float("nan")), V, "NaN"),
     Case("gelu bad approximate", lambda c: F.gelu(c.x(3), approximate="fast"), V, "approximate"),
     Case("softplus zero beta", lambda c: F.softplus(c.x(3), beta=0), V, "beta"),
     Case("silu integer", lambda c: F.silu(c.i(3)), T),
@@ -233,8 +235,10 @@ CASES: list[Case] = [
                                                                   training=True), V),
     Case("layer_norm shape mismatch", lambda c: F.layer_norm(c.x(4, 3), (4,)), V),
     Case("layer_norm negative eps", lambda c: F.layer_norm(c.x(4, 3), 3, eps=-1.0), V),
+    Case("layer_norm string eps", lambda c: F.layer_norm(c.x(4, 3), 3, eps="1e-5"), T, "eps"),
     Case("dropout p > 1", lambda c: F.dropout(c.x(3), 1.5), V, "p"),
     Case("dropout integer", lambda c: F.dropout(c.i(1, 2), 0.5), T),
+    Case("dropout string p", lambda c: F.dropout(c.x(3), "half"), T, "p"),
     Case("dropout eval is identity", lambda c: F.dropout(c.x(4), 0.5, training=False), expect=lambda c: c.a(4)),
     # ---- convolution, pooling -------------------------------------------------------------------------
     Case("conv2d 3-D input", lambda c: F.conv2d(c.x(3, 5, 5), c.x(2, 3, 3, 3)), V),
@@ -242,8 +246,11 @@ CASES: list[Case] = [
     Case("conv2d zero stride", lambda c: F.conv2d(c.x(1, 3, 5, 5), c.x(2, 3, 3, 3), stride=0), V, "stride"),
     Case("conv2d negative stride", lambda c: F.conv2d(c.x(1, 3, 5, 5), c.x(2, 3, 3, 3), stride=-1), V, "stride"),
     Case("conv2d negative padding", lambda c: F.conv2d(c.x(1, 3, 5, 5), c.x(2, 3, 3, 3), padding=-1), V),
-    Case("conv2d huge padding", lambda c: F.conv2d(c.x(1, 3, 5, 5), c.x(2, 3, 3, 3), padding=10**9),
-         (V, MemoryError)),
+    Case("conv2d huge padding", lambda c: F.conv2d(c.x(1, 3, 5, 5), c.x(2, 3, 3, 3), padding=10**9), V,
+         r"2\*\*31 - 1"),
+    Case("conv2d float stride", lambda c: F.conv2d(c.x(1, 3, 5, 5), c.x(2, 3, 3, 3), stride=1.5), T, "stride"),
+    Case("conv2d stride pair of one", lambda c: F.conv2d(c.x(1, 1, 5, 5), c.x(1, 1, 3, 3), stride=(2,)),
+         expect=lambda c: F.conv2d(c.x(1, 1, 5, 5), c.x(1, 1, 3, 3), stride=2).numpy()),
     Case("conv2d kernel larger than input", lambda c: F.conv2d(c.x(1, 3, 2, 2), c.x(2, 3, 3, 3)), V),
     Case("conv2d groups mismatch", lambda c: F.conv2d(c.x(1, 4, 5, 5), c.x(3, 2, 3, 3), groups=2), V),
     Case("conv2d zero groups", lambda c: F.conv2d(c.x(1, 4, 5, 5), c.x(4, 4, 3, 3), groups=0), V),
@@ -264,12 +271,14 @@ CASES: list[Case] = [
     Case("max_pool2d 2-D input", lambda c: F.max_pool2d(c.x(5, 5), 2), V),
     Case("max_pool2d zero stride", lambda c: F.max_pool2d(c.x(1, 1, 5, 5), 2, stride=0), V),
     Case("max_pool2d negative kernel", lambda c: F.max_pool2d(c.x(1, 1, 5, 5), -2), V),
+    Case("max_pool2d float kernel", lambda c: F.max_pool2d(c.x(1, 1, 5, 5), 2.0), T, "kernel_size"),
     Case("max_pool2d huge padding", lambda c: F.max_pool2d(c.x(1, 1, 5, 5), 2, padding=10**9), V, "padding"),
     Case("max_pool2d nan", lambda c: F.max_pool2d(clnn.tensor(c.nan(1, 1, 2, 4), device=c.dev), 2),
          expect=lambda c: np.array([[[[np.nan, max(c.a(1, 1, 2, 4)[0, 0, :, 2:].ravel())]]]])),
     Case("max_pool2d integer", lambda c: F.max_pool2d(clnn.tensor(np.ones((1, 1, 4, 4), np.int32), device=c.dev), 2),
          T),
     Case("avg_pool2d zero divisor", lambda c: F.avg_pool2d(c.x(1, 1, 4, 4), 2, divisor_override=0), V),
+    Case("avg_pool2d float divisor", lambda c: F.avg_pool2d(c.x(1, 1, 4, 4), 2, divisor_override=2.0), T),
     Case("avg_pool2d huge padding", lambda c: F.avg_pool2d(c.x(1, 1, 4, 4), 2, padding=10**9), V),
     Case("adaptive_avg_pool2d zero output", lambda c: F.adaptive_avg_pool2d(c.x(1, 1, 4, 4), 0),
          expect=lambda c: np.zeros((1, 1, 0, 0))),
@@ -286,6 +295,21 @@ CASES: list[Case] = [
          expect=lambda c: np.convolve(c.nan(4), c.a(2))),
     Case("correlation_lags bad mode", lambda c: sig.correlation_lags(5, 3, "wide"), V),
     Case("correlation_lags negative length", lambda c: sig.correlation_lags(-5, 3), V),
+    Case("correlation_lags float length", lambda c: sig.correlation_lags(5.0, 3), T),
+    # ---- layers, optimizers, loader: the same mistake raises the same type as in the ops ----------------
+    Case("Conv2d float kernel_size", lambda c: clnn.nn.Conv2d(3, 2, 2.5), T, "kernel_size"),
+    Case("Conv2d zero stride", lambda c: clnn.nn.Conv2d(3, 2, 3, stride=0), V, "stride"),
+    Case("Linear zero features", lambda c: clnn.nn.Linear(0, 2), V, "in_features"),
+    Case("Linear float features", lambda c: clnn.nn.Linear(2.0, 2), T, "in_features"),
+    Case("SGD negative lr", lambda c: clnn.optim.SGD([c.x(2, requires_grad=True)], lr=-1.0), V, "lr"),
+    Case("SGD string lr", lambda c: clnn.optim.SGD([c.x(2, requires_grad=True)], lr="fast"), T, "lr"),
+    Case("Adam beta of one", lambda c: clnn.optim.Adam([c.x(2, requires_grad=True)], betas=(0.9, 1.0)), V, "betas"),
+    Case("StepLR zero step_size", lambda c: clnn.optim.StepLR(clnn.optim.SGD([c.x(2, requires_grad=True)], lr=0.1),
+                                                              step_size=0), V, "step_size"),
+    Case("StepLR not an optimizer", lambda c: clnn.optim.StepLR(None, step_size=1), T, "Optimizer"),
+    Case("DataLoader zero batch_size", lambda c: clnn.data.DataLoader(c.a(4, 2), batch_size=0), V, "batch_size"),
+    Case("DataLoader float batch_size", lambda c: clnn.data.DataLoader(c.a(4, 2), batch_size=2.0), T, "batch_size"),
+    Case("clip_grad_norm_ negative max_norm", lambda c: clnn.nn.utils.clip_grad_norm_([], -1.0), V, "max_norm"),
 ]
 
 
@@ -306,6 +330,7 @@ def _sane(c: Ctx) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(ctx, case):
+    assert not isinstance(case.raises, tuple), f"{case.id}: one kind of mistake, one exception type"
     if case.raises is not None:
         with pytest.raises(case.raises) as err:
             case.call(ctx)

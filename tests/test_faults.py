@@ -129,7 +129,7 @@ def _twin(dev: clnn.Device) -> clnn.Device:
 
 def test_build_failure_on_one_device_leaves_the_cache_usable(dev):
     other = _twin(dev)
-    bad = {**kernels.dtype_defines(np.float32), "STORE_T": "no_such_type"}
+    bad = {**kernels.defines(np.float32), "STORE_T": "no_such_type"}
     with pytest.raises(clnn.KernelBuildError) as err:
         kernels.kernel(dev, "elementwise.cl", "unary", bad)
     msg = str(err.value)
@@ -143,8 +143,8 @@ def test_build_failure_on_one_device_leaves_the_cache_usable(dev):
         y = clnn.tensor(x, device=d).exp()
         assert y.device is d
         np.testing.assert_allclose(y.numpy(), np.exp(x), rtol=1e-6)
-    assert kernels.kernel(dev, "elementwise.cl", "unary", kernels.dtype_defines(np.float32)) is not \
-        kernels.kernel(other, "elementwise.cl", "unary", kernels.dtype_defines(np.float32))
+    assert kernels.kernel(dev, "elementwise.cl", "unary", kernels.defines(np.float32)) is not \
+        kernels.kernel(other, "elementwise.cl", "unary", kernels.defines(np.float32))
 
 
 def test_build_failure_raised_by_the_driver_is_not_cached(dev, monkeypatch):
@@ -164,7 +164,7 @@ def test_build_failure_raised_by_the_driver_is_not_cached(dev, monkeypatch):
         return real_program(context, source)
 
     monkeypatch.setattr(kernels.cl, "Program", program)
-    defines = {**kernels.dtype_defines(np.float32), "RED_WG": 16}  # a specialization no other test builds
+    defines = {**kernels.defines(np.float32), "RED_WG": 16}  # a specialization no other test builds
     with pytest.raises(clnn.KernelBuildError, match="injected compiler crash"):
         kernels.kernel(other, "reduce.cl", "reduce_wg", defines)
     assert kernels.kernel(dev, "reduce.cl", "reduce_wg", defines) is not None

@@ -20,7 +20,7 @@ def test_kernel_dir_holds_every_kernel_file():
 
 
 def test_second_build_is_an_in_process_cache_hit(dev):
-    defines = kernels.dtype_defines("float32")
+    defines = kernels.defines("float32")
     first = kernels.program(dev, "elementwise.cl", defines)
     assert kernels.program(dev, "elementwise.cl", dict(reversed(list(defines.items())))) is first
     k1 = kernels.kernel(dev, "elementwise.cl", "unary", defines)
@@ -70,7 +70,7 @@ def test_broken_kernel_error_names_file_defines_device_and_log(dev, tmp_path, mo
 
 
 def test_launch_rejects_work_groups_over_the_device_limit(dev):
-    k = kernels.kernel(dev, "elementwise.cl", "unary", kernels.dtype_defines("float32"))
+    k = kernels.kernel(dev, "elementwise.cl", "unary", kernels.defines("float32"))
     too_big = dev.max_work_group_size * 2
     with pytest.raises(ValueError, match="max_work_group_size"):
         kernels.launch(dev, k, (too_big,), (too_big,))

@@ -311,9 +311,9 @@ ERRORS = [  # (call given dev, exception, message pattern)
                          clnn.ones((3, 2), dtype="float64", device=d), beta=1.0), TypeError,
      r"gemm: a has dtype float32 but c has dtype float64"),
     (lambda d: clnn.matmul(clnn.ones((3, 4), dtype="int32", device=d), clnn.ones((4, 2), dtype="int32", device=d)),
-     TypeError, r"matmul: a: expected a floating tensor .* got dtype int32"),
+     TypeError, r"matmul: a expects a floating tensor .* got dtype int32"),
     (lambda d: clnn.gemm(np.ones((3, 4), np.float32), clnn.ones((4, 2), device=d)), TypeError,
-     r"gemm: a: expected a clnn.Tensor; got ndarray"),
+     r"gemm: a expects a clnn.Tensor; got ndarray"),
     (lambda d: clnn.matmul([1.0], [1.0]), TypeError, r"matmul: expected a clnn.Tensor operand; got list and list"),
 ]
 

@@ -239,17 +239,17 @@ ERRORS = [
     (lambda: F.batch_norm(_x(4, 3), None, None), ValueError, r"running_mean and running_var must be given when"),
     (lambda: F.batch_norm(_x(1, 3), _x(3), _x(3), training=True), ValueError, r"more than 1 value per channel"),
     (lambda: F.batch_norm(_x(4, 3), None, None, bias=np.zeros(3)), TypeError,
-     r"batch_norm: bias: expected a clnn.Tensor; got ndarray"),
+     r"batch_norm: bias expects a clnn.Tensor; got ndarray"),
     (lambda: F.batch_norm(_x(4, 3), None, None, weight=clnn.zeros(3, dtype=np.float16)), TypeError,
      r"batch_norm: x has dtype float32 but weight has dtype float16"),
-    (lambda: F.batch_norm(_x(4, 3), None, None, eps=-1), ValueError, r"batch_norm: eps must be a number >= 0"),
+    (lambda: F.batch_norm(_x(4, 3), None, None, eps=-1), ValueError, r"batch_norm: eps expects a number >= 0"),
     (lambda: F.layer_norm(_x(4, 3), 4), ValueError, r"layer_norm: normalized_shape \(4,\) must match the last dims"),
     (lambda: F.layer_norm(_x(4, 3), (2, 4, 3)), ValueError, r"normalized_shape \(2, 4, 3\) must match"),
     (lambda: F.layer_norm(_x(4, 3), 3, weight=_x(4)), ValueError, r"layer_norm: weight must have shape \(3,\)"),
     (lambda: F.layer_norm(_x(4, 3), "3"), TypeError, r"layer_norm: normalized_shape must be an int"),
-    (lambda: F.layer_norm(clnn.zeros(4, 3, dtype=np.int32), 3), TypeError, r"layer_norm: x: expected a floating"),
-    (lambda: F.dropout(_x(3), p=1.5), ValueError, r"dropout: p must be a probability in \[0, 1\]; got 1.5"),
-    (lambda: F.dropout([1.0], p=0.5), TypeError, r"dropout: x: expected a clnn.Tensor; got list"),
+    (lambda: F.layer_norm(clnn.zeros(4, 3, dtype=np.int32), 3), TypeError, r"layer_norm: x expects a floating"),
+    (lambda: F.dropout(_x(3), p=1.5), ValueError, r"dropout: p expects a number in \[0, 1\]; got 1.5"),
+    (lambda: F.dropout([1.0], p=0.5), TypeError, r"dropout: x expects a clnn.Tensor; got list"),
 ]
 
 

@@ -63,9 +63,9 @@ def test_param_groups_and_skipped_grads(dev, rng):
 @pytest.mark.parametrize(
     "call, exc, pattern",
     [
-        (lambda p: optim.SGD(p, lr=-1), ValueError, "SGD: lr expects a value >= 0; got -1"),
+        (lambda p: optim.SGD(p, lr=-1), ValueError, "SGD: lr expects a number >= 0; got -1"),
         (lambda p: optim.SGD(p, lr=0.1, nesterov=True), ValueError, "nesterov expects momentum > 0"),
-        (lambda p: optim.Adam(p, betas=(1.0, 0.9)), ValueError, r"betas\[0\] expects a value in \[0, 1\)"),
+        (lambda p: optim.Adam(p, betas=(1.0, 0.9)), ValueError, r"betas\[0\] expects a number in \[0, 1\)"),
         (lambda p: optim.Adam([]), ValueError, "params is empty"),
         (lambda p: optim.Adam(p[0]), TypeError, "single Tensor"),
         (lambda p: optim.RMSprop([1.0]), TypeError, r"params\[0\] expects a clnn.Tensor; got float"),

@@ -406,7 +406,7 @@ ERRORS = [
     (lambda d: clnn.ones((2, 3), device=d)[0, 0, 0], IndexError, "too many indices"),
     (lambda d: clnn.ones((2, 3), device=d)[[0, 1]], TypeError, "array indexing is not supported"),
     (lambda d: clnn.ones((2, 3), device=d)[::0], ValueError, "step cannot be zero"),
-    (lambda d: clnn.ones(3, dtype="int64", device=d) + 1, TypeError, "expected a floating tensor"),
+    (lambda d: clnn.ones(3, dtype="int64", device=d) + 1, TypeError, "expects a floating tensor"),
     (lambda d: clnn.zeros(3, dtype="complex64", device=d), TypeError, "dtype: expected one of"),
     (lambda d: clnn.zeros((2, -1), device=d), ValueError, "dimensions must be >= 0"),
     (lambda d: clnn.zeros((0, 3), device=d).max(), ValueError, "cannot reduce an empty axis"),

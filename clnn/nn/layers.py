@@ -19,6 +19,7 @@ from ..device import Device
 from ..ops import creation
 from ..ops.matmul import gemm
 from ..tensor import Tensor
+from ..validation import require_choice, require_int, require_ints, require_number
 from .module import Module, Parameter
 
 __all__ = [
@@ -38,18 +39,8 @@ def _filled(shape: tuple[int, ...], value: float, device: Any, dtype: Any) -> Te
     return creation.full(shape, value, dtype=dtype or np.float32, device=device)
 
 
-def _positive_int(layer: str, name: str, value: Any) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{layer}: {name} expects an int >= 1; got {value!r}")
-    return int(value)
 
 
-def _tuple(layer: str, name: str, value: Any, n: int) -> tuple[int, ...]:
-    """An int or n ints as a tuple of n ints (PyTorch's ``_pair``)."""
-    values = (value,) * n if isinstance(value, (int, np.integer)) else tuple(value)
-    if len(values) != n or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-        raise ValueError(f"{layer}: {name} expects an int or a tuple of {n} ints; got {value!r}")
-    return tuple(int(v) for v in values)
 
 
 class Identity(Module):
@@ -74,8 +65,8 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  device: str | int | Device | None = None, dtype: Any = None) -> None:
         super().__init__()
-        self.in_features = _positive_int("Linear", "in_features", in_features)
-        self.out_features = _positive_int("Linear", "out_features", out_features)
+        self.in_features = require_int("Linear: in_features", in_features, 1)
+        self.out_features = require_int("Linear: out_features", out_features, 1)
         bound = 1 / math.sqrt(in_features)
         self.weight = _uniform((out_features, in_features), bound, device, dtype)
         self.bias = _uniform((out_features,), bound, device, dtype) if bias else None
@@ -107,21 +98,21 @@ class _ConvNd(Module):
                  output_padding: Any = 0) -> None:
         super().__init__()
         name, nd = type(self).__name__, self._nd
-        self.in_channels = _positive_int(name, "in_channels", in_channels)
-        self.out_channels = _positive_int(name, "out_channels", out_channels)
-        self.groups = _positive_int(name, "groups", groups)
+        self.in_channels = require_int(f"{name}: in_channels", in_channels, 1)
+        self.out_channels = require_int(f"{name}: out_channels", out_channels, 1)
+        self.groups = require_int(f"{name}: groups", groups, 1)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) expect to be "
                              f"divisible by groups; got groups={groups}")
         if padding_mode != "zeros":
             raise ValueError(f"{name}: padding_mode expects 'zeros' (the only mode clnn has); got {padding_mode!r}")
-        self.kernel_size = _tuple(name, "kernel_size", kernel_size, nd)
-        self.stride = _tuple(name, "stride", stride, nd)
-        self.dilation = _tuple(name, "dilation", dilation, nd)
-        self.padding = padding if isinstance(padding, str) else _tuple(name, "padding", padding, nd)
+        self.kernel_size = require_ints(f"{name}: kernel_size", kernel_size, nd, 1)
+        self.stride = require_ints(f"{name}: stride", stride, nd, 1)
+        self.dilation = require_ints(f"{name}: dilation", dilation, nd, 1)
+        self.padding = padding if isinstance(padding, str) else require_ints(f"{name}: padding", padding, nd, 0)
         if isinstance(padding, str) and (padding not in ("same", "valid") or self._transposed):
             raise ValueError(f"{name}: padding expects an int, a tuple or 'same'/'valid'; got {padding!r}")
-        self.output_padding = _tuple(name, "output_padding", output_padding, nd)
+        self.output_padding = require_ints(f"{name}: output_padding", output_padding, nd, 0)
         self.padding_mode = padding_mode
         if self._transposed:
             shape = (in_channels, out_channels // groups, *self.kernel_size)
@@ -220,13 +211,13 @@ class AvgPool2d(Module):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override: int | None = None) -> None:
         super().__init__()
-        if divisor_override is not None:
-            raise ValueError(f"AvgPool2d: divisor_override expects None (not supported); got {divisor_override!r}")
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                            self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}, padding={self.padding}"
@@ -253,9 +244,9 @@ class _BatchNorm(Module):
                  track_running_stats: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         name = type(self).__name__
-        self.num_features = _positive_int(name, "num_features", num_features)
-        if momentum is not None and not 0 <= momentum <= 1:
-            raise ValueError(f"{name}: momentum expects a value in [0, 1] or None; got {momentum}")
+        self.num_features = require_int(f"{name}: num_features", num_features, 1)
+        if momentum is not None:
+            require_number(f"{name}: momentum", momentum, 0, 1)
         self.eps, self.momentum, self.affine = eps, momentum, affine
         self.track_running_stats = track_running_stats
         if affine:
@@ -328,7 +319,7 @@ class LayerNorm(Module):
                  bias: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
-        self.normalized_shape = tuple(_positive_int("LayerNorm", "normalized_shape", s) for s in shape)
+        self.normalized_shape = tuple(require_int("LayerNorm: normalized_shape", s, 1) for s in shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = Parameter(_filled(self.normalized_shape, 1.0, device, dtype)) if elementwise_affine else None
         self.bias = Parameter(_filled(self.normalized_shape, 0.0, device, dtype)) if elementwise_affine and bias \
@@ -349,9 +340,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
-        if not isinstance(p, (int, float)) or not 0 <= p <= 1:
-            raise ValueError(f"Dropout: p expects a probability in [0, 1]; got {p!r}")
-        self.p = float(p)
+        self.p = require_number("Dropout: p", p, 0, 1)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.p, self.training)
@@ -403,9 +392,7 @@ class GELU(Module):
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate expects 'none' or 'tanh'; got {approximate!r}")
-        self.approximate = approximate
+        self.approximate = require_choice("GELU: approximate", approximate, ("none", "tanh"))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.gelu(x, self.approximate)

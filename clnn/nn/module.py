@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
-import pyopencl as cl
 
 from ..device import Device
 from ..device import device as _device
@@ -291,9 +290,7 @@ class Module(TrainingMixin):
                 )
             staged.append((target, np.ascontiguousarray(host, dtype=target.dtype)))
         for target, host in staged:
-            if host.size:
-                with target.device._lock:
-                    cl.enqueue_copy(target.device.queue, target.data, host, is_blocking=True)
+            target.device.upload(target.data, host)
         for m in self.modules():
             m._state_loaded()
         return IncompatibleKeys(missing, unexpected)

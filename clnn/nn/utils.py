@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from ..ops.elementwise import clip, maximum
 from ..tensor import Tensor, no_grad
+from ..validation import require_number
 
 __all__ = ["clip_grad_norm_"]
 
@@ -30,8 +31,7 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
         >>> clnn.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     """
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    if not isinstance(max_norm, (int, float)) or isinstance(max_norm, bool) or max_norm < 0:
-        raise ValueError(f"clip_grad_norm_: max_norm expects a number >= 0; got {max_norm!r}")
+    require_number("clip_grad_norm_: max_norm", max_norm, 0)
     norm_type = float(norm_type)
     if not norm_type > 0:
         raise ValueError(f"clip_grad_norm_: norm_type expects a value > 0 or math.inf; got {norm_type}")

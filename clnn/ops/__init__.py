@@ -1,5 +1,6 @@
 """Ops: argument checks and kernel launches, each recording its backward for autograd."""
 
+from .activation import relu, sigmoid, tanh
 from .creation import arange, empty, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .elementwise import (
     abs,
@@ -19,11 +20,8 @@ from .elementwise import (
     neg,
     not_equal,
     pow,
-    relu,
-    sigmoid,
     sqrt,
     sub,
-    tanh,
 )
 from .matmul import gemm, matmul
 from .random import manual_seed

@@ -2,32 +2,25 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from .. import kernels
 from ..device import Device
+from ..kernels import defines, group_size, launch_1d
 from ..tensor import Tensor
-from ._core import defines, empty, group_size, launch_1d, normalize_axis, record, require_float, require_tensor
+from ..validation import normalize_axis, require_choice, require_float, require_number
+from ._core import empty, record
 from .elementwise import unary
 
 SMALL_ROW = 64  # rows at most this long are walked by one work-item each
 
 
-def _number(op: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{op}: {name} must be a real number; got {type(value).__name__}")
-    if not math.isfinite(float(value)):
-        raise ValueError(f"{op}: {name} must be finite; got {value}")
-    return float(value)
 
 
 def _x(op: str, x: Any) -> Tensor:
-    require_tensor(f"{op}: x", x)
-    require_float(f"{op}: x", x)
-    return x
+    return require_float(f"{op}: x", x)
 
 
 def relu(x: Tensor) -> Tensor:
@@ -37,12 +30,12 @@ def relu(x: Tensor) -> Tensor:
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     """``x`` where positive, ``negative_slope * x`` elsewhere."""
-    return unary("leaky_relu", _x("leaky_relu", x), _number("leaky_relu", "negative_slope", negative_slope))
+    return unary("leaky_relu", _x("leaky_relu", x), require_number("leaky_relu: negative_slope", negative_slope))
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
-    return unary("elu", _x("elu", x), _number("elu", "alpha", alpha))
+    return unary("elu", _x("elu", x), require_number("elu: alpha", alpha))
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -51,8 +44,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     Raises:
         ValueError: ``approximate`` is not ``"none"`` or ``"tanh"``.
     """
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
+    require_choice("gelu: approximate", approximate, ("none", "tanh"))
     return unary("gelu" if approximate == "none" else "gelu_tanh", _x("gelu", x))
 
 
@@ -72,10 +64,10 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     Raises:
         ValueError: ``beta`` is 0.
     """
-    beta = _number("softplus", "beta", beta)
+    beta = require_number("softplus: beta", beta)
     if beta == 0:
         raise ValueError("softplus: beta must be nonzero; got 0")
-    return unary("softplus", _x("softplus", x), beta, _number("softplus", "threshold", threshold))
+    return unary("softplus", _x("softplus", x), beta, require_number("softplus: threshold", threshold))
 
 
 def silu(x: Tensor) -> Tensor:

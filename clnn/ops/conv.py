@@ -15,17 +15,10 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..kernels import defines, launch_1d
 from ..tensor import Tensor, is_grad_enabled
-from ._core import (
-    defines,
-    empty,
-    launch_1d,
-    record,
-    require_float,
-    require_tensor,
-    same_device,
-    same_dtype,
-)
+from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
+from ._core import empty, record
 from .matmul import gemm_raw
 
 COL_BUDGET_BYTES = 64 << 20  # most bytes one batch chunk's column matrix may take
@@ -167,18 +160,6 @@ def _bias_grad(gy: Tensor) -> Tensor:
 # ---- argument checks ------------------------------------------------------------------------------
 
 
-def _ints(op: str, name: str, value: Any, nd: int, minimum: int) -> tuple[int, ...]:
-    """``value`` (an int or a tuple of ``nd`` ints) as a tuple, each at least ``minimum``."""
-    items = (value,) * nd if isinstance(value, (int, np.integer)) else value
-    if (
-        not isinstance(items, (tuple, list))
-        or len(items) != nd
-        or any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) for v in items)
-    ):
-        raise TypeError(f"{op}: {name} must be an int or a tuple of {nd} ints; got {value!r}")
-    if any(v < minimum for v in items):
-        raise ValueError(f"{op}: {name} must be >= {minimum}; got {value!r}")
-    return tuple(int(v) for v in items)
 
 
 def _check_operands(
@@ -230,8 +211,8 @@ def _geometry(
     op: str, x: Tensor, weight: Tensor, groups: int, nd: int, stride: Any, padding: Any, dilation: Any,
 ) -> _Geom:
     """The 2-D geometry of conv{nd}d, a 1-D problem seen as height 1; raises on bad hyperparameters."""
-    s = _ints(op, "stride", stride, nd, 1)
-    d = _ints(op, "dilation", dilation, nd, 1)
+    s = require_ints(f"{op}: stride", stride, nd, 1)
+    d = require_ints(f"{op}: dilation", dilation, nd, 1)
     ks, size = weight.shape[2:], x.shape[2:]
     if isinstance(padding, str):
         if padding == "valid":
@@ -245,7 +226,7 @@ def _geometry(
         out = size if padding == "same" else tuple((n - di * (k - 1) - 1) // si + 1 for n, k, si, di in
                                                    zip(size, ks, s, d))
     else:
-        lo = _ints(op, "padding", padding, nd, 0)
+        lo = require_ints(f"{op}: padding", padding, nd, 0)
         out = tuple((n + 2 * p - di * (k - 1) - 1) // si + 1 for n, k, si, di, p in zip(size, ks, s, d, lo))
     if any(v <= 0 for v in out):
         raise ValueError(
@@ -352,10 +333,10 @@ def conv_transpose2d(
     """
     op = "conv_transpose2d"
     cin, cout = _check_operands(op, x, weight, bias, groups, 2, transposed=True)
-    s = _ints(op, "stride", stride, 2, 1)
-    p = _ints(op, "padding", padding, 2, 0)
-    d = _ints(op, "dilation", dilation, 2, 1)
-    op_ = _ints(op, "output_padding", output_padding, 2, 0)
+    s = require_ints(f"{op}: stride", stride, 2, 1)
+    p = require_ints(f"{op}: padding", padding, 2, 0)
+    d = require_ints(f"{op}: dilation", dilation, 2, 1)
+    op_ = require_ints(f"{op}: output_padding", output_padding, 2, 0)
     if any(v >= max(si, di) for v, si, di in zip(op_, s, d)):
         raise ValueError(
             f"{op}: output_padding must be smaller than stride or dilation; got output_padding={op_}, "

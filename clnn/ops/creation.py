@@ -6,11 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 
 from ..device import Device, device
 from ..tensor import FLOAT_DTYPES, Tensor
-from ._core import check_dtype_on
+from ..validation import check_dtype_on, require_tensor
 from ._core import empty as _empty
 
 
@@ -48,15 +47,14 @@ def tensor(
     if isinstance(data, Tensor):
         data = data.numpy()
     dev = _device_of(device)
-    dt = check_dtype_on(_default_dtype(data) if dtype is None else dtype, dev)
     try:
+        dt = check_dtype_on(_default_dtype(data) if dtype is None else dtype, dev)
         host = np.asarray(data, dtype=dt, order="C")
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"tensor: cannot convert data of type {type(data).__name__} to {dt.name}: {err}") from None
+    except (TypeError, ValueError) as err:  # NumPy's own split: ragged or unparsable values are ValueErrors
+        kind = ValueError if isinstance(err, ValueError) else TypeError
+        raise kind(f"tensor: cannot convert data of type {type(data).__name__}: {err}") from None
     t = _empty(host.shape, dt, dev)
-    if host.size:
-        with dev._lock:
-            cl.enqueue_copy(dev.queue, t.data, host, is_blocking=True)
+    dev.upload(t.data, host)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -78,10 +76,7 @@ def full(
 ) -> Tensor:
     """A tensor of ``shape`` with every element ``fill_value``."""
     t = _empty(_shape((shape,)), dtype, _device_of(device))
-    if t.size:
-        pattern = np.array(fill_value, dtype=t.dtype)
-        with t.device._lock:
-            cl.enqueue_fill_buffer(t.device.queue, t.data, pattern, 0, t.nbytes)
+    t.device.fill(t.data, np.array(fill_value, dtype=t.dtype), t.nbytes)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -98,10 +93,14 @@ def ones(*shape: Any, dtype: Any = np.float32, device: str | int | Device | None
 
 
 def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
+    """Zeros shaped like ``t``, on its device, of its dtype unless ``dtype`` is given."""
+    require_tensor("zeros_like: t", t)
     return full(t.shape, 0, dtype or t.dtype, t.device)
 
 
 def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
+    """Ones shaped like ``t``, on its device, of its dtype unless ``dtype`` is given."""
+    require_tensor("ones_like: t", t)
     return full(t.shape, 1, dtype or t.dtype, t.device)
 
 
@@ -110,6 +109,8 @@ def arange(
     device: str | int | Device | None = None,
 ) -> Tensor:
     """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``."""
+    if step == 0:
+        raise ValueError("arange: step expects a nonzero number; got 0")
     values = np.arange(start, stop, step) if stop is not None else np.arange(start)
     if dtype is None and values.dtype.kind == "f":
         dtype = np.float32

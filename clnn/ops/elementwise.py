@@ -11,18 +11,10 @@ import numpy as np
 
 from .. import kernels, tuning
 from ..device import Device
+from ..kernels import broadcast_strides, defines, descriptor, launch_1d, real_scalar
 from ..tensor import Tensor
-from ._core import (
-    contiguous_strides,
-    descriptor,
-    empty,
-    launch_1d,
-    real_scalar,
-    record,
-    require_float,
-    same_device,
-    same_dtype,
-)
+from ..validation import broadcast_shapes, require_float, same_device, same_dtype
+from ._core import empty, record
 
 UNARY = {
     name: code
@@ -38,8 +30,8 @@ SCALAR_TYPES = (int, float, np.integer, np.floating, bool, np.bool_)
 
 def _kernel(t: Tensor, name: str) -> Any:
     """An elementwise.cl kernel for ``t``: float16 arithmetic is native half where the device has fp16."""
-    defines = {**kernels.dtype_defines(t.dtype, half_math=t.device.fp16), **tuning.params(t.device, "elementwise")}
-    return kernels.kernel(t.device, "elementwise.cl", name, defines)
+    knobs = tuning.params(t.device, "elementwise")
+    return kernels.kernel(t.device, "elementwise.cl", name, defines(t.dtype, half_math=t.device.fp16, **knobs))
 
 
 def _items(dev: Device, n: int) -> int:
@@ -50,8 +42,6 @@ def _items(dev: Device, n: int) -> int:
 
 def unary(op: str, x: Tensor, a: float = 0.0, b: float = 0.0) -> Tensor:
     """``y = f(x; a, b)`` for the ``U_*`` op ``op``, differentiable."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: x must be a clnn.Tensor; got {type(x).__name__}")
     require_float(f"{op}: x", x)
     y = empty(x.shape, x.dtype, x.device)
     launch_1d(
@@ -73,30 +63,13 @@ def unary_grad(op: str, x: Tensor, y: Tensor, gy: Tensor, a: float = 0.0, b: flo
     return gx
 
 
-def broadcast_shapes(op: str, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy's broadcast of two shapes; a ValueError naming both if they don't broadcast."""
-    n = max(len(sa), len(sb))
-    pa, pb = (1,) * (n - len(sa)) + sa, (1,) * (n - len(sb)) + sb
-    out = []
-    for x, y in zip(pa, pb):
-        if x != y and 1 not in (x, y):
-            raise ValueError(f"{op}: shapes {sa} and {sb} cannot be broadcast together")
-        out.append(x if y == 1 else y)
-    return tuple(out)
-
-
-def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
-    """Element strides of a contiguous ``shape`` read as ``out_shape`` (0 along broadcast dims)."""
-    pad = len(out_shape) - len(shape)
-    full = (1,) * pad + shape
-    strides = [0] * pad + contiguous_strides(shape)
-    return [0 if n == 1 and m != 1 else s for n, m, s in zip(full, out_shape, strides)]
-
-
 def _as_operands(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Both operands as tensors on one device and dtype (NumPy arrays are uploaded beside the tensor)."""
     from .creation import tensor
 
+    for name, v in (("a", a), ("b", b)):
+        if not isinstance(v, Tensor) and np.asarray(v).dtype.kind not in "biuf":
+            raise TypeError(f"{op}: {name} expects a clnn.Tensor, a number or a numeric array; got {v!r}")
     like = a if isinstance(a, Tensor) else b
     if not isinstance(a, Tensor):
         a = tensor(np.asarray(a), dtype=like.dtype, device=like.device)
@@ -270,27 +243,12 @@ def log(x: Tensor) -> Tensor:
     return unary("log", x)
 
 
-
 def sqrt(x: Tensor) -> Tensor:
     return unary("sqrt", x)
 
 
 def abs(x: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", x)
-
-
-
-
-def relu(x: Tensor) -> Tensor:
-    return unary("relu", x)
-
-
-def sigmoid(x: Tensor) -> Tensor:
-    return unary("sigmoid", x)
-
-
-def tanh(x: Tensor) -> Tensor:
-    return unary("tanh", x)
 
 
 def clip(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002

@@ -7,29 +7,16 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..tensor import Tensor
-from ._core import (
-    defines,
-    empty,
-    group_size,
-    launch_1d,
-    real_scalar,
-    record,
-    require_float,
-    require_tensor,
-    same_device,
-    same_dtype,
-)
+from ..validation import require_choice, require_float, require_number, require_tensor, same_device, same_dtype
+from ._core import empty, record
 from .activation import row_launch
 from .elementwise import unary
 
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def _reduction(op: str, reduction: Any) -> str:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}; got {reduction!r}")
-    return reduction
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -126,10 +113,8 @@ def cross_entropy(
     """
     op = "cross_entropy"
     geometry, expected = _class_geometry(op, input)
-    reduction = _reduction(op, reduction)
-    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float, np.integer, np.floating)) \
-            or not 0 <= label_smoothing <= 1:
-        raise ValueError(f"{op}: label_smoothing must be a number in [0, 1]; got {label_smoothing!r}")
+    reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
+    require_number(f"{op}: label_smoothing", label_smoothing, 0, 1)
     outer, classes, inner = geometry
     t = _targets(op, target, input, classes, expected)
     eps = real_scalar(input.dtype, label_smoothing)
@@ -155,7 +140,7 @@ def nll_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
     """
     op = "nll_loss"
     (outer, classes, inner), expected = _class_geometry(op, input)
-    reduction = _reduction(op, reduction)
+    reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
     t = _targets(op, target, input, classes, expected)
     sizes = (np.int32(outer), np.int32(classes), np.int32(inner))
     loss = empty(expected, input.dtype, input.device)
@@ -187,14 +172,14 @@ def _pair(op: str, x: Any, target: Any) -> tuple[Tensor, Tensor]:
 
 def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Squared error ``(input - target) ** 2``, reduced; input and target have one shape."""
-    reduction = _reduction("mse_loss", reduction)
+    reduction = require_choice("mse_loss: reduction", reduction, REDUCTIONS)
     x, y = _pair("mse_loss", input, target)
     return _reduce(unary("square", x - y), reduction)
 
 
 def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Absolute error ``|input - target|``, reduced; the gradient at 0 is 0, as PyTorch."""
-    reduction = _reduction("l1_loss", reduction)
+    reduction = require_choice("l1_loss: reduction", reduction, REDUCTIONS)
     x, y = _pair("l1_loss", input, target)
     return _reduce((x - y).abs(), reduction)
 
@@ -214,7 +199,7 @@ def binary_cross_entropy_with_logits(
         pos_weight: weights of positive examples, broadcast against input (e.g. (C,) for (N, C)).
     """
     op = "binary_cross_entropy_with_logits"
-    reduction = _reduction(op, reduction)
+    reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
     x, y = _pair(op, input, target)
     if pos_weight is None:
         loss = unary("softplus", x, 1.0, np.inf) - x * y

@@ -8,18 +8,10 @@ import numpy as np
 
 from .. import kernels, tuning
 from ..device import Device
+from ..kernels import contiguous_strides, defines, launch_1d, real_scalar
 from ..tensor import Tensor
-from ._core import (
-    defines,
-    empty,
-    launch_1d,
-    real_scalar,
-    record,
-    require_float,
-    require_tensor,
-    same_device,
-    same_dtype,
-)
+from ..validation import require_float, require_tensor, same_device, same_dtype
+from ._core import empty, record
 
 _KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "APAD")
 _FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "APAD": 0}  # 16 work-items, 128 B local
@@ -112,7 +104,7 @@ def gemm_raw(
     if out.size == 0:
         return out
     if c is not None and beta != 0:
-        from .shape import contiguous_strides, strided_copy
+        from .shape import strided_copy
 
         strided_copy(c, out, out.shape, contiguous_strides(out.shape), contiguous_strides(out.shape))
     else:

@@ -8,19 +8,10 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..tensor import Tensor
-from ._core import (
-    defines,
-    empty,
-    group_size,
-    launch_1d,
-    real_scalar,
-    record,
-    require_float,
-    require_tensor,
-    same_device,
-    same_dtype,
-)
+from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
+from ._core import empty, record
 from .reduce import FOLD, split_chunk
 
 AFF_W, AFF_B, AFF_INNER = 1, 2, 4  # affine bits, as kernels_cl/norm.cl
@@ -115,10 +106,6 @@ def _check_param(op: str, name: str, t: Any, x: Tensor, shape: tuple[int, ...]) 
     return t
 
 
-def _eps(op: str, eps: Any) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)) or not eps >= 0:
-        raise ValueError(f"{op}: eps must be a number >= 0; got {eps!r}")
-    return float(eps)
 
 
 def _record_affine(out: Tensor, x: Tensor, w: Tensor | None, b: Tensor | None, grads: Any, name: str) -> Tensor:
@@ -165,9 +152,8 @@ def batch_norm(
     b = _check_param(op, "bias", bias, x, (c,))
     if (rm is None) != (rv is None):
         raise ValueError(f"{op}: give both running_mean and running_var or neither")
-    if not isinstance(momentum, (int, float, np.integer, np.floating)) or isinstance(momentum, bool):
-        raise TypeError(f"{op}: momentum must be a number; got {type(momentum).__name__}")
-    eps = _eps(op, eps)
+    require_number(f"{op}: momentum", momentum)
+    eps = require_number(f"{op}: eps", eps, 0)
     if not training and rm is None:
         raise ValueError(f"{op}: running_mean and running_var must be given when training=False (as PyTorch)")
     training = bool(training)
@@ -220,7 +206,7 @@ def layer_norm(
         raise ValueError(f"{op}: normalized_shape {shape} must match the last dims of x; got x of shape {x.shape}")
     w = _check_param(op, "weight", weight, x, shape)
     b = _check_param(op, "bias", bias, x, shape)
-    eps = _eps(op, eps)
+    eps = require_number(f"{op}: eps", eps, 0)
     d = int(np.prod(shape, dtype=np.int64))
     rows = x.size // d if d else 0
     affine = AFF_INNER | (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
@@ -254,8 +240,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 
     require_tensor("dropout: x", x)
     require_float("dropout: x", x)
-    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p <= 1:
-        raise ValueError(f"dropout: p must be a probability in [0, 1]; got {p!r}")
+    require_number("dropout: p", p, 0, 1)
     if not training or p == 0:
         return x
     if p == 1:

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import kernels
+from ..kernels import defines, launch_1d
 from ..tensor import Tensor
-from ._core import defines, empty, launch_1d, record, require_float, require_tensor
+from ..validation import require_float, require_int, require_ints, require_tensor
+from ._core import empty, record
 
 OPS = {"max": 0, "avg": 1, "adaptive": 2}  # mirrors P_MAX, P_AVG, P_ADAPTIVE in pool.cl
 GEOM = np.dtype([(f, np.int32) for f in "H W OH OW kH kW sH sW pH pW dH dW count_pad divisor".split()])
@@ -20,17 +22,6 @@ GEOM = np.dtype([(f, np.int32) for f in "H W OH OW kH kW sH sW pH pW dH dW count
 IntPair = int | Sequence[int]
 
 
-def _pair(op: str, name: str, value: IntPair, minimum: int) -> tuple[int, int]:
-    """``value`` (an int or a sequence of one or two ints) as a pair, each at least ``minimum``."""
-    items = (value,) if isinstance(value, (int, np.integer)) else value
-    ok = isinstance(items, Sequence) and len(items) in (1, 2)
-    ok = ok and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items)
-    if not ok:
-        raise TypeError(f"{op}: {name} expects an int or a tuple of two ints; got {value!r}")
-    pair = (int(items[0]), int(items[-1]))
-    if min(pair) < minimum:
-        raise ValueError(f"{op}: {name} must be >= {minimum}; got {value!r}")
-    return pair
 
 
 def _check_input(op: str, x: Tensor) -> None:
@@ -108,11 +99,11 @@ def _window_args(
 ) -> dict[str, tuple[int, int]]:
     """Checked kernel/stride/padding/dilation pairs and the output size, as PyTorch checks them."""
     _check_input(op, x)
-    k = _pair(op, "kernel_size", kernel_size, 1)
+    k = require_ints(f"{op}: kernel_size", kernel_size, 2, 1)
     no_stride = stride is None or (isinstance(stride, Sequence) and len(stride) == 0)
-    s = k if no_stride else _pair(op, "stride", stride, 1)
-    p = _pair(op, "padding", padding, 0)
-    d = _pair(op, "dilation", dilation, 1)
+    s = k if no_stride else require_ints(f"{op}: stride", stride, 2, 1)
+    p = require_ints(f"{op}: padding", padding, 2, 0)
+    d = require_ints(f"{op}: dilation", dilation, 2, 1)
     if p[0] > k[0] // 2 or p[1] > k[1] // 2:
         raise ValueError(f"{op}: padding must be at most half of kernel_size {k}; got padding {p}")
     out = tuple(_out_size(i, *a, ceil_mode) for i, a in zip(x.shape[-2:], zip(k, s, p, d)))
@@ -179,12 +170,8 @@ def avg_pool2d(
         >>> y = F.avg_pool2d(x, 2)
     """
     a = _window_args("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
-    if divisor_override is not None and (
-        not isinstance(divisor_override, (int, np.integer))
-        or isinstance(divisor_override, bool)
-        or divisor_override <= 0
-    ):
-        raise ValueError(f"avg_pool2d: divisor_override must be a positive int or None; got {divisor_override!r}")
+    if divisor_override is not None:
+        require_int("avg_pool2d: divisor_override", divisor_override, 1)
     geom = _geom(x, a["out_hw"], a["k"], a["s"], a["p"], (1, 1), count_include_pad, divisor_override or 0)
     return _pool("avg", x, geom, "avg_pool2d")
 

@@ -8,8 +8,8 @@ import numpy as np
 import pyopencl.cltypes as cltypes
 
 from .. import kernels
+from ..kernels import defines, launch_1d, real_scalar
 from ..tensor import Tensor
-from ._core import defines, launch_1d
 
 _lock = threading.Lock()
 _state = {"seed": 0, "offset": 0}
@@ -44,8 +44,6 @@ def draw(kind: str, out: Tensor, seed: int | None = None) -> None:
 
 def dropout_mask(x: Tensor, p: float, y: Tensor, mask: Tensor) -> None:
     """``y = x * mask / (1 - p)`` with a fresh Bernoulli(1 - p) ``mask`` from the global generator."""
-    from ._core import real_scalar
-
     key, offset = _next_key(None)
     k = kernels.kernel(x.device, "random.cl", "dropout", defines(x.dtype))
     launch_1d(x.device, k, (x.size + 3) // 4, np.int32(x.size), key, offset, real_scalar(x.dtype, p),

@@ -9,8 +9,10 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device
+from ..kernels import defines, group_size, launch_1d
 from ..tensor import Tensor
-from ._core import defines, empty, group_size, launch_1d, normalize_axis, record, require_float, require_tensor
+from ..validation import normalize_axis, require_float, require_tensor
+from ._core import empty, record
 
 OPS = {name: code for code, name in enumerate("sum max min logsumexp argmax argmin".split())}
 ARG = ("argmax", "argmin")

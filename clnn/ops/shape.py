@@ -12,17 +12,10 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device, device
+from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
 from ..tensor import FLOAT_DTYPES, Tensor
-from ._core import (
-    check_dtype_on,
-    contiguous_strides,
-    descriptor,
-    empty,
-    launch_1d,
-    normalize_axis,
-    record,
-    require_tensor,
-)
+from ..validation import check_dtype_on, normalize_axis, require_tensor
+from ._core import empty, record
 
 
 def _copy_defines(src: np.dtype, dst: np.dtype) -> dict[str, object]:
@@ -138,7 +131,7 @@ def transpose(x: Tensor, dim0: int = 0, dim1: int = 1) -> Tensor:
 
 def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     """A copy of ``x`` repeated along broadcast dims to ``shape`` (NumPy's rules)."""
-    from .elementwise import broadcast_shapes, broadcast_strides, sum_to_shape
+    from .elementwise import broadcast_shapes, sum_to_shape
 
     shape = tuple(int(s) for s in shape)
     if broadcast_shapes("broadcast_to", x.shape, shape) != shape:

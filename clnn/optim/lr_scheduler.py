@@ -8,14 +8,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..validation import require_instance, require_int
 from .optimizers import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "ReduceLROnPlateau"]
 
 
 def _require_optimizer(name: str, optimizer: Any) -> None:
-    if not isinstance(optimizer, Optimizer):
-        raise TypeError(f"{name}: optimizer expects a clnn.optim.Optimizer; got {type(optimizer).__name__}")
+    require_instance(f"{name}: optimizer", optimizer, Optimizer, "a clnn.optim.Optimizer")
 
 
 class LRScheduler:
@@ -61,9 +61,7 @@ class StepLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None:
-        if not isinstance(step_size, int) or isinstance(step_size, bool) or step_size < 1:
-            raise ValueError(f"StepLR: step_size expects an int >= 1; got {step_size!r}")
-        self.step_size = step_size
+        self.step_size = require_int("StepLR: step_size", step_size, 1)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
@@ -82,9 +80,7 @@ class CosineAnnealingLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:  # noqa: N803
-        if not isinstance(T_max, int) or isinstance(T_max, bool) or T_max < 1:
-            raise ValueError(f"CosineAnnealingLR: T_max expects an int >= 1; got {T_max!r}")
-        self.T_max = T_max
+        self.T_max = require_int("CosineAnnealingLR: T_max", T_max, 1)
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
 

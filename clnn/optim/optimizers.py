@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
-from ..ops._core import defines, launch_1d, real_scalar
+from ..kernels import defines, launch_1d, real_scalar
 from ..ops.creation import zeros_like
 from ..tensor import FLOAT_DTYPES, Tensor
+from ..validation import require_number
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop"]
 
@@ -113,12 +114,8 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
-def _check(name: str, arg: str, value: float, low: float = 0.0, high: float | None = None) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name}: {arg} expects a number; got {type(value).__name__}")
-    if value < low or (high is not None and value >= high):
-        bound = f"in [{low:g}, {high:g})" if high is not None else f">= {low:g}"
-        raise ValueError(f"{name}: {arg} expects a value {bound}; got {value}")
+def _check(name: str, arg: str, value: float, low: float = 0.0, high: float = math.inf) -> None:
+    require_number(f"{name}: {arg}", value, low, high, high_open=high != math.inf)
 
 
 class SGD(Optimizer):
