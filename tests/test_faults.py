@@ -54,8 +54,8 @@ def test_allocation_failure_in_the_driver_is_a_memory_error(dev, monkeypatch):
         def allocate(self, nbytes):
             raise MemoryError("clCreateBuffer failed: MEM_OBJECT_ALLOCATION_FAILURE")
 
+    monkeypatch.setattr(dev, "_queue", dev.queue)  # open the device first, so _open() keeps the pool below
     monkeypatch.setattr(dev, "_pool", ExhaustedPool())
-    monkeypatch.setattr(dev, "_queue", dev.queue)  # keep _open() from replacing the pool
     with pytest.raises(MemoryError, match=r"cannot allocate 4096 bytes .*global memory \d+ bytes"):
         clnn.empty(1024, dtype=np.float32, device=dev)
     monkeypatch.undo()
@@ -166,9 +166,9 @@ def test_build_failure_raised_by_the_driver_is_not_cached(dev, monkeypatch):
     monkeypatch.setattr(kernels.cl, "Program", program)
     defines = {**kernels.defines(np.float32), "RED_WG": 16}  # a specialization no other test builds
     with pytest.raises(clnn.KernelBuildError, match="injected compiler crash"):
-        kernels.kernel(other, "reduce.cl", "reduce_wg", defines)
-    assert kernels.kernel(dev, "reduce.cl", "reduce_wg", defines) is not None
-    assert kernels.kernel(other, "reduce.cl", "reduce_wg", defines) is not None
+        kernels.kernel(other, "reduce.cl", "reduce_group", defines)
+    assert kernels.kernel(dev, "reduce.cl", "reduce_group", defines) is not None
+    assert kernels.kernel(other, "reduce.cl", "reduce_group", defines) is not None
     _still_works(other)
     _still_works(dev)
 
