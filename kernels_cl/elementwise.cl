@@ -4,8 +4,8 @@
  * shape (outermost first, up to MAXD dims after the host merged what it could) and the element
  * strides of a and b in it, 0 where an operand is broadcast.
  * Defines: the element type (clnn_dtype.h); float16 runs in half precision (USE_FP16) on devices with
- * cl_khr_fp16, else in float32 between half loads and stores. The op is a run-time code (OP_* below, mirrored in
- * clnn/ops/elementwise.py), uniform across a launch, so one build serves every op.
+ * cl_khr_fp16, else in float32 between half loads and stores. The op is a run-time code (U_*, B_*, C_* below;
+ * the host reads their values from this file), uniform across a launch, so one build serves every op.
  */
 #include "clnn_dtype.h"
 

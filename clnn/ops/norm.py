@@ -22,7 +22,7 @@ from ._core import (
     same_dtype,
 )
 
-AFF_W, AFF_B, AFF_INNER = 1, 2, 4  # affine bits, as kernels_cl/norm.cl
+AFF_W, AFF_B, AFF_INNER = (kernels.op_codes("norm.cl", "AFF_")[k] for k in ("w", "b", "inner"))  # affine bits
 
 
 class _Groups:

@@ -14,7 +14,7 @@ from .. import kernels
 from ..tensor import Tensor
 from ._core import defines, empty, launch_1d, record, require_float, require_tensor
 
-OPS = {"max": 0, "avg": 1, "adaptive": 2}  # mirrors P_MAX, P_AVG, P_ADAPTIVE in pool.cl
+OPS = kernels.op_codes("pool.cl", "P_")
 GEOM = np.dtype([(f, np.int32) for f in "H W OH OW kH kW sH sW pH pW dH dW count_pad divisor".split()])
 
 IntPair = int | Sequence[int]

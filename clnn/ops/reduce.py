@@ -10,7 +10,7 @@ from .. import kernels
 from ..tensor import Tensor
 from ._core import defines, empty, group_size, launch_1d, normalize_axis, record, require_float, require_tensor
 
-OPS = {name: code for code, name in enumerate("sum max min logsumexp argmax argmin sumsq".split())}
+OPS = kernels.op_codes("reduce.cl", "R_")
 SMALL_AXIS = 64  # axes at most this long are walked by one work-item per output
 
 
