@@ -1,6 +1,12 @@
-"""Shared test helpers: relative error against a float64 reference."""
+"""Shared test helpers: relative error against a float64 reference; the CI matrix's settings."""
 
 from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -21,3 +27,13 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
 def assert_close(out, ref, tol: float = F32_TOL, what: str = "") -> None:
     err = rel_err(np.asarray(out), np.asarray(ref))
     assert err < tol, f"{what} relative error {err:.3e} >= {tol:.1e}"
+
+
+@functools.cache
+def run_tests_script() -> ModuleType:
+    """``scripts/run_tests.py`` as a module: the CI matrix, e.g. its ``H100`` pose for CLNN_LIMITS."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / "run_tests.py"
+    spec = importlib.util.spec_from_file_location("clnn_run_tests", path)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

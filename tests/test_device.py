@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.util
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pyopencl as cl
 import pytest
+from helpers import run_tests_script
 
 import clnn
 from clnn import tuning
 
 device_mod = importlib.import_module("clnn.device")  # the module, not the clnn.device() function
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_devices_describe_every_device():
@@ -147,14 +145,7 @@ def test_use_device_scopes_and_set_default_device():
         clnn.set_default_device(base)
 
 
-def _run_tests_script():
-    spec = importlib.util.spec_from_file_location("clnn_run_tests", ROOT / "scripts" / "run_tests.py")
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-RUN_TESTS = _run_tests_script()
+RUN_TESTS = run_tests_script()
 H100 = RUN_TESTS.H100
 
 
