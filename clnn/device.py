@@ -189,14 +189,16 @@ def _pose_from_env() -> dict[str, object]:
 
 def _apply_pose(dev: Device) -> None:
     """Recompute ``dev``'s posable attributes from its real values and the current pose."""
+    posed: dict[str, object] = {}  # a new dict: copies made with dataclasses.replace keep their own
     for key, attr in _POSE_ATTRS.items():
-        real = dev.real.pop(attr, getattr(dev, attr))
+        real = dev.real.get(attr, getattr(dev, attr))
         value = (_pose or {}).get(key, real)
         if key in _LOWER_ONLY:
             value = min(real, value)
         setattr(dev, attr, value)
         if value != real:
-            dev.real[attr] = real
+            posed[attr] = real
+    dev.real = posed
 
 
 def devices() -> list[Device]:
