@@ -38,15 +38,15 @@ _TYPE_RANK = {"gpu": 0, "accelerator": 1, "cpu": 2}
 
 
 class DeviceError(RuntimeError):
-    """No OpenCL device is available, or none matches the request."""
+    """No OpenCL device is available, none matches the request, or a pose (``CLNN_LIMITS``) is malformed."""
 
 
 @dataclass(eq=False)
 class Device:
     """One OpenCL device, with the facts kernels need to size their launches.
 
-    Attributes mirror the OpenCL device queries; ``max_work_group_size`` and ``local_mem_size`` may be
-    lowered by :func:`limit_devices` to emulate a smaller GPU.
+    Attributes mirror the OpenCL device queries. :func:`limit_devices` (or ``CLNN_LIMITS``) may make the
+    device pose as another: ``real`` then holds the driver's values of the attributes the pose changed.
     """
 
     index: int
@@ -67,6 +67,7 @@ class Device:
     fp16: bool
     fp64: bool
     cl_device: cl.Device = field(repr=False)
+    real: dict[str, object] = field(default_factory=dict)
     _context: cl.Context | None = field(default=None, repr=False)
     _queue: cl.CommandQueue | None = field(default=None, repr=False)
     _pool: cl_tools.MemoryPool | None = field(default=None, repr=False)
@@ -160,7 +161,7 @@ class Device:
                 cl.enqueue_barrier(self.queue, wait_for=list(events))
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.platform_name}, {self.type})"
+        return f"{self.name} ({self.platform_name}, {self.type}{', posing' if self.real else ''})"
 
     def __repr__(self) -> str:
         return f"<clnn.Device [{self.index}] {self.platform_index}:{self.device_index} {self}>"
@@ -170,7 +171,14 @@ _lock = threading.Lock()
 _devices: list[Device] | None = None
 _default: Device | None = None
 _scoped = threading.local()
-_limits: dict[str, int | bool] = {}
+_pose: dict[str, object] | None = None  # CLNN_LIMITS key -> value; None until read from the environment
+
+# CLNN_LIMITS key -> Device attribute. type, vendor, name and compute units only steer tuning and launch
+# planning, so a pose sets them freely; kernels depend on the others, so a pose can only lower them.
+_POSE_ATTRS = {"type": "type", "vendor": "vendor", "name": "name", "cu": "compute_units",
+               "wg": "max_work_group_size", "local": "local_mem_size", "fp16": "fp16", "fp64": "fp64"}
+_LOWER_ONLY = ("wg", "local", "fp16", "fp64")
+_POSE_EXAMPLE = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
 
 
 def _describe(index: int, p_index: int, d_index: int, platform: cl.Platform, d: cl.Device) -> Device:
@@ -199,24 +207,54 @@ def _describe(index: int, p_index: int, d_index: int, platform: cl.Platform, d: 
     )
 
 
-def _apply_limits(dev: Device) -> None:
-    if "max_work_group_size" in _limits:
-        dev.max_work_group_size = min(dev.max_work_group_size, int(_limits["max_work_group_size"]))
-    if "local_mem_size" in _limits:
-        dev.local_mem_size = min(dev.local_mem_size, int(_limits["local_mem_size"]))
-    if _limits.get("fp64") is False:
-        dev.fp64 = False
+def _check_pose_item(key: str, value: object, where: str) -> object:
+    """``value`` for pose ``key``, validated; a DeviceError naming ``where`` (the item or argument) otherwise."""
+    if key in ("type", "vendor", "name"):
+        if not isinstance(value, str) or not value.strip():
+            raise DeviceError(f"{where}: {key} expects a non-empty string; got {value!r}")
+        value = value.strip()
+        if key == "type" and value not in _TYPE_RANK:
+            raise DeviceError(f"{where}: type expects one of {sorted(_TYPE_RANK)}; got {value!r}")
+        return value
+    if key in ("fp16", "fp64"):
+        if value not in (0, 1) or not isinstance(value, (bool, int)):
+            raise DeviceError(f"{where}: {key} expects 0 or 1 (it can switch the extension off, not on); got {value!r}")
+        return bool(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise DeviceError(f"{where}: {key} expects a positive integer; got {value!r}")
+    return value
 
 
-def _limits_from_env() -> None:
-    """``CLNN_LIMITS="wg=64,local=16384,fp64=0"`` makes every device report at most these limits."""
+def _pose_from_env() -> dict[str, object]:
+    """The pose in ``CLNN_LIMITS``: comma-separated ``key=value`` items (keys as :func:`limit_devices`)."""
     spec = os.environ.get("CLNN_LIMITS", "").strip()
-    keys = {"wg": "max_work_group_size", "local": "local_mem_size", "fp64": "fp64"}
+    pose: dict[str, object] = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
-        key, _, value = item.partition("=")
-        if key not in keys or not value.isdigit():
-            raise DeviceError(f"CLNN_LIMITS: expected items like wg=64, local=16384, fp64=0; got {item!r}")
-        _limits[keys[key]] = bool(int(value)) if key == "fp64" else int(value)
+        key, eq, text = (part.strip() for part in item.partition("="))
+        if key not in _POSE_ATTRS or not eq:
+            raise DeviceError(
+                f"CLNN_LIMITS item {item!r}: is not key=value with a key in {', '.join(_POSE_ATTRS)} "
+                f"(e.g. CLNN_LIMITS={_POSE_EXAMPLE})"
+            )
+        if key in pose:
+            raise DeviceError(f"CLNN_LIMITS item {item!r}: sets {key} a second time")
+        value: object = int(text) if text.isdigit() and key not in ("type", "vendor", "name") else text
+        pose[key] = _check_pose_item(key, value, f"CLNN_LIMITS item {item!r}")
+    return pose
+
+
+def _apply_pose(dev: Device) -> None:
+    """Recompute ``dev``'s posable attributes from its real values and the current pose."""
+    posed: dict[str, object] = {}  # a new dict: copies made with dataclasses.replace keep their own
+    for key, attr in _POSE_ATTRS.items():
+        real = dev.real.get(attr, getattr(dev, attr))
+        value = (_pose or {}).get(key, real)
+        if key in _LOWER_ONLY:
+            value = min(real, value)
+        setattr(dev, attr, value)
+        if value != real:
+            posed[attr] = real
+    dev.real = posed
 
 
 def devices() -> list[Device]:
@@ -225,10 +263,11 @@ def devices() -> list[Device]:
     Raises:
         DeviceError: no OpenCL platform is installed.
     """
-    global _devices
+    global _devices, _pose
     with _lock:
         if _devices is None:
-            _limits_from_env()
+            if _pose is None:
+                _pose = _pose_from_env()
             try:
                 platforms = cl.get_platforms()
             except cl.Error:
@@ -242,7 +281,7 @@ def devices() -> list[Device]:
                 for d_index, d in enumerate(cl_devs):
                     found.append(_describe(len(found), p_index, d_index, platform, d))
             for dev in found:
-                _apply_limits(dev)
+                _apply_pose(dev)
             _devices = found
         if not _devices:
             raise DeviceError(
@@ -253,22 +292,35 @@ def devices() -> list[Device]:
 
 
 def limit_devices(
-    max_work_group_size: int | None = None, local_mem_size: int | None = None, fp64: bool | None = None
+    *,
+    type: str | None = None,
+    vendor: str | None = None,
+    name: str | None = None,
+    cu: int | None = None,
+    wg: int | None = None,
+    local: int | None = None,
+    fp16: bool | None = None,
+    fp64: bool | None = None,
 ) -> None:
-    """Make every device report at most these limits, to test launch code as on a small GPU.
+    """Make every device pose as another, so launch code and tuning rows for it run on the device at hand.
 
-    Affects devices listed after the call (and the ones already listed). ``CLNN_LIMITS`` sets the same
-    from the environment, e.g. ``CLNN_LIMITS=wg=64,local=16384,fp64=0``.
+    Replaces any earlier pose (``CLNN_LIMITS`` included); with no arguments devices report their real
+    values again. ``type`` (``"gpu"``, ``"cpu"``, ``"accelerator"``), ``vendor``, ``name`` and ``cu``
+    (compute units) are reported as given: they select tuning rows and shape launch plans. ``wg`` (max
+    work-group size), ``local`` (local memory bytes), ``fp16`` and ``fp64`` can only lower what the device
+    has, since kernels really use them: the device reports ``min(pose, real)``, and ``fp16=True`` on a
+    device without ``cl_khr_fp16`` leaves it off. ``CLNN_LIMITS`` takes the same keys, e.g.
+    ``CLNN_LIMITS=type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation`` (an H100).
+
+    Raises:
+        DeviceError: a value of the wrong kind (naming the key and the value).
     """
-    for key, value in (
-        ("max_work_group_size", max_work_group_size),
-        ("local_mem_size", local_mem_size),
-        ("fp64", fp64),
-    ):
-        if value is not None:
-            _limits[key] = value
+    global _pose
+    given = {"type": type, "vendor": vendor, "name": name, "cu": cu, "wg": wg, "local": local,
+             "fp16": fp16, "fp64": fp64}
+    _pose = {k: _check_pose_item(k, v, f"limit_devices({k}=...)") for k, v in given.items() if v is not None}
     for dev in _devices or []:
-        _apply_limits(dev)
+        _apply_pose(dev)
 
 
 def _auto(devs: list[Device]) -> Device:
@@ -387,7 +439,7 @@ def device_table(devs: list[Device] | None = None) -> str:
         rows.append((
             f"{d.index}{'*' if d is default else ''}",
             f"{d.platform_index}:{d.device_index}",
-            d.type,
+            f"{d.type} (posing)" if d.real else d.type,
             d.name,
             d.platform_name,
             str(d.compute_units),
@@ -402,4 +454,6 @@ def device_table(devs: list[Device] | None = None) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append("* default device (set with CLNN_DEVICE or clnn.set_default_device)")
+    if any(d.real for d in devs):
+        lines.append("(posing): CLNN_LIMITS or clnn.limit_devices changed what the device reports")
     return "\n".join(lines)

@@ -7,6 +7,8 @@ on-disk cache (keyed on source, includes, options and device) serves the binary.
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +32,7 @@ __all__ = [
     "descriptor",
     "contiguous_strides",
     "broadcast_strides",
+    "op_codes",
 ]
 
 
@@ -61,6 +64,24 @@ class KernelBuildError(RuntimeError):
 _programs: dict[tuple, cl.Program] = {}
 _kernels: dict[tuple, cl.Kernel] = {}
 _lock = threading.Lock()
+
+
+@functools.cache
+def op_codes(file: str, prefix: str) -> dict[str, int]:
+    """The integer codes ``#define PREFIX<NAME> <n>`` in ``kernels_cl/<file>``, as ``{"name": n}``.
+
+    The kernel files are the one source of the numbers that select an op at run time (``U_RELU``,
+    ``OPT_ADAM``, ...); the host's tables are read from them, so the two cannot drift apart.
+    ``op_codes("elementwise.cl", "U_")["relu"]`` is ``U_RELU``.
+
+    Raises:
+        KeyError: ``file`` defines no integer code starting with ``prefix``.
+    """
+    source = (kernel_dir / file).read_text()
+    found = re.findall(rf"^[ \t]*#define[ \t]+{re.escape(prefix)}(\w+)[ \t]+(\d+)\b", source, re.M)
+    if not found:
+        raise KeyError(f"kernels_cl/{file} defines no integer codes {prefix}*")
+    return {name.lower(): int(value) for name, value in found}
 
 
 def cl_type(dtype: np.dtype) -> str:

@@ -21,7 +21,7 @@ from .validation import require_choice, require_float, require_int, same_device,
 __all__ = ["correlate", "convolve", "correlation_lags"]
 
 MODES = ("full", "same", "valid")
-FLIP_W, FLIP_OUT = 1, 2  # mirrors SIG_FLIP_W, SIG_FLIP_OUT in signal.cl
+FLIP_W, FLIP_OUT = (kernels.op_codes("signal.cl", "SIG_FLIP_")[k] for k in ("w", "out"))
 # an output with at least SPLIT_TAPS taps is summed by a work-group when there are fewer than
 # SPLIT_OUTPUTS outputs (too few to fill a device one work-item each)
 SPLIT_TAPS, SPLIT_OUTPUTS = 1024, 16384

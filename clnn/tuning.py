@@ -3,7 +3,9 @@
 Keys go from general to specific: ``"default"``, the device type (``"cpu"``, ``"gpu"``,
 ``"accelerator"``), a vendor substring (``"nvidia"``, ``"amd"``, ``"intel"``), a platform substring
 (``"portable computing language"``), then a device-name substring. A tuner adds rows without code
-changes. Each kernel's launcher then checks the choice against the device's real limits.
+changes. Each kernel's launcher then checks the choice against the device's limits. A device posing as
+another vendor (``CLNN_LIMITS=vendor=...``) is looked up by its posed keys only: its real platform, and its
+real name unless that is posed too, would select rows of the runtime it really runs on.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def params(dev: Device, kernel: str) -> dict[str, Any]:
     rows = TABLE[kernel]
     out = dict(rows["default"])
     keys = [dev.type, dev.vendor.lower(), dev.platform_name.lower(), dev.name.lower()]
+    if "vendor" in dev.real:
+        keys = [dev.type, dev.vendor.lower()] + ([dev.name.lower()] if "name" in dev.real else [])
     for key in keys:
         for name, row in rows.items():
             if name != "default" and name in key:

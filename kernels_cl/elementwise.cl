@@ -9,8 +9,8 @@
  * Defines: the element type (clnn_dtype.h); EW_VEC (1 or 4 elements per work-item, a tuning knob: Intel's
  * CPU compiler vectorizes across work-items and runs four switches per work-item 5x slower); float16
  * runs in half precision (USE_FP16) on devices with cl_khr_fp16, else in float32 between half loads and
- * stores. The op is a run-time code (U_*, B_*, C_* below, mirrored in clnn/ops/elementwise.py), uniform
- * across a launch, so one build serves every op.
+ * stores. The op is a run-time code (U_*, B_*, C_* below; the host reads
+ * their values from this file), uniform across a launch, so one build serves every op.
  */
 #include "clnn_dtype.h"
 #include "clnn_shape.h"

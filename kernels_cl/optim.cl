@@ -2,10 +2,10 @@
  *
  * Layout: p (parameter), g (its gradient) and the state buffers s0..s2 are contiguous, n elements each.
  * State buffers an optimizer does not use may alias p; they are never touched then.
- * Defines: the element type (clnn_dtype.h). The optimizer is a run-time code (OPT_*, mirrored in
- * clnn/optim/optimizers.py) and its hyperparameters are run-time scalars, so one build serves every
- * optimizer and every learning rate. Bias corrections are computed on the host in double precision,
- * as torch does, and passed in.
+ * Defines: the element type (clnn_dtype.h). The optimizer is a run-time code (OPT_*, with F_* flags;
+ * the host reads their values from this file) and its hyperparameters are run-time scalars, so one
+ * build serves every optimizer and every learning rate. Bias corrections are computed on the host in
+ * double precision, as torch does, and passed in.
  *
  * flags: bit 0 nesterov (SGD) / amsgrad (Adam, AdamW) / centered (RMSprop);
  *        bit 1 first step (SGD: the momentum buffer starts as the gradient); bit 2 maximize.

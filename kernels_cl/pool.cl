@@ -1,7 +1,7 @@
 /* pool.cl: 2-D pooling over the last two axes of a contiguous tensor viewed as (P, H, W) planes,
  * P = N * C, with PyTorch's semantics; the output is (P, OH, OW).
  *
- * Ops (run-time code, mirrored in clnn/ops/pool.py):
+ * Ops (run-time code; the host reads the P_* values from this file):
  *   P_MAX       out = max over the window x[oh*sH - pH + kh*dH, ow*sW - pW + kw*dW]; idx = h * W + w of
  *               the first largest value, or of the last NaN (NaN propagates), as PyTorch.
  *   P_AVG       out = sum over the window, clipped to the input, / divisor; the divisor is

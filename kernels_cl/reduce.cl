@@ -3,18 +3,18 @@
  * out[o * inner + j] = reduce_{r < R} x[(o * R + r) * inner + j]
  * A launch may reduce chunks of the axis only: with S = ceil(R / chunk) it writes, for each output and
  * each chunk s, the reduction of r in [s * chunk, (s + 1) * chunk) to element (o * S + s) * inner + j
- * of an (outer, S, inner) result. The host reduces that result again (the same kernels, IN_PART) until
+ * of an (outer, S, inner) result. The host reduces that result again (the same kernels, RF_IN_PART) until
  * S == 1: a long axis is spread over many work-groups, and every combination happens in a fixed order,
  * so the result is bit-identical run after run.
  *   reduce_item:  one work-item per (output, chunk), walking its chunk; consecutive work-items take
  *                 consecutive j (coalesced when inner > 1), and many short rows share a work-group.
  *   reduce_group: one work-group per (output, chunk); each work-item folds a strided share, and the
  *                 tree of reduce.h combines the shares. Any power-of-two local size <= RED_WG.
- * Ops (run-time code, mirrored in clnn/ops/reduce.py): R_SUM, R_MAX, R_MIN, R_LOGSUMEXP, R_ARGMAX,
+ * Ops (run-time code; the host reads the values from this file): R_SUM, R_MAX, R_MIN, R_LOGSUMEXP, R_ARGMAX,
  * R_ARGMIN. Arg ops write the index of the first extreme (as NumPy; NaN counts as the extreme) to idx.
  * A chunk of logsumexp yields its own logsumexp, which the next stage reduces with logsumexp again.
- * Flags (run time): IN_PART reads an earlier stage's partial results (xp, and xi for arg ops, with
- * real and long elements) instead of x; OUT_PART writes partial results to outp (and idx) instead of
+ * Flags (run time): RF_IN_PART reads an earlier stage's partial results (xp, and xi for arg ops, with
+ * real and long elements) instead of x; RF_OUT_PART writes partial results to outp (and idx) instead of
  * out (and idx), so float16 partials keep float32 precision.
  * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h).
  */
@@ -27,8 +27,8 @@
 #define R_ARGMAX 4
 #define R_ARGMIN 5
 
-#define IN_PART 1
-#define OUT_PART 2
+#define RF_IN_PART 1
+#define RF_OUT_PART 2
 
 inline int is_arg(int op) { return op == R_ARGMAX || op == R_ARGMIN; }
 
@@ -47,10 +47,10 @@ typedef struct {
     int flags;
 } src_t;
 
-inline real value_at(src_t in, size_t k) { return (in.flags & IN_PART) ? in.xp[k] : LOAD(in.x, k); }
+inline real value_at(src_t in, size_t k) { return (in.flags & RF_IN_PART) ? in.xp[k] : LOAD(in.x, k); }
 
 /* the index element k stands for: its position r on the axis, or the index an earlier stage found */
-inline long index_at(int op, src_t in, size_t k, int r) { return (in.flags & IN_PART) && is_arg(op) ? in.xi[k] : r; }
+inline long index_at(int op, src_t in, size_t k, int r) { return (in.flags & RF_IN_PART) && is_arg(op) ? in.xi[k] : r; }
 
 /* the best (value, index) among r = r0, r0 + step, ... < r1 of the row at base (stride inner) */
 inline void share_best(int op, src_t in, size_t base, int inner, int r0, int r1, int step, real *best,
@@ -82,7 +82,7 @@ inline real lse(real m, real acc) { return isinf(m) ? m : m + log(acc); }
 
 inline void put(int op, int flags, __global store_t *out, __global real *outp, __global long *idx, size_t k,
                 real v, long i) {
-    if (flags & OUT_PART) outp[k] = v;
+    if (flags & RF_OUT_PART) outp[k] = v;
     else STORE(out, k, v);
     if (is_arg(op)) idx[k] = i;
 }

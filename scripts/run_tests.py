@@ -8,7 +8,10 @@ Parts (each a pytest run in a fresh process, so device choice and limits start c
             the parts as OCL_ICD_VENDORS)
   limits64  the kernel tests as on a small GPU: CLNN_LIMITS=wg=64,local=16384,fp64=0
   limits256 the kernel tests with CLNN_LIMITS=wg=256,local=32768
-  oclgrind  tests/test_oclgrind.py: every kernel under Oclgrind, zero reports (CLNN_REQUIRE_OCLGRIND=1)
+  h100      the kernel tests posing as an H100 (CLNN_LIMITS=H100 below): GPU device-type, vendor and
+            tuning paths, run on the CPU
+  oclgrind  tests/test_oclgrind.py: every kernel under Oclgrind, zero reports (CLNN_REQUIRE_OCLGRIND=1),
+            with Oclgrind's own limits, as a small GPU and posing as the H100
 
 A part whose pytest collected nothing (exit code 5) fails, as does a part whose device is missing.
 
@@ -37,6 +40,9 @@ NOT_KERNEL_TESTS = ("test_device.py", "test_packaging.py", "test_oclgrind.py", "
                     "test_faults.py")
 # Device-independent tests run once, in the PoCL part.
 ONCE = ("test_oclgrind.py", "test_packaging.py")
+# An NVIDIA H100 SXM as its OpenCL driver reports it: 132 SMs, 1024 work-items per group, 48 KiB local memory.
+H100 = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
+DEFAULT_PARTS = "pocl,intel,limits64,limits256,h100,oclgrind"
 
 
 @dataclass
@@ -56,6 +62,7 @@ def parts(limits_device: str) -> dict[str, Part]:
                          ignore_non_kernel),
         "limits256": Part("limits256", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": "wg=256,local=32768"},
                           ignore_non_kernel),
+        "h100": Part("h100", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": H100}, ignore_non_kernel),
         "oclgrind": Part("oclgrind", {"CLNN_REQUIRE_OCLGRIND": "1"}, [str(TESTS / "test_oclgrind.py")]),
     }
 
@@ -110,13 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         at = argv.index("--")
         argv, extra = argv[:at], argv[at + 1 :]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="pocl,intel,limits64,limits256,oclgrind",
+    parser.add_argument("--parts", default=DEFAULT_PARTS,
                         help="comma-separated parts to run, in this order")
     parser.add_argument("--icd-dir", type=Path,
                         help="register Intel's runtime in DIR (passed to the parts as OCL_ICD_VENDORS) instead of "
                         "this environment's pyopencl/.libs")
     parser.add_argument("--limits-device", default="intel",
-                        help="CLNN_DEVICE for the limits parts (Intel's runtime compiles faster than PoCL)")
+                        help="CLNN_DEVICE for the limits and h100 parts (Intel's runtime compiles faster than PoCL)")
     args = parser.parse_args(argv)
     table = parts(args.limits_device)
     chosen = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     # tests/test_packaging.py must import the wheel it installs, not this checkout
     results: list[tuple[str, str, dict, float]] = []
     needs_intel = "intel" in chosen or ("intel" in args.limits_device.lower() and any(
-        p.startswith("limits") for p in chosen))
+        table[p].env.get("CLNN_DEVICE") == args.limits_device for p in chosen))
     icd_dir = args.icd_dir.absolute() if args.icd_dir else None
     if needs_intel and not register_intel(icd_dir):
         return 1

@@ -1,6 +1,12 @@
-"""Shared test helpers: relative error against a float64 reference."""
+"""Shared test helpers: relative error against a float64 reference; the CI matrix's settings."""
 
 from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -36,3 +42,13 @@ def assert_sum_close(out, ref, magnitude, tol: float = F32_TOL, what: str = "") 
     assert not np.isnan(out).any(), f"{what}: NaN in output (a poisoned element was not written?)"
     err = float(np.linalg.norm(out - ref) / np.linalg.norm(magnitude))
     assert err < tol, f"{what} error {err:.3e} relative to the terms' magnitude >= {tol:.1e}"
+
+
+@functools.cache
+def run_tests_script() -> ModuleType:
+    """``scripts/run_tests.py`` as a module: the CI matrix, e.g. its ``H100`` pose for CLNN_LIMITS."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / "run_tests.py"
+    spec = importlib.util.spec_from_file_location("clnn_run_tests", path)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

@@ -5,13 +5,16 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import re
 import subprocess
 import sys
 
 import pyopencl as cl
 import pytest
+from helpers import run_tests_script
 
 import clnn
+from clnn import tuning
 
 device_mod = importlib.import_module("clnn.device")  # the module, not the clnn.device() function
 
@@ -142,17 +145,118 @@ def test_use_device_scopes_and_set_default_device():
         clnn.set_default_device(base)
 
 
-def test_limit_devices_lowers_reported_limits(monkeypatch):
-    monkeypatch.setattr(device_mod, "_limits", {})
+RUN_TESTS = run_tests_script()
+H100 = RUN_TESTS.H100
+
+
+def test_ci_runs_the_kernel_tests_posing_as_the_h100():
+    part = RUN_TESTS.parts("intel")["h100"]
+    assert "h100" in RUN_TESTS.DEFAULT_PARTS.split(",")
+    assert part.env == {"CLNN_DEVICE": "intel", "CLNN_LIMITS": H100}
+    assert H100 == "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
+
+
+def test_limits_env_parses_every_key(monkeypatch):
+    monkeypatch.setenv("CLNN_LIMITS", f" {H100}, fp16=0 ,fp64=1,name=NVIDIA H100 80GB HBM3")
+    assert device_mod._pose_from_env() == {
+        "type": "gpu", "cu": 132, "wg": 1024, "local": 49152, "vendor": "NVIDIA Corporation", "fp16": False,
+        "fp64": True, "name": "NVIDIA H100 80GB HBM3",
+    }
+    monkeypatch.setenv("CLNN_LIMITS", "")
+    assert device_mod._pose_from_env() == {}
+
+
+@pytest.mark.parametrize("spec, item, why", [
+    ("wg=lots", "wg=lots", "wg expects a positive integer"),
+    ("wg=64,local=0", "local=0", "local expects a positive integer"),
+    ("cu=-3", "cu=-3", "cu expects a positive integer"),
+    ("fp16=2", "fp16=2", "fp16 expects 0 or 1"),
+    ("fp64=no", "fp64=no", "fp64 expects 0 or 1"),
+    ("type=tpu", "type=tpu", "type expects one of"),
+    ("vendor=", "vendor=", "vendor expects a non-empty string"),
+    ("wg", "wg", "is not key=value"),
+    ("speed=9", "speed=9", "is not key=value with a key in type, vendor, name, cu, wg, local, fp16, fp64"),
+    ("wg=64,wg=32", "wg=32", "sets wg a second time"),
+])
+def test_bad_limits_item_is_a_clear_error(monkeypatch, spec, item, why):
+    monkeypatch.setenv("CLNN_LIMITS", spec)
+    with pytest.raises(clnn.DeviceError, match=re.escape(f"CLNN_LIMITS item {item!r}") + ".*" + re.escape(why)):
+        device_mod._pose_from_env()
+
+
+@pytest.mark.parametrize("kwargs, why", [
+    ({"wg": "64"}, "limit_devices(wg=...): wg expects a positive integer; got '64'"),
+    ({"cu": True}, "limit_devices(cu=...): cu expects a positive integer; got True"),
+    ({"fp64": 0.5}, "limit_devices(fp64=...): fp64 expects 0 or 1"),
+    ({"type": "GPU "}, "limit_devices(type=...): type expects one of"),
+])
+def test_bad_limit_devices_argument_is_a_clear_error(kwargs, why):
+    saved = device_mod._pose
+    with pytest.raises(clnn.DeviceError, match=re.escape(why)):
+        clnn.limit_devices(**kwargs)
+    assert device_mod._pose is saved  # nothing applied
+
+
+@pytest.fixture
+def posed(monkeypatch):
+    """A fake device (wg 256, 32 KiB local, no fp16) posed by ``pose(**keys)`` as limit_devices would."""
+    dev = dataclasses.replace(FAKES[0], real={})
+
+    def pose(**keys):
+        monkeypatch.setattr(device_mod, "_pose", keys)
+        device_mod._apply_pose(dev)
+        return dev
+
+    return pose
+
+
+def test_pose_sets_identity_freely_and_only_lowers_capabilities(posed):
+    dev = posed(type="gpu", cu=132, wg=1024, local=49152, vendor="NVIDIA Corporation", fp16=True, fp64=False,
+                name="NVIDIA H100")
+    assert (dev.type, dev.compute_units, dev.vendor, dev.name) == ("gpu", 132, "NVIDIA Corporation", "NVIDIA H100")
+    # kernels really use these: the pose is min(pose, real), and an extension can't be switched on
+    assert (dev.max_work_group_size, dev.local_mem_size, dev.fp16, dev.fp64) == (256, 2**15, False, False)
+    assert dev.real == {"type": "cpu", "compute_units": 4, "vendor": "GenuineIntel", "name": FAKES[0].name,
+                        "fp64": True}
+    assert str(dev) == "NVIDIA H100 (Portable Computing Language, gpu, posing)"
+    table = device_mod.device_table([dev]).splitlines()
+    assert "gpu (posing)" in table[2] and "(posing): CLNN_LIMITS" in table[-1]
+    dev = posed(wg=64)  # a new pose replaces the old one: everything else is real again
+    assert (dev.type, dev.compute_units, dev.max_work_group_size, dev.fp64) == ("cpu", 4, 64, True)
+    assert dev.real == {"max_work_group_size": 256}
+    dev = posed()
+    attrs = device_mod._POSE_ATTRS.values()
+    assert dev.real == {} and [getattr(dev, a) for a in attrs] == [getattr(FAKES[0], a) for a in attrs]
+
+
+def test_posing_as_the_h100_selects_the_gpu_tuning_rows(posed, monkeypatch):
+    rows = {"default": {"TM": 1}, "cpu": {"TM": 2}, "gpu": {"TM": 3, "TN": 3}, "nvidia": {"TN": 4},
+            "portable computing language": {"TK": 5}, "pthread": {"WM": 6}}
+    monkeypatch.setitem(tuning.TABLE, "probe", rows)
+    assert tuning.params(posed(), "probe") == {"TM": 2, "TK": 5, "WM": 6}  # the real PoCL CPU
+    monkeypatch.setenv("CLNN_LIMITS", H100)
+    dev = posed(**device_mod._pose_from_env())
+    assert dev.type == "gpu" and dev.compute_units == 132
+    # the real platform and name would pick PoCL's rows: a vendor pose is looked up by its posed keys only
+    assert tuning.params(dev, "probe") == {"TM": 3, "TN": 4}
+    assert tuning.params(dev, "gemm") == {**tuning.TABLE["gemm"]["default"], **tuning.TABLE["gemm"]["gpu"]}
+
+
+def test_limit_devices_poses_every_listed_device():
     devs = clnn.devices()
-    saved = [(d.max_work_group_size, d.local_mem_size, d.fp64) for d in devs]
+    saved = dict(device_mod._pose or {})
     try:
-        clnn.limit_devices(max_work_group_size=64, local_mem_size=16384, fp64=False)
-        for d in devs:
-            assert d.max_work_group_size <= 64 and d.local_mem_size <= 16384 and not d.fp64
+        clnn.limit_devices()
+        real = [(d.type, d.compute_units, d.max_work_group_size, d.local_mem_size, d.fp64) for d in devs]
+        clnn.limit_devices(type="gpu", cu=132, wg=64, local=16384, fp64=False, vendor="NVIDIA Corporation")
+        for d, (_, _, wg, local, _) in zip(devs, real, strict=True):
+            assert (d.type, d.compute_units, d.vendor, d.fp64) == ("gpu", 132, "NVIDIA Corporation", False)
+            assert (d.max_work_group_size, d.local_mem_size) == (min(wg, 64), min(local, 16384))
+        clnn.limit_devices()
+        assert [(d.type, d.compute_units, d.max_work_group_size, d.local_mem_size, d.fp64) for d in devs] == real
+        assert all(not d.real for d in devs)
     finally:
-        for d, (wg, lm, fp64) in zip(devs, saved, strict=True):
-            d.max_work_group_size, d.local_mem_size, d.fp64 = wg, lm, fp64
+        clnn.limit_devices(**saved)  # the pose under test (CLNN_LIMITS) for the tests after this one
 
 
 def test_memory_stats_track_live_tensors():

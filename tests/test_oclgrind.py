@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import run_tests_script
 
 import clnn
 from clnn.kernels import kernel_dir
@@ -33,10 +34,11 @@ DRIVER = HERE / "oclgrind" / "drive.py"
 BROKEN = HERE / "oclgrind" / "broken.cl"
 ROOT = HERE.parent
 TIMEOUT_S = 600
-# Each family runs in all its dtypes with Oclgrind's own limits, and again in float32 as a small GPU,
-# so tile and work-group choices made for small devices are checked too.
-LIMIT_PASSES = ("", "wg=64,local=16384")
-PASS_DTYPES = {"": "", "wg=64,local=16384": "float32"}
+# Each family runs in all its dtypes with Oclgrind's own limits, then in float32 as a small GPU and
+# posing as an H100 (CI's h100 part), so tile, work-group and GPU tuning choices are checked too.
+H100 = run_tests_script().H100
+LIMIT_PASSES = ("", "wg=64,local=16384", H100)
+PASS_DTYPES = {"": "", "wg=64,local=16384": "float32", H100: "float32"}
 
 
 def _load_driver():
@@ -167,7 +169,7 @@ def runs(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("limits", LIMIT_PASSES, ids=lambda s: s or "device-limits")
+@pytest.mark.parametrize("limits", LIMIT_PASSES, ids=lambda s: "h100" if s == H100 else s or "device-limits")
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_is_clean_under_oclgrind(runs, family, limits):
     run = runs(family, limits)

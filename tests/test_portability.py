@@ -155,7 +155,7 @@ import numpy as np
 import clnn
 from clnn import kernels
 if sys.argv[1] == "api":
-    clnn.limit_devices(max_work_group_size=int(sys.argv[2]), local_mem_size=int(sys.argv[3]))
+    clnn.limit_devices(wg=int(sys.argv[2]), local=int(sys.argv[3]))
 dev = clnn.device()
 assert dev.max_work_group_size <= int(sys.argv[2]), dev
 assert dev.local_mem_size <= int(sys.argv[3]), dev
@@ -203,4 +203,4 @@ def test_bad_limits_spec_is_a_clear_error():
     res = subprocess.run([sys.executable, "-c", "import clnn; clnn.devices()"], capture_output=True, text=True,
                          env=env, timeout=120)
     assert res.returncode != 0
-    assert "CLNN_LIMITS: expected items like wg=64" in res.stderr
+    assert "CLNN_LIMITS item 'wg=lots': wg expects a positive integer; got 'lots'" in res.stderr

@@ -1,6 +1,6 @@
 """Elementwise ops: unary maps, tensor-scalar and tensor-tensor arithmetic with broadcasting, comparisons.
 
-Launches kernels from ``kernels_cl/elementwise.cl``; op codes mirror the ``U_*``, ``B_*``, ``C_*`` defines.
+Launches kernels from ``kernels_cl/elementwise.cl``; op codes are its ``U_*``, ``B_*``, ``C_*`` defines.
 """
 
 from __future__ import annotations
@@ -16,15 +16,9 @@ from ..tensor import Tensor
 from ..validation import broadcast_shapes, require_float, same_device, same_dtype
 from ._core import empty, record
 
-UNARY = {
-    name: code
-    for code, name in enumerate(
-        "neg exp log sqrt abs relu leaky_relu elu gelu gelu_tanh sigmoid tanh softplus silu hardswish "
-        "add_s mul_s rsub_s rdiv_s pow_s rpow_s clamp square".split()
-    )
-}
-BINARY = {name: code for code, name in enumerate("add sub mul div pow max min".split())}
-COMPARE = {name: code for code, name in enumerate("eq ne lt le gt ge".split())}
+UNARY = kernels.op_codes("elementwise.cl", "U_")
+BINARY = kernels.op_codes("elementwise.cl", "B_")
+COMPARE = kernels.op_codes("elementwise.cl", "C_")
 SCALAR_TYPES = (int, float, np.integer, np.floating, bool, np.bool_)
 
 

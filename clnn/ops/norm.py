@@ -14,8 +14,8 @@ from ..validation import require_float, require_number, require_tensor, same_dev
 from ._core import empty, record
 from .reduce import FOLD, split_chunk
 
-AFF_W, AFF_B, AFF_INNER = 1, 2, 4  # affine bits, as kernels_cl/norm.cl
-NS_STATS, NS_GRAD, NS_SUM = 0, 1, 2  # norm_partial modes, as kernels_cl/norm.cl
+AFF_W, AFF_B, AFF_INNER = (kernels.op_codes("norm.cl", "AFF_")[k] for k in ("w", "b", "inner"))  # affine bits
+NS_STATS, NS_GRAD, NS_SUM = (kernels.op_codes("norm.cl", "NS_")[k] for k in ("stats", "grad", "sum"))  # modes
 
 
 class _Groups:

@@ -16,7 +16,7 @@ from ..tensor import Tensor
 from ..validation import require_float, require_int, require_ints, require_tensor
 from ._core import empty, record
 
-OPS = {"max": 0, "avg": 1, "adaptive": 2}  # mirrors P_MAX, P_AVG, P_ADAPTIVE in pool.cl
+OPS = kernels.op_codes("pool.cl", "P_")
 GEOM = np.dtype([(f, np.int32) for f in "H W OH OW kH kW sH sW pH pW dH dW count_pad divisor".split()])
 
 IntPair = int | Sequence[int]

@@ -14,9 +14,9 @@ from ..tensor import Tensor
 from ..validation import normalize_axis, require_float, require_tensor
 from ._core import empty, record
 
-OPS = {name: code for code, name in enumerate("sum max min logsumexp argmax argmin".split())}
+OPS = kernels.op_codes("reduce.cl", "R_")
 ARG = ("argmax", "argmin")
-IN_PART, OUT_PART = 1, 2  # flags, as kernels_cl/reduce.cl
+RF_IN_PART, RF_OUT_PART = (kernels.op_codes("reduce.cl", "RF_")[k] for k in ("in_part", "out_part"))  # flags
 SMALL_AXIS = 64  # contiguous axes at most this long are walked by one work-item per output
 FILL = 4  # work-groups per compute unit that a split reduction aims for
 FOLD = 8  # fewest elements each work-item of a split reduction folds
@@ -61,7 +61,7 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     chunk = split_chunk(dev, n_out, length, local)
     s = -(-length // chunk) if length else 1
     out_part = s > 1
-    flags = (IN_PART if part else 0) | (OUT_PART if out_part else 0)
+    flags = (RF_IN_PART if part else 0) | (RF_OUT_PART if out_part else 0)
     if out_part:
         acc = np.float64 if src.dtype == np.float64 else np.float32  # float16 partials stay float32
         nxt = (empty((outer * s * inner,), acc, dev), empty((outer * s * inner,), np.int64, dev) if op in ARG

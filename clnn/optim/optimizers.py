@@ -21,8 +21,8 @@ from ..validation import require_number
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop"]
 
-_OPS = {"sgd": 0, "adam": 1, "adamw": 2, "rmsprop": 3}
-_OPTION, _FIRST, _MAXIMIZE = 1, 2, 4
+_OPS = kernels.op_codes("optim.cl", "OPT_")
+_OPTION, _FIRST, _MAXIMIZE = (kernels.op_codes("optim.cl", "F_")[k] for k in ("option", "first", "maximize"))
 
 
 class Optimizer:
