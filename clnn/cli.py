@@ -1,4 +1,5 @@
-"""The ``clnn`` command line: ``clnn devices`` lists every OpenCL device, ``clnn doctor`` diagnoses the set-up."""
+"""The ``clnn`` command line: ``clnn devices`` lists every OpenCL device, ``clnn doctor`` diagnoses the
+set-up, ``clnn tune`` tunes kernels for a device."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import tune
 from .device import DeviceError, device_table
 from .doctor import doctor
 
@@ -22,9 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     doc.add_argument("--icd-dir", type=Path, help="the folder --register writes (default: pyopencl/.libs)")
     doc.add_argument("--search", type=Path, action="append", default=[], metavar="DIR",
                      help="also look for vendor libraries under DIR (repeatable)")
+    tune.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor(args.register, args.icd_dir, args.search)
+    if args.command == "tune":
+        return tune.main(args)
     try:
         print(device_table())
     except DeviceError as err:

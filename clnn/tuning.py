@@ -1,16 +1,25 @@
-"""Tunable kernel parameters as plain data, looked up per device (most specific entry wins).
+"""Tunable kernel parameters: a per-device database written by ``clnn tune``, then a built-in table.
 
-Keys go from general to specific: ``"default"``, the device type (``"cpu"``, ``"gpu"``,
+The table's keys go from general to specific: ``"default"``, the device type (``"cpu"``, ``"gpu"``,
 ``"accelerator"``), a vendor substring (``"nvidia"``, ``"amd"``, ``"intel"``), a platform substring
-(``"portable computing language"``), then a device-name substring. A tuner adds rows without code
-changes. Each kernel's launcher then checks the choice against the device's limits. A device posing as
-another vendor (``CLNN_LIMITS=vendor=...``) is looked up by its posed keys only: its real platform, and its
-real name unless that is posed too, would select rows of the runtime it really runs on.
+(``"portable computing language"``), then a device-name substring; the most specific entry wins. A tuner
+adds rows without code changes. A device posing as another vendor (``CLNN_LIMITS=vendor=...``) is looked up
+by its posed keys only: its real platform, and its real name unless that is posed too, would select rows of
+the runtime it really runs on. The database (JSON, ``platformdirs.user_cache_dir("clnn")/tuning.json`` or
+``$CLNN_TUNING_DB``) holds measured winners keyed by device name, driver version and clnn version, and
+overrides the table for that exact device. Each kernel's launcher then checks the choice against the
+device's real limits.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
+
+import platformdirs
 
 from .device import Device
 
@@ -20,20 +29,88 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"EW_VEC": 1},  # Intel's CPU runtime: 4 per item runs unary maps 5x slower (its own vectorizer)
         "portable computing language": {"EW_VEC": 4},  # PoCL: same-shape add 41 -> 22 ms at 8M elements
     },
-    "gemm": {  # gemm.cl: C tile TM x TN, k-slice TK, WM x WN outputs per work-item in VW-wide vectors
-        "default": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1},
-        "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "APAD": 0},
-        "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1},
+    "gemm": {  # gemm.cl: C tile TM x TN, k-slice TK, WM x WN outputs per work-item in VW-wide vectors,
+        # VWG-wide global load runs, APAD padding of A's local rows, DB double-buffered local tiles
+        "default": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
+        "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+        # unmeasured: a 128x128 tile of 8x8 blocks (256 work-items, 34 KB double-buffered), as the
+        # fast CUDA/OpenCL SGEMMs use on big GPUs; `clnn tune` replaces it with a measured winner
+        "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
     "gemm_small": {  # the same kernel with a smaller tile, for products with few rows or columns
-        "default": {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1},
-        "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "APAD": 0},
+        "default": {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
+        "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+        "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
+    },
+    "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
+        "default": {"MAX_MACS": 1 << 21},
+        "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)
     },
 }
 
+_cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def db_path() -> Path:
+    """The tuning database: ``$CLNN_TUNING_DB`` if set, else ``tuning.json`` in the user's cache directory."""
+    env = os.environ.get("CLNN_TUNING_DB")
+    return Path(env) if env else Path(platformdirs.user_cache_dir("clnn")) / "tuning.json"
+
+
+def device_key(dev: Device) -> str:
+    """The database key of ``dev``: its name, driver version and the clnn version."""
+    from . import __version__
+
+    return f"{dev.name} | driver {dev.cl_device.driver_version} | clnn {__version__}"
+
+
+def load_db(path: Path | None = None) -> dict[str, Any]:
+    """The database's ``{device key: {kernel: entry}}`` (empty when there is none); re-read when it changes."""
+    path = path or db_path()
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return {}
+    stamp = (st.st_mtime_ns, st.st_size)
+    hit = _cache.get(str(path))
+    if hit is None or hit[0] != stamp:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"tuning database {path} is unreadable ({err}); `clnn tune --reset` clears it") from None
+        hit = _cache[str(path)] = (stamp, data.get("devices", {}))
+    return hit[1]
+
+
+def store(dev: Device, kernel: str, entry: dict[str, Any], path: Path | None = None) -> None:
+    """Record ``entry`` (``{"params": {...}, ...}``) for ``kernel`` on ``dev``, writing the file atomically."""
+    path = path or db_path()
+    devices = {key: dict(kernels) for key, kernels in load_db(path).items()}
+    devices.setdefault(device_key(dev), {})[kernel] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"format": 1, "devices": devices}, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def reset(path: Path | None = None) -> bool:
+    """Delete the database; whether there was one."""
+    path = path or db_path()
+    _cache.pop(str(path), None)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
 
 def params(dev: Device, kernel: str) -> dict[str, Any]:
-    """The merged parameters for ``kernel`` on ``dev``."""
+    """The parameters for ``kernel`` on ``dev``: the table's merged rows, overridden by a database entry."""
     rows = TABLE[kernel]
     out = dict(rows["default"])
     keys = [dev.type, dev.vendor.lower(), dev.platform_name.lower(), dev.name.lower()]
@@ -43,4 +120,7 @@ def params(dev: Device, kernel: str) -> dict[str, Any]:
         for name, row in rows.items():
             if name != "default" and name in key:
                 out.update(row)
+    entry = load_db().get(device_key(dev), {}).get(kernel)
+    if entry is not None:
+        out.update(entry["params"])
     return out

@@ -1,18 +1,23 @@
-/* gemm.cl: batched C = alpha * op(A) @ op(B) + beta * C, optionally split along k.
+/* gemm.cl: batched C = alpha * op(A) @ op(B) + beta * C: a tiled kernel, optionally split along k,
+ * and a direct kernel for small products.
  *
  * Layout: A is read as A[b*a_bs + i*a_rs + k*a_cs] (M x K), B as B[b*b_bs + k*b_rs + j*b_cs] (K x N):
  * any transpose is a choice of strides. C is row-major and contiguous: C[b*M*N + i*N + j]; when
  * beta != 0 it holds the addend on entry.
  *
- * Blocking: each work-group computes a TM x TN tile of C. Per TK-deep slice of the k axis it stages
- * op(A)'s TM x TK block (As[m][k], rows padded by APAD) and op(B)'s TK x TN block (Bs[k][n]) in local
- * memory, zero-padded past the matrix edges, so every shape is correct. Each work-item then
- * accumulates a WM x WN block of C in registers: rows ty + i*RTM, and VW-wide vectors at columns
- * (tx + v*RTN)*VW, so neighbouring work-items read neighbouring local vectors (no bank conflicts on
- * GPUs) and a CPU compiler emits whole-vector FMAs. Staging walks each operand's contiguous axis
- * fastest; blocks of a row- or column-contiguous operand that lie inside its rows (A) or columns (B)
- * (a run-time uniform branch) copy VW-element runs, which CPU compilers turn into vector moves, also
- * in a short last k-slice; other blocks load guarded scalars.
+ * gemm (tiled): each work-group computes a TM x TN tile of C. Per TK-deep slice of the k axis it
+ * stages op(A)'s TM x TK block (As[m][k], rows padded by APAD against bank conflicts) and op(B)'s
+ * TK x TN block (Bs[k][n]) in local memory, zero-padded past the matrix edges, so every shape is
+ * correct. Each work-item accumulates a WM x WN block of C in registers: rows ty + i*RTM, and VW-wide
+ * vectors at columns (tx + v*RTN)*VW, so neighbouring work-items read neighbouring local vectors (no
+ * bank conflicts on GPUs) and a CPU compiler emits whole-vector FMAs. Staging walks each operand's
+ * contiguous axis fastest; blocks of a row- or column-contiguous operand that lie inside its rows (A)
+ * or columns (B) (a run-time uniform branch) copy VWG-element runs, also in a short last k-slice;
+ * a run is one vector load where the operand is aligned to it (base and non-unit stride, checked at
+ * run time), else VWG scalar loads, which CPU compilers turn into vector moves. Other blocks load
+ * guarded scalars. With DB=1 the local tiles are double-buffered: the next k-slice is staged into
+ * the other buffer before the current one is multiplied, one barrier per slice, so global loads of
+ * one slice overlap the arithmetic of the other (GPUs); DB=0 stages, waits, multiplies, waits (CPUs).
  * The k order of the accumulation is fixed, so reruns are bit-identical. Arithmetic is in `real`
  * (float for half storage).
  *
@@ -24,11 +29,15 @@
  * of s: more work-groups for small-M*N, long-k products (a convolution's weight gradient), still
  * without atomics. The last k-slice of a range loops only over its kn <= TK valid columns.
  *
+ * gemm_direct: one work-item per element of C, k in order, no local memory and no padding: for
+ * products so small that the launch, not the arithmetic, should bound them (127x253x61).
+ *
  * Defines: the element type (clnn_dtype.h); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per
- * work-item), VW (vector width 1, 2, 4, 8 or 16), APAD (As row padding, against bank conflicts).
- * Requires TM % WM == TN % WN == WN % VW == TM % VW == TK % VW == 0 and KS % TK == 0. Launch:
- * work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM, batch*S);
- * gemm_sum: one work-item per element of the (batch, M, N) result.
+ * work-item), VW (vector width 1, 2, 4, 8 or 16), VWG (global load run 1, 2, 4, 8 or 16), APAD (As row
+ * padding), DB (0 or 1: double-buffered local tiles). Requires TM % WM == TN % WN == WN % VW == 0,
+ * TM % VWG == TN % VWG == TK % VWG == 0 and KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1),
+ * global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM, batch*S); gemm_sum: one work-item per element of the
+ * (batch, M, N) result; gemm_direct: global (N, M, batch), any work-group.
  */
 #include "clnn_dtype.h"
 
@@ -50,14 +59,21 @@
 #ifndef VW
 #define VW 8
 #endif
+#ifndef VWG
+#define VWG VW
+#endif
 #ifndef APAD
 #define APAD 0
+#endif
+#ifndef DB
+#define DB 0
 #endif
 
 #define RTM (TM / WM) /* work-group height */
 #define RTN (TN / WN) /* work-group width */
 #define NV (WN / VW)  /* vectors per work-item row */
 #define WG (RTM * RTN)
+#define LDA (TK + APAD) /* As row length */
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -67,12 +83,105 @@ typedef real realv;
 #else
 typedef CAT(REAL_T, VW) realv;
 #endif
+#if VWG > 1 && !STORE_HALF
+#define VEC_LOADS 1
+typedef CAT(STORE_T, VWG) storeg;
+#else
+#define VEC_LOADS 0
+#endif
 /* Built-ins such as vloadN and mad are out-of-line calls on some CPU runtimes (PoCL), so the hot
  * paths use plain loads and `a * b + c`, which the compiler contracts to an FMA where it has one. */
 #pragma OPENCL FP_CONTRACT ON
 
+/* t[0..VWG) = p[0..VWG): one vector load when `vec` (p aligned to the vector), else scalar loads */
+inline void load_run(real *t, __global const store_t *p, bool vec) {
+#if VEC_LOADS
+    if (vec) {
+        union { storeg v; real s[VWG]; } u;
+        u.v = *(__global const storeg *)p;
+#pragma unroll
+        for (int q = 0; q < VWG; ++q) t[q] = u.s[q];
+        return;
+    }
+#endif
+#pragma unroll
+    for (int q = 0; q < VWG; ++q) t[q] = LOAD(p, q);
+}
+
+/* whether runs of `p` along its contiguous axis, `stride` apart, start on vector boundaries */
+inline bool runs_aligned(__global const store_t *p, int stride) {
+#if VEC_LOADS
+    return stride % VWG == 0 && (size_t)p % sizeof(storeg) == 0;
+#else
+    return false;
+#endif
+}
+
+/* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (TM x LDA) and op(B)'s
+ * k-rows [k0, k0+TK) x columns [col0, col0+TN) into bs (TK x TN), zeros past the edges; only the
+ * first kn columns (A) and rows (B) of a short last slice are read by the multiply. */
+inline void stage(__local real *as, __local real *bs, int k0, int kend, int M, int N, int row0, int col0,
+                  __global const store_t *A, int a_rs, int a_cs, bool a_vec,
+                  __global const store_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
+    const int kn = max(0, min(TK, kend - k0));
+    const bool rows_in = row0 + TM <= M, cols_in = col0 + TN <= N;
+    real t[VWG];
+    if (a_cs == 1 && rows_in && kn % VWG == 0) {
+        for (int e = lid; e < TM * TK / VWG; e += WG) {
+            const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
+            if (kk >= kn) continue;
+            load_run(t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) as[r * LDA + kk + q] = t[q];
+        }
+    } else if (a_rs == 1 && rows_in) {
+        for (int e = lid; e < kn * (TM / VWG); e += WG) {
+            const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
+            load_run(t, A + (size_t)(k0 + kk) * a_cs + row0 + r, a_vec);
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) as[(r + q) * LDA + kk] = t[q];
+        }
+    } else if (a_cs == 1) {
+        for (int e = lid; e < TM * TK; e += WG) {
+            const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
+            as[r * LDA + kk] = (gi < M && gk < kend) ? LOAD(A, gi * a_rs + gk) : (real)0;
+        }
+    } else {
+        for (int e = lid; e < TM * kn; e += WG) {
+            const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
+            as[r * LDA + kk] = gi < M ? LOAD(A, gi * a_rs + gk * a_cs) : (real)0;
+        }
+    }
+    if (b_cs == 1 && cols_in) {
+        for (int e = lid; e < kn * (TN / VWG); e += WG) {
+            const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
+            load_run(t, B + (size_t)(k0 + kk) * b_rs + col0 + c, b_vec);
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+        }
+    } else if (b_rs == 1 && cols_in && kn % VWG == 0) {
+        for (int e = lid; e < TK * TN / VWG; e += WG) {
+            const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
+            if (kk >= kn) continue;
+            load_run(t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
+        }
+    } else if (b_cs == 1) {
+        for (int e = lid; e < kn * TN; e += WG) {
+            const int kk = e / TN, c = e % TN, gj = col0 + c, gk = k0 + kk;
+            bs[kk * TN + c] = gj < N ? LOAD(B, gk * b_rs + gj) : (real)0;
+        }
+    } else {
+        for (int e = lid; e < TK * TN; e += WG) {
+            const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
+            bs[kk * TN + c] = (gj < N && gk < kend) ? LOAD(B, gk * b_rs + gj * b_cs) : (real)0;
+        }
+    }
+}
+
 /* acc += As[rows][kk] * Bs[kk][columns] for the work-item's WM x WN block */
-#define MAC_STEP(kk)                                                          \
+#define MAC_STEP(As, Bs, kk)                                                  \
     do {                                                                      \
         realv b[NV];                                                          \
         _Pragma("unroll") for (int v = 0; v < NV; ++v) b[v] = Bs[kk][tx + v * RTN]; \
@@ -82,14 +191,22 @@ typedef CAT(REAL_T, VW) realv;
         }                                                                     \
     } while (0)
 
+/* one staged k-slice: a constant trip count for full slices (a run-time one costs ~20 % on PoCL) */
+#define MULTIPLY(As, Bs, k0)                                                  \
+    do {                                                                      \
+        if ((k0) + TK <= kend)                                                \
+            for (int kk = 0; kk < TK; ++kk) MAC_STEP(As, Bs, kk);             \
+        else                                                                  \
+            for (int kk = 0; kk < kend - (k0); ++kk) MAC_STEP(As, Bs, kk);    \
+    } while (0)
+
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const store_t *restrict A, int a_bs, int a_rs, int a_cs,
           __global const store_t *restrict B, int b_bs, int b_rs, int b_cs,
           __global store_t *restrict C) {
-    __local real As[TM][TK + APAD]; /* op(A) block, row-major */
-    __local realv Bs[TK][TN / VW];  /* op(B) block, row-major; realv keeps it vector-aligned */
-    __local real *bs = (__local real *)Bs;
+    __local real As[DB + 1][TM][LDA]; /* op(A) blocks, row-major */
+    __local realv Bs[DB + 1][TK][TN / VW]; /* op(B) blocks, row-major; realv keeps them vector-aligned */
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * RTN + tx;
     const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN;
@@ -97,6 +214,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     A += (size_t)(z / S) * a_bs + (size_t)kbeg * a_cs;
     B += (size_t)(z / S) * b_bs + (size_t)kbeg * b_rs;
     C += (size_t)z * M * N;
+    const bool a_vec = runs_aligned(A, a_cs == 1 ? a_rs : a_cs), b_vec = runs_aligned(B, b_cs == 1 ? b_rs : b_cs);
 
     realv acc[WM][NV];
 #pragma unroll
@@ -104,82 +222,27 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #pragma unroll
         for (int v = 0; v < NV; ++v) acc[i][v] = (realv)0;
 
-    const bool rows_in = row0 + TM <= M, cols_in = col0 + TN <= N;
+#if DB
+    stage(&As[0][0][0], (__local real *)&Bs[0][0][0], 0, kend, M, N, row0, col0, A, a_rs, a_cs, a_vec, B, b_rs,
+          b_cs, b_vec, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
     for (int k0 = 0; k0 < KS; k0 += TK) {
-        const bool k_in = k0 + TK <= kend;
-        const int kn = max(0, min(TK, kend - k0)); /* valid columns of this slice; the rest is not read */
-        /* Stage op(A) into As[m][k] and op(B) into Bs[k][n], walking each operand's contiguous
-         * axis fastest; blocks inside the matrix's rows (A) or columns (B) copy VW-element runs
-         * through pointers so a CPU compiler emits vector moves, also in a short last k-slice
-         * (its first kn columns; runs along k need kn % VW == 0). */
-        if (a_cs == 1 && rows_in && kn % VW == 0) {
-            for (int e = lid; e < TM * TK / VW; e += WG) {
-                const int r = e / (TK / VW), kk = e % (TK / VW) * VW;
-                if (kk >= kn) continue;
-                __global const store_t *src = A + (size_t)(row0 + r) * a_rs + k0 + kk;
-                __local real *dst = &As[r][kk];
-                real t[VW];
-#pragma unroll
-                for (int q = 0; q < VW; ++q) t[q] = LOAD(src, q);
-#pragma unroll
-                for (int q = 0; q < VW; ++q) dst[q] = t[q];
-            }
-        } else if (a_rs == 1 && rows_in) {
-            for (int e = lid; e < kn * (TM / VW); e += WG) {
-                const int kk = e / (TM / VW), r = e % (TM / VW) * VW;
-                __global const store_t *src = A + (size_t)(k0 + kk) * a_cs + row0 + r;
-#pragma unroll
-                for (int q = 0; q < VW; ++q) As[r + q][kk] = LOAD(src, q);
-            }
-        } else if (a_cs == 1) {
-            for (int e = lid; e < TM * TK; e += WG) {
-                const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
-                As[r][kk] = (gi < M && gk < kend) ? LOAD(A, gi * a_rs + gk) : (real)0;
-            }
-        } else {
-            for (int e = lid; e < TM * kn; e += WG) {
-                const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
-                As[r][kk] = gi < M ? LOAD(A, gi * a_rs + gk * a_cs) : (real)0;
-            }
-        }
-        if (b_cs == 1 && cols_in) {
-            for (int e = lid; e < kn * (TN / VW); e += WG) {
-                const int kk = e / (TN / VW), c = e % (TN / VW) * VW;
-                __global const store_t *src = B + (size_t)(k0 + kk) * b_rs + col0 + c;
-                __local real *dst = bs + kk * TN + c;
-                real t[VW];
-#pragma unroll
-                for (int q = 0; q < VW; ++q) t[q] = LOAD(src, q);
-#pragma unroll
-                for (int q = 0; q < VW; ++q) dst[q] = t[q];
-            }
-        } else if (b_rs == 1 && cols_in && kn % VW == 0) {
-            for (int e = lid; e < TK * TN / VW; e += WG) {
-                const int c = e / (TK / VW), kk = e % (TK / VW) * VW;
-                if (kk >= kn) continue;
-                __global const store_t *src = B + (size_t)(col0 + c) * b_cs + k0 + kk;
-#pragma unroll
-                for (int q = 0; q < VW; ++q) bs[(kk + q) * TN + c] = LOAD(src, q);
-            }
-        } else if (b_cs == 1) {
-            for (int e = lid; e < kn * TN; e += WG) {
-                const int kk = e / TN, c = e % TN, gj = col0 + c, gk = k0 + kk;
-                bs[kk * TN + c] = gj < N ? LOAD(B, gk * b_rs + gj) : (real)0;
-            }
-        } else {
-            for (int e = lid; e < TK * TN; e += WG) {
-                const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
-                bs[kk * TN + c] = (gj < N && gk < kend) ? LOAD(B, gk * b_rs + gj * b_cs) : (real)0;
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        /* a constant trip count for full slices: a run-time one costs ~20 % on PoCL */
-        if (k_in)
-            for (int kk = 0; kk < TK; ++kk) MAC_STEP(kk);
-        else
-            for (int kk = 0; kk < kn; ++kk) MAC_STEP(kk);
+        const int cur = (k0 / TK) & 1;
+        if (k0 + TK < KS) /* the next slice into the other buffer, read after this slice's barrier */
+            stage(&As[cur ^ 1][0][0], (__local real *)&Bs[cur ^ 1][0][0], k0 + TK, kend, M, N, row0, col0, A, a_rs,
+                  a_cs, a_vec, B, b_rs, b_cs, b_vec, lid);
+        MULTIPLY(As[cur], Bs[cur], k0);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#else
+    for (int k0 = 0; k0 < KS; k0 += TK) {
+        stage(&As[0][0][0], (__local real *)&Bs[0][0][0], k0, kend, M, N, row0, col0, A, a_rs, a_cs, a_vec, B,
+              b_rs, b_cs, b_vec, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        MULTIPLY(As[0], Bs[0], k0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
 
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
@@ -210,4 +273,19 @@ __kernel void gemm_sum(int total, int MN, int S, real alpha, real beta, __global
     real acc = 0;
     for (int s = 0; s < S; ++s) acc += p[(size_t)s * MN];
     STORE(out, i, beta != 0 ? alpha * acc + beta * LOAD(out, i) : alpha * acc);
+}
+
+/* C[b][i][j] = alpha * sum over k (in order) of A[b][i][k] * B[b][k][j] + beta * C[b][i][j] */
+__kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
+                          __global const store_t *restrict A, int a_bs, int a_rs, int a_cs,
+                          __global const store_t *restrict B, int b_bs, int b_rs, int b_cs,
+                          __global store_t *restrict C) {
+    const int j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
+    if (i >= M || j >= N) return;
+    A += (size_t)b * a_bs + (size_t)i * a_rs;
+    B += (size_t)b * b_bs + (size_t)j * b_cs;
+    real acc = 0;
+    for (int p = 0; p < K; ++p) acc += LOAD(A, (size_t)p * a_cs) * LOAD(B, (size_t)p * b_rs);
+    const size_t o = ((size_t)b * M + i) * N + j;
+    STORE(C, o, beta != 0 ? alpha * acc + beta * LOAD(C, o) : alpha * acc);
 }

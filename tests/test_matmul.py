@@ -15,8 +15,8 @@ import torch
 from helpers import assert_close
 
 import clnn
-from clnn import tuning
-from clnn.ops.matmul import _plan, gemm_config, gemm_raw
+from clnn import kernels, tuning
+from clnn.ops.matmul import GemmPlan, config_problem, gemm_config, gemm_raw, plan
 
 TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}
 DTYPES = list(TOL)
@@ -154,7 +154,7 @@ def test_split_k(dev, rng, monkeypatch, dtype, batch, m, n, k):
     The device is made to report 64 compute units, so that every tile size splits."""
     _skip_unsupported(dev, dtype)
     monkeypatch.setattr(dev, "compute_units", 64)
-    assert _plan(dev, np.dtype(dtype), batch, m, n, k)[1] > 1
+    assert plan(dev, np.dtype(dtype), batch, m, n, k).splits > 1
     a, b, c = _rand(rng, (batch, m, k), dtype), _rand(rng, (batch, n, k), dtype), _rand(rng, (batch, m, n), dtype)
     ta, tb, tc = (clnn.tensor(v, device=dev) for v in (a, b, c))
 
@@ -235,7 +235,7 @@ def test_reruns_are_bit_identical(dev, rng, dtype):
 @pytest.mark.parametrize(
     "row",
     [
-        pytest.param({"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1}, id="gpu-row"),
+        pytest.param({"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1}, id="old-gpu-row"),
         pytest.param({"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "APAD": 1}, id="scalar"),
     ],
 )
@@ -244,13 +244,81 @@ def test_other_tunings_are_correct(dev, rng, monkeypatch, row):
     monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
     monkeypatch.setitem(tuning.TABLE, "gemm_small", {"default": row})
     if (row["TM"] // row["WM"]) * (row["TN"] // row["WN"]) <= dev.max_work_group_size:  # else it shrinks
-        assert gemm_config(dev, np.dtype("float32")) == row
+        assert gemm_config(dev, np.dtype("float32")) == {**row, "VWG": row["VW"], "DB": 0}  # the old keys' defaults
     for ta, tb, (m, n, k) in [(False, False, (67, 61, 37)), (True, True, (67, 61, 37)), (False, True, (64, 48, 32))]:
         a, b = _rand(rng, (k, m) if ta else (m, k)), _rand(rng, (n, k) if tb else (k, n))
         out = clnn.gemm(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), trans_a=ta, trans_b=tb)
         ra, rb = _ref(a), _ref(b)
         ref = (ra.T if ta else ra) @ (rb.T if tb else rb)
         assert_close(out.numpy(), ref.numpy(), TOL["float32"], f"{row} ta={ta} tb={tb}")
+
+
+GPU_ROW = tuning.TABLE["gemm"]["gpu"]  # 128x128, 8x8 per work-item, double-buffered
+SMALL_DB = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "APAD": 1, "DB": 1}  # fits wg=64
+FORCED = {  # name: (kind, tile, k-splits); the tile also builds the direct kernel
+    "direct": ("direct", SMALL_DB, 1),
+    "gpu-row": ("tiled", GPU_ROW, 1),
+    "gpu-row-split": ("tiled", GPU_ROW, 3),
+    "small-db": ("tiled", SMALL_DB, 1),
+    "small-db-split": ("tiled", SMALL_DB, 4),
+}
+FORCED_SHAPES = [  # (a shape, b shape): batches broadcast as in matmul
+    ((127, 61), (61, 253)),  # the issue's small product
+    ((1, 1), (1, 1)),
+    ((131, 67), (67, 137)),  # primes past a 128 tile, a short last k-slice
+    ((3, 1, 17, 40), (2, 40, 9)),  # batch (3, 2) with both operands broadcast
+]
+
+
+def _force(dev, how):
+    kind, cfg, splits = FORCED[how]
+    problem = config_problem(cfg, dev)
+    if problem:
+        pytest.skip(f"{how} does not fit {dev}: {problem}")
+    return kind, cfg, splits
+
+
+@pytest.mark.parametrize("how", list(FORCED))
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("sa, sb", FORCED_SHAPES)
+def test_forced_plans_match_torch(dev, rng, how, ta, tb, sa, sb):
+    """Every kernel path, whatever the planner would pick on this device: the direct kernel, the GPU
+    row's tile (double-buffered, vector loads), a small double-buffered tile that fits small devices,
+    each with k split; every transpose, batches broadcast through a zero batch stride, alpha and beta."""
+    kind, cfg, splits = _force(dev, how)
+    a, b = _rand(rng, sa), _rand(rng, sb)
+    batch_shape = np.broadcast_shapes(sa[:-2], sb[:-2])
+    (m, k), n = sa[-2:], sb[-1]
+    batch = int(np.prod(batch_shape, dtype=np.int64))
+    ab = np.broadcast_to(a, batch_shape + sa[-2:]).reshape(-1, m, k)
+    bb = np.broadcast_to(b, batch_shape + sb[-2:]).reshape(-1, k, n)
+    ta_np = np.ascontiguousarray(ab.transpose(0, 2, 1)) if ta else np.ascontiguousarray(ab)
+    tb_np = np.ascontiguousarray(bb.transpose(0, 2, 1)) if tb else np.ascontiguousarray(bb)
+    a_st = (m * k, 1, m) if ta else (m * k, k, 1)
+    b_st = (k * n, 1, k) if tb else (k * n, n, 1)
+    if len(sa) == 2 and batch > 1:
+        ta_np, a_st = ta_np[:1], (0, *a_st[1:])
+    c = _rand(rng, (batch, m, n))
+    ks = max(cfg["TK"], kernels.round_up(-(-k // splits), cfg["TK"]))
+    forced = GemmPlan(kind, cfg, -(-k // ks), ks)
+    out = gemm_raw(clnn.tensor(ta_np, device=dev), a_st, clnn.tensor(tb_np, device=dev), b_st, batch, m, n, k,
+                   alpha=-0.5, beta=2.0, c=clnn.tensor(c, device=dev), how=forced)
+    ref = -0.5 * _ref(ab) @ _ref(bb) + 2.0 * _ref(c)
+    assert_close(out.numpy(), ref.numpy(), TOL["float32"], f"{how} {sa}@{sb} ta={ta} tb={tb} splits={forced.splits}")
+
+
+def test_planner_picks_by_shape(dev):
+    """On a GPU the issue's 127x253x61 takes the direct kernel and a big square product the GPU row's
+    tile; a long k over few outputs splits; on the CPU the small product stays tiled."""
+    gpu = dataclasses.replace(dev, type="gpu", max_work_group_size=1024, local_mem_size=49152, compute_units=132)
+    f32 = np.dtype("float32")
+    assert plan(gpu, f32, 1, 127, 253, 61).kernel == "direct"
+    big = plan(gpu, f32, 1, 4096, 4096, 4096)
+    assert (big.kernel, big.cfg, big.splits) == ("tiled", {**GPU_ROW}, 1)
+    assert plan(gpu, f32, 1, 64, 64, 100352).splits > 1
+    assert plan(dev, f32, 1, 1, 1, 1).kernel == "direct"
+    if dev.type == "cpu":
+        assert plan(dev, f32, 1, 127, 253, 61).kernel == "tiled"
 
 
 @pytest.mark.parametrize(
@@ -262,7 +330,8 @@ def test_config_fits_small_devices(dev, wg, local, dtype):
     cfg = gemm_config(small, np.dtype(dtype))
     itemsize = np.dtype(dtype).itemsize
     assert (cfg["TM"] // cfg["WM"]) * (cfg["TN"] // cfg["WN"]) <= wg
-    assert (cfg["TM"] * (cfg["TK"] + cfg["APAD"]) + cfg["TK"] * cfg["TN"]) * itemsize <= local
+    assert (1 + cfg["DB"]) * (cfg["TM"] * (cfg["TK"] + cfg["APAD"]) + cfg["TK"] * cfg["TN"]) * itemsize <= local
+    assert config_problem(cfg, small, itemsize) is None
 
 
 def test_runs_within_small_gpu_limits(dev, rng):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,21 +14,34 @@ from ..tensor import Tensor
 from ..validation import require_float, require_tensor, same_device, same_dtype
 from ._core import empty, record
 
-_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "APAD")
-_FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "APAD": 0}  # 16 work-items, 128 B local
+_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "APAD", "DB")
+_FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "APAD": 0, "DB": 0}  # 16 work-items
 
 
-def _fits(cfg: dict[str, int], dev: Device, itemsize: int) -> bool:
-    """Whether ``cfg`` is a valid ``gemm.cl`` tile within ``dev``'s work-group and local-memory limits."""
-    tm, tn, tk, wm, wn, vw = (cfg[key] for key in _KEYS[:6])
-    valid = min(tm, tn, tk, wm, wn, vw) > 0 and not (tm % wm or tn % wn or wn % vw or tm % vw or tk % vw)
-    local = (tm * (tk + cfg["APAD"]) + tk * tn) * itemsize
-    return valid and (tm // wm) * (tn // wn) <= dev.max_work_group_size and local <= dev.local_mem_size
+def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int = 4) -> str | None:
+    """Why ``cfg`` is not a valid ``gemm.cl`` tile, or does not fit ``dev``'s work-group and local memory
+    (for ``itemsize``-byte arithmetic; limits unchecked without ``dev``); None when it is fine."""
+    tm, tn, tk, wm, wn, vw, vwg, apad, db = (cfg[key] for key in _KEYS)
+    if min(tm, tn, tk, wm, wn, vw, vwg) <= 0 or apad < 0 or db not in (0, 1):
+        return "parameters must be positive (APAD >= 0, DB 0 or 1)"
+    if tm % wm or tn % wn or wn % vw or tm % vwg or tn % vwg or tk % vwg:
+        return "needs TM % WM == TN % WN == WN % VW == 0 and TM, TN, TK multiples of VWG"
+    if vw not in (1, 2, 4, 8, 16) or vwg not in (1, 2, 4, 8, 16):
+        return "VW and VWG must be 1, 2, 4, 8 or 16"
+    if dev is None:
+        return None
+    wg = (tm // wm) * (tn // wn)
+    if wg > dev.max_work_group_size:
+        return f"work-group of {wg} exceeds the device's {dev.max_work_group_size}"
+    local = (1 + db) * (tm * (tk + apad) + tk * tn) * itemsize
+    if local > dev.local_mem_size:
+        return f"{local} bytes of local memory exceed the device's {dev.local_mem_size}"
+    return None
 
 
 def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, int]:
     """The ``gemm.cl`` tile ``kind`` (``"gemm"``, or ``"gemm_small"`` for products with few rows or
-    columns) for ``dev``: the tuning table's choice, halved until it fits the device.
+    columns) for ``dev``: the tuning choice (database, then table), halved until it fits the device.
 
     Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW), divides the work-group
     by 4 and local memory by about 8; a minimal scalar tile is the last resort.
@@ -37,12 +51,15 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
     """
     p = tuning.params(dev, kind)
     cfg = {key: int(p.get(key, 0)) for key in _KEYS}
+    if "VWG" not in p:
+        cfg["VWG"] = cfg["VW"]
     itemsize = 8 if np.dtype(dtype) == np.float64 else 4  # local memory holds `real`
-    while not _fits(cfg, dev, itemsize) and min(cfg["TM"], cfg["TN"], cfg["TK"]) > 1:
-        cfg = {**cfg, "TM": cfg["TM"] // 2, "TN": cfg["TN"] // 2, "TK": cfg["TK"] // 2}
-    if not _fits(cfg, dev, itemsize):
+    while config_problem(cfg, dev, itemsize) and min(cfg["TM"], cfg["TN"], cfg["TK"]) > 1:
+        tk = cfg["TK"] // 2
+        cfg = {**cfg, "TM": cfg["TM"] // 2, "TN": cfg["TN"] // 2, "TK": tk, "VWG": max(1, min(cfg["VWG"], tk))}
+    if config_problem(cfg, dev, itemsize):
         cfg = dict(_FALLBACK)
-    if not _fits(cfg, dev, itemsize):
+    if config_problem(cfg, dev, itemsize):
         raise ValueError(
             f"gemm: {dev} allows work-groups of {dev.max_work_group_size} and {dev.local_mem_size} bytes of "
             f"local memory; the smallest gemm tile needs 16 work-items and {32 * itemsize} bytes"
@@ -50,18 +67,32 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
     return cfg
 
 
+@dataclass(frozen=True)
+class GemmPlan:
+    """How one product runs: ``kernel`` ``"direct"`` (one work-item per output) or ``"tiled"`` with
+    tile ``cfg`` (its defines also build the direct kernel), ``splits`` k-ranges of ``ks`` each."""
+
+    kernel: str
+    cfg: dict[str, int]
+    splits: int = 1
+    ks: int = 0
+
+
 _SPLITS = (1, 2, 4, 8, 16, 32, 64)
 
 
-def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> tuple[dict[str, int], int, int]:
-    """The tile, the number of k-splits S and the k-extent per split for one product.
+def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> GemmPlan:
+    """The kernel, tile and k-splits for one product; depends only on shapes and the device.
 
-    A rough cost model in cycles: each work-group costs ``KS * (TM*TN/16 + (TM+TN)/2)`` (vector FMAs
-    and staging), groups run in waves of ``compute_units``, and split partials cost one pass each.
-    Few output tiles over a long k (a convolution's weight gradient) then get a smaller tile or
-    splits, big products keep the big tile. Depends only on shapes and the device: reruns are identical.
-    Half storage is never split (its partials would round to half).
+    Products of at most ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their
+    time is the launch's, and tiles would be mostly padding. Otherwise a rough cost model in cycles:
+    each work-group costs ``KS * (TM*TN/16 + (TM+TN)/2)`` (vector FMAs and staging), groups run in
+    waves of ``compute_units``, and split partials cost one pass each. Few output tiles over a long k
+    (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
+    tile. Half storage is never split (its partials would round to half).
     """
+    if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
+        return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
     options = []
     for kind in ("gemm", "gemm_small"):
         cfg = gemm_config(dev, dtype, kind)
@@ -77,7 +108,12 @@ def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> t
                 cost += splits * batch * m * n / dev.compute_units
             options.append((cost, len(options), cfg, splits, ks))
     _, _, cfg, splits, ks = min(options)
-    return cfg, splits, ks
+    return GemmPlan("tiled", cfg, splits, ks)
+
+
+def tiled_plan(cfg: dict[str, int], k: int) -> GemmPlan:
+    """The tiled kernel with tile ``cfg`` over the whole k range (no split): a tuner's candidate."""
+    return GemmPlan("tiled", cfg, 1, max(cfg["TK"], kernels.round_up(k, cfg["TK"])))
 
 
 def _ceil(a: int, b: int) -> int:
@@ -88,13 +124,14 @@ def gemm_raw(
     a: Tensor, a_strides: tuple[int, int, int],
     b: Tensor, b_strides: tuple[int, int, int],
     batch: int, m: int, n: int, k: int,
-    alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None,
+    alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None, how: GemmPlan | None = None,
 ) -> Tensor:
     """``out[b] = alpha * A[b] @ B[b] + beta * c`` with A, B read through (batch, row, col) strides.
 
     ``A[b][i, p] = a.flat[b*a_strides[0] + i*a_strides[1] + p*a_strides[2]]`` (M x K), likewise B (K x N);
     a transpose is a swap of the last two strides, a shared operand a batch stride of 0. ``c``, when
-    given, must already have the output's shape (batch, m, n); it is not modified. No autograd.
+    given, must already have the output's shape (batch, m, n); it is not modified. ``how`` overrides
+    :func:`plan` (tests and the tuner force a kernel or tile with it). No autograd.
 
     Returns:
         A new contiguous (batch, m, n) tensor.
@@ -109,8 +146,19 @@ def gemm_raw(
         strided_copy(c, out, out.shape, contiguous_strides(out.shape), contiguous_strides(out.shape))
     else:
         beta = 0.0
-    cfg, splits, ks = _plan(dev, a.dtype, batch, m, n, k)
+    how = how or plan(dev, a.dtype, batch, m, n, k)
+    cfg, splits, ks = how.cfg, how.splits, how.ks
     defs = defines(a.dtype, **cfg)
+    strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides))
+    if how.kernel == "direct":
+        dx = min(32, 1 << (n - 1).bit_length())
+        dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
+        kernels.launch(
+            dev, kernels.kernel(dev, "gemm.cl", "gemm_direct", defs), (n, m, batch), (dx, dy, 1),
+            np.int32(m), np.int32(n), np.int32(k), real_scalar(a.dtype, alpha), real_scalar(a.dtype, beta),
+            a.data, *strides, out.data,
+        )
+        return out
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
     part = out if splits == 1 else empty((batch, splits, m, n), a.dtype, dev)
@@ -118,7 +166,7 @@ def gemm_raw(
         dev, kernels.kernel(dev, "gemm.cl", "gemm", defs), (groups_n * rtn, groups_m * rtm, batch * splits),
         (rtn, rtm, 1), np.int32(m), np.int32(n), np.int32(k), np.int32(ks), np.int32(splits),
         real_scalar(a.dtype, alpha if splits == 1 else 1.0), real_scalar(a.dtype, beta if splits == 1 else 0.0),
-        a.data, *(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), part.data,
+        a.data, *strides, part.data,
     )
     if splits > 1:
         launch_1d(

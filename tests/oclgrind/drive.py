@@ -21,7 +21,8 @@ import numpy as np
 import pyopencl as cl
 
 import clnn
-from clnn import kernels
+from clnn import kernels, tuning
+from clnn.ops.matmul import GemmPlan, gemm_raw
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 TOL = {F16: 2e-2, F32: 1e-4, F64: 1e-9}
@@ -179,7 +180,31 @@ def random(dt: np.dtype, rng: np.random.Generator) -> None:
 
 def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     """gemm with every transpose flag and beta, batched broadcast matmul, both backward products and a
-    k-split product (gemm_sum)."""
+    k-split product (gemm_sum), all tiled; then the direct kernel and a double-buffered tile with vector
+    loads, forced, transposed and batched."""
+    saved = dict(tuning.TABLE["gemm_direct"]["default"])
+    tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the planner would pick the direct kernel here
+    try:
+        _gemm_tiled(dt, rng)
+    finally:
+        tuning.TABLE["gemm_direct"]["default"] = saved
+    tile = {"TM": 16, "TN": 16, "TK": 8, "WM": 2, "WN": 4, "VW": 2, "VWG": 4, "APAD": 1, "DB": 1}
+    an, bn, cn = data(rng, (2, 17, 16), dt), data(rng, (16, 20), dt), data(rng, (2, 17, 20), dt)
+    ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
+    a, b, c = clnn.tensor(an), clnn.tensor(bn), clnn.tensor(cn)
+    for how in (GemmPlan("direct", tile), GemmPlan("tiled", tile, 1, 16)):
+        for a_st, b_st, x, y in (((272, 16, 1), (0, 20, 1), a, b),  # rows of 16 and 20: aligned vector loads
+                                 ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):  # both read transposed
+            out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how)
+            check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st}", out, ref, dt)
+
+
+def _t(x: np.ndarray) -> clnn.Tensor:
+    """The last two axes of ``x`` swapped, contiguous, on the device."""
+    return clnn.tensor(np.ascontiguousarray(np.swapaxes(x, -1, -2)))
+
+
+def _gemm_tiled(dt: np.dtype, rng: np.random.Generator) -> None:
     an, bn, cn = data(rng, (17, 9), dt), data(rng, (9, 19), dt), data(rng, (1, 19), dt)
     a, b, c = clnn.tensor(an, requires_grad=True), clnn.tensor(bn, requires_grad=True), clnn.tensor(cn)
     a64, b64 = an.astype(np.float64), bn.astype(np.float64)

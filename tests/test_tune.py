@@ -1,0 +1,97 @@
+"""``clnn tune`` end to end on the device under test, with a temporary database: it measures, stores,
+shows, is used by gemm's planner, resets; candidates that do not fit the device are skipped with a reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from helpers import assert_close
+
+import clnn
+from clnn import cli, tune, tuning
+from clnn.ops.matmul import config_problem, gemm_config, plan
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "cache" / "tuning.json"
+    monkeypatch.setenv("CLNN_TUNING_DB", str(path))
+    return path
+
+
+def test_tune_stores_shows_is_used_and_resets(dev, db, capsys):
+    assert cli.main(["tune", "--budget", "5", "--kernels", "gemm"]) == 0
+    progress = capsys.readouterr().out
+    assert "gemm: stored TM=" in progress and "gemm_small: stored TM=" in progress, progress
+    stored = json.loads(db.read_text())["devices"][tuning.device_key(dev)]
+    assert set(stored) == {"gemm", "gemm_small"} and stored["gemm"]["gflops"] > 0
+
+    assert cli.main(["tune", "--show"]) == 0
+    shown = capsys.readouterr().out
+    assert tuning.device_key(dev) in shown and json.dumps(stored["gemm"], sort_keys=True) in shown
+
+    f32 = np.dtype("float32")
+    assert tuning.params(dev, "gemm") == {**tuning.params(dev, "gemm"), **stored["gemm"]["params"]}
+    assert plan(dev, f32, 1, 512, 512, 512).cfg == stored["gemm"]["params"]
+
+    assert cli.main(["tune", "--reset"]) == 0
+    assert not db.exists() and "removed" in capsys.readouterr().out
+    assert tuning.load_db() == {}
+
+
+def test_a_stored_entry_decides_the_tile(dev, db, rng):
+    """An odd tile no table row has, stored for this device, is what gemm then runs, correctly."""
+    odd = {"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "VWG": 2, "APAD": 1, "DB": 1}
+    f32 = np.dtype("float32")
+    before = plan(dev, f32, 1, 300, 200, 150).cfg
+    tuning.store(dev, "gemm", {"params": odd})
+    tuning.store(dev, "gemm_small", {"params": odd})
+    assert plan(dev, f32, 1, 300, 200, 150).cfg == odd != before
+    other = dataclasses.replace(dev, name=dev.name + " (another device)")
+    assert plan(other, f32, 1, 300, 200, 150).cfg == before  # keyed by device name
+    a, b = rng.standard_normal((300, 150)).astype(np.float32), rng.standard_normal((150, 200)).astype(np.float32)
+    out = clnn.matmul(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
+    ref = torch.from_numpy(a).double() @ torch.from_numpy(b).double()
+    assert_close(out.numpy(), ref.numpy(), 1e-5, "gemm with the stored tile")
+
+
+def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeypatch):
+    small = dataclasses.replace(dev, max_work_group_size=64, local_mem_size=16384, _context=None, _queue=None,
+                                _pool=None)
+    too_big = dict(tuning.TABLE["gemm"]["gpu"])  # 256 work-items
+    too_local = {"TM": 64, "TN": 64, "TK": 64, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1}
+    fits = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "APAD": 1, "DB": 1}
+    monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([too_big, too_local, fits]))
+    lines: list[str] = []
+    winners = tune.tune_gemm(small, 0.5, None, lines.append)
+    assert any("skip" in ln and "work-group of 256 exceeds the device's 64" in ln for ln in lines), lines
+    assert any("skip" in ln and "bytes of local memory exceed the device's 16384" in ln for ln in lines), lines
+    assert winners["gemm"]["params"] == winners["gemm_small"]["params"] == fits
+
+
+def test_candidate_space_is_valid_and_starts_with_the_current_choice(dev):
+    first = list(zip(range(50), tune.candidates(dev, "gemm")))
+    assert first[0][1] == gemm_config(dev, np.float32, "gemm")
+    keys = [tuple(c.values()) for _, c in first]
+    assert len(set(keys)) == len(keys)
+    assert all(config_problem(c) is None for _, c in first)
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["tune", "--kernels", "conv"], r"--kernels expects names from \['gemm'\]; got 'conv'"),
+    (["tune", "--budget", "0"], r"--budget expects a positive number of seconds; got 0.0"),
+])
+def test_bad_arguments(db, argv, pattern):
+    with pytest.raises(SystemExit, match=pattern):
+        cli.main(argv)
+
+
+def test_unreadable_database_says_how_to_fix(dev, db):
+    db.parent.mkdir(parents=True)
+    db.write_text("{not json")
+    with pytest.raises(ValueError, match=r"tuning database .* is unreadable .*clnn tune --reset"):
+        tuning.params(dev, "gemm")
