@@ -120,7 +120,8 @@ def params(dev: Device, kernel: str) -> dict[str, Any]:
         for name, row in rows.items():
             if name != "default" and name in key:
                 out.update(row)
-    entry = load_db().get(device_key(dev), {}).get(kernel)
+    db = load_db()
+    entry = db.get(device_key(dev), {}).get(kernel) if db else None  # the key costs a driver query
     if entry is not None:
         out.update(entry["params"])
     return out

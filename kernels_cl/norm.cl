@@ -10,11 +10,12 @@
  * work-item per group combines its S partials in order (bit-identical reruns, no atomics).
  * Kernels:
  *   norm_partial    one work-group per (group, chunk); mode NS_STATS: the chunk's mean and M2 (sum of
- *                   squared deviations about that mean, two passes over the chunk); NS_GRAD:
+ *                   squared deviations about that mean, corrected two passes over the chunk); NS_GRAD:
  *                   sum(g * w') and sum(g * w' * xhat), w' the per-element weight under AFF_INNER and
  *                   1 otherwise; NS_SUM: sum(x) (the conv bias gradient)
- *   norm_finish     one work-item per group: NS_STATS combines (mean, M2) pairs by Chan's parallel
- *                   formula into the mean and biased variance; the other modes add the partial sums
+ *   norm_finish     one work-item per group: NS_STATS combines (mean, M2) pairs about a shift (Chan's
+ *                   parallel formula, in two passes) into the mean and biased variance; the other modes
+ *                   add the partial sums
  *   norm_apply      y = (x - mean[c]) * rsqrt(var[c] + eps) * w + b, elementwise
  *   norm_bwd_input  gx = rstd * (g * w - wc * (s1 + xhat * s2) / M) in training (wc: the group's
  *                   weight when weights are per group), gx = rstd * g * w with fixed statistics
@@ -92,13 +93,21 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
     }
     a1 = group_sum(scratch, a1);
     if (mode == NS_STATS) {
-        a1 /= hi - lo;  /* the chunk's mean; then its M2 about it */
+        /* the chunk's mean, then its M2 about it by the corrected two-pass formula: with d = x - mean,
+         * mean += sum(d) / n and M2 = sum(d^2) - sum(d)^2 / n undo the first pass's rounding (a long serial
+         * float32 sum of values far from 0 misses the mean by ~sqrt(n) ulps, which M2 would take squared) */
+        real n_chunk = hi - lo, a3 = 0;
+        a1 /= n_chunk;
         pos_t p = pos_at(lo + t, inner);
         for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) {
             real d = LOAD(x, pos_index(p, c, G, inner)) - a1;
             a2 += d * d;
+            a3 += d;
         }
         a2 = group_sum(scratch, a2);
+        a3 = group_sum(scratch, a3);
+        a1 += a3 / n_chunk;
+        a2 -= a3 * a3 / n_chunk;
     }
     if (t == 0) {
         part[2 * e] = a1;
@@ -112,21 +121,28 @@ __kernel void norm_finish(int mode, int G, int M, int chunk, __global const real
     if (c >= G) return;
     int S = (M + chunk - 1) / chunk;
     __global const real *p = part + 2 * (size_t)c * S;
-    real a1 = 0, a2 = 0, count = 0;
-    for (int s = 0; s < S; ++s) {
-        if (mode == NS_STATS) {  /* merge (count, a1, a2) with the chunk's (nb, mean, M2) */
-            real nb = min(chunk, M - s * chunk), d = p[2 * s] - a1;
-            count += nb;
-            a1 += d * nb / count;
-            a2 += p[2 * s + 1] + d * d * (count - nb) * nb / count;
-        } else {
-            a1 += p[2 * s];
-            a2 += p[2 * s + 1];
+    if (mode == NS_STATS) {
+        /* chunks' (mean_s, M2_s) about a shift K (the first chunk's mean): mean = K + e with
+         * e = sum(n_s (mean_s - K)) / M, M2 = sum(M2_s + n_s (mean_s - K - e)^2). Every term is small, so the
+         * sums keep their digits where a running mean of values far from 0 would drift by an ulp per chunk. */
+        real K = p[0], e = 0, m2 = 0;
+        for (int s = 0; s < S; ++s) e += min(chunk, M - s * chunk) * (p[2 * s] - K);
+        e /= M;
+        for (int s = 0; s < S; ++s) {
+            real d = p[2 * s] - K - e;
+            m2 += p[2 * s + 1] + min(chunk, M - s * chunk) * d * d;
         }
+        STORE(a, c, K + e);
+        STORE(b, c, m2 / M);
+        return;
+    }
+    real a1 = 0, a2 = 0;
+    for (int s = 0; s < S; ++s) {
+        a1 += p[2 * s];
+        a2 += p[2 * s + 1];
     }
     STORE(a, c, a1);
-    if (mode == NS_STATS) STORE(b, c, a2 / M);
-    else if (mode == NS_GRAD) STORE(b, c, a2);
+    if (mode != NS_SUM) STORE(b, c, a2);  /* NS_GRAD's second sum */
 }
 
 __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int training, real eps,

@@ -37,7 +37,7 @@ inline int better(int op, real v, long i, real best, long bi) {
     if (isnan(best)) return isnan(v) && i < bi;
     if (isnan(v)) return 1;
     if (v == best) return i < bi;
-    return (op == R_MIN || op == R_ARGMIN) ? v < best : v > best;
+    return (op == R_MAX || op == R_ARGMAX) ? v > best : v < best;
 }
 
 typedef struct {
