@@ -53,7 +53,7 @@ class SavingMixin:
         except _NotStorable as err:
             meta["clnn.no_architecture"] = f"a constructor argument of type {err} cannot be stored"
         tensors: dict[str, Any] = dict(self.state_dict())
-        if getattr(self, "optimizer", None) is not None:
+        if hasattr(self, "_compile_spec"):  # compiled
             try:
                 config, opt_tensors = _training_state(self)
                 meta[_TRAIN_KEY] = json.dumps(config)
