@@ -17,6 +17,7 @@ import pyopencl as cl
 
 from .device import Device
 from .device import device as _device
+from .ops import random
 from .ops.creation import empty
 from .tensor import Tensor
 from .validation import require_int
@@ -65,8 +66,9 @@ class DataLoader:
         x: (N, ...) array of inputs; float64 becomes float32.
         y: optional (N, ...) array of targets (integer labels stay int64).
         batch_size: samples per batch; the last batch is smaller unless ``drop_last``.
-        shuffle: a new order every epoch (every ``iter``), from a generator seeded with ``seed``.
-        seed: makes the shuffled orders reproducible.
+        shuffle: a new order every epoch (every ``iter``).
+        seed: with a seed, epoch ``e``'s order depends only on ``(seed, e)``; without, each epoch's order
+            comes from the global generator, so :func:`clnn.manual_seed` makes it repeatable.
         drop_last: skip a final incomplete batch.
         device: where the batches go (default device when None).
 
@@ -88,7 +90,19 @@ class DataLoader:
                              f"{len(self.y)}")
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), bool(shuffle), bool(drop_last)
         self.device = _device(device)
-        self._rng = np.random.default_rng(seed)
+        self.seed, self.epoch = seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``iter`` epoch ``epoch`` (its order, with a seed), e.g. to resume training."""
+        self.epoch = int(epoch)
+
+    def _order(self) -> np.ndarray:
+        n = len(self.x)
+        if not self.shuffle:
+            return np.arange(n)
+        key = (int(self.seed) & (2**64 - 1), self.epoch) if self.seed is not None else random.advance()
+        self.epoch += 1
+        return np.random.default_rng(key).permutation(n)
 
     def __len__(self) -> int:
         n = len(self.x)
@@ -96,7 +110,7 @@ class DataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         n, bs, dev = len(self.x), self.batch_size, self.device
-        order = self._rng.permutation(n) if self.shuffle else np.arange(n)
+        order = self._order()
         starts = range(0, n - bs + 1 if self.drop_last else n, bs)
         batches = [order[s:s + bs] for s in starts]
         if not batches:

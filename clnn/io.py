@@ -6,7 +6,8 @@ little-endian bytes. PyTorch (``safetensors.torch``) reads and writes the same f
 between clnn and PyTorch models of the same architecture in both directions.
 
 Writes go to a temporary file in the target's folder, which is then renamed over the target: a crash
-never leaves a half-written file under the real name.
+never leaves a half-written file under the real name. Whole models (architecture and training state
+beside the weights) are :mod:`clnn.nn.saving`'s business; this module knows only tensors.
 """
 
 from __future__ import annotations
@@ -14,24 +15,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from .tensor import Tensor
 
-__all__ = ["save_state_dict", "load_state_dict", "read_metadata", "save_model", "load_model"]
+__all__ = ["save_state_dict", "load_state_dict", "read_metadata", "to_numpy", "atomic_write"]
 
 _CODES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32, "I16": np.int16,
     "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_,
 }
 _NAMES = {np.dtype(t): code for code, t in _CODES.items()}
-_ARCH_KEY = "clnn.architecture"
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -81,14 +80,21 @@ def save_state_dict(state_dict: Mapping[str, Any], path: str | os.PathLike[str],
         offset += arr.nbytes
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)
+    with atomic_write(path) as f:
+        f.write(len(blob).to_bytes(8, "little"))
+        f.write(blob)
+        for arr in arrays:
+            f.write(arr.tobytes())
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file that replaces ``path`` only once the ``with`` block finishes without an error."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(len(blob).to_bytes(8, "little"))
-            f.write(blob)
-            for arr in arrays:
-                f.write(arr.tobytes())
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -168,77 +174,3 @@ def load_state_dict(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     """The ``__metadata__`` strings of a safetensors file (empty when it has none)."""
     return dict(_read(path)[0].get("__metadata__", {}))
-
-
-# ---- whole models: weights plus the constructor calls that rebuild the architecture ----------------------
-class _NotEncodable(TypeError):
-    pass
-
-
-def _encode(value: Any) -> Any:
-    from .nn.module import Module
-
-    if isinstance(value, Module):
-        cls = type(value)
-        args, kwargs = value.__dict__.get("_init_args", ((), {}))
-        return {"__module__": f"{cls.__module__}:{cls.__qualname__}", "args": [_encode(a) for a in args],
-                "kwargs": {k: _encode(v) for k, v in kwargs.items() if k not in ("device", "dtype")}}
-    if isinstance(value, tuple):
-        return {"__tuple__": [_encode(v) for v in value]}
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
-        return {"__dict__": {k: _encode(v) for k, v in value.items()}}
-    if isinstance(value, (np.integer, np.floating, np.bool_)):
-        return value.item()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise _NotEncodable(type(value).__name__)
-
-
-def _decode(value: Any) -> Any:
-    from .nn.module import Module
-
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "__tuple__" in value:
-        return tuple(_decode(v) for v in value["__tuple__"])
-    if "__dict__" in value:
-        return {k: _decode(v) for k, v in value["__dict__"].items()}
-    modname, _, qualname = value["__module__"].partition(":")
-    # only classes already imported: loading a file never imports (runs) code
-    obj: Any = sys.modules.get(modname)
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    if not (isinstance(obj, type) and issubclass(obj, Module)):
-        raise ValueError(f"load: the file's model uses {modname}.{qualname}, which is not an imported clnn Module "
-                         f"subclass; import the module that defines it first")
-    return obj(*[_decode(a) for a in value["args"]], **{k: _decode(v) for k, v in value["kwargs"].items()})
-
-
-def save_model(model: Any, path: str | os.PathLike[str]) -> None:
-    """Save ``model``'s weights and, when its constructor arguments are plain data, its architecture."""
-    meta = {"format": "clnn"}
-    try:
-        meta[_ARCH_KEY] = json.dumps(_encode(model))
-    except _NotEncodable as err:
-        meta["clnn.no_architecture"] = f"a constructor argument of type {err} cannot be stored"
-    save_state_dict(model.state_dict(), path, meta)
-
-
-def load_model(path: str | os.PathLike[str], device: Any = None) -> Any:
-    """Rebuild a model saved with ``model.save(path)`` and load its weights (on ``device``)."""
-    meta = read_metadata(path)
-    if _ARCH_KEY not in meta:
-        why = meta.get("clnn.no_architecture", "it holds weights only")
-        raise ValueError(f"load: {path} has no architecture ({why}); build the model and call "
-                         f"model.load_state_dict(clnn.load_state_dict(path))")
-    from .device import use_device
-
-    with use_device(device) if device is not None else contextlib.nullcontext():
-        model = _decode(json.loads(meta[_ARCH_KEY]))
-    model.load_state_dict(load_state_dict(path))
-    return model
-

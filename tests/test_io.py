@@ -51,8 +51,9 @@ def test_save_load_predict_identical(dev, rng, tmp_path):
     again = nn.load(path, device=dev)
     np.testing.assert_array_equal(again.predict(x), model.predict(x))
     assert repr(again) == repr(model)
-    fresh = lenet(nn).to(dev)
-    fresh.load_state_dict(clnn.load_state_dict(path))
+    fresh = lenet(nn).to(dev)  # the weights alone: a compiled model's file also holds its optimizer state
+    _, unexpected = fresh.load_state_dict(clnn.load_state_dict(path), strict=False)
+    assert unexpected and all(k.startswith("optimizer/") for k in unexpected)
     np.testing.assert_array_equal(fresh.predict(x), model.predict(x))
     assert [p.name for p in tmp_path.iterdir()] == ["lenet.safetensors"]  # no temporary file left
 
@@ -64,6 +65,52 @@ def test_custom_module_round_trip(dev, rng, tmp_path):
     assert isinstance(again, Twin) and isinstance(again.act, nn.Tanh)
     x = rng.standard_normal((3, 1, 8, 8)).astype(np.float32)
     np.testing.assert_array_equal(again.predict(x), model.predict(x))
+
+
+def mean_square_logit(out, y):
+    """A module-level metric: saved by reference, found again on load."""
+    return (out * out).mean()
+
+
+def test_loaded_model_is_compiled_with_its_optimizer_state(dev, rng, tmp_path):
+    model = lenet(nn).to(dev)
+    opt = clnn.optim.Adam(model.parameters(), lr=3e-3, betas=(0.8, 0.99), amsgrad=True)
+    model.compile(optimizer=opt, loss=clnn.functional.cross_entropy, metrics=["accuracy", mean_square_logit])
+    x = rng.standard_normal((40, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, 10, 40)
+    model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    model.save(tmp_path / "m.safetensors")
+    again = nn.load(tmp_path / "m.safetensors", device=dev)
+    assert again.evaluate(x, y) == model.evaluate(x, y)
+    assert set(again.evaluate(x, y)) == {"loss", "accuracy", "mean_square_logit"}
+    assert type(again.optimizer) is clnn.optim.Adam and again.next_epoch == 2
+    ours, theirs = again.optimizer.state_dict(), opt.state_dict()
+    assert ours["param_groups"] == theirs["param_groups"] and ours["param_groups"][0]["betas"] == (0.8, 0.99)
+    assert ours["state"].keys() == theirs["state"].keys()
+    for i, entries in theirs["state"].items():
+        assert ours["state"][i]["step"] == entries["step"] == 6
+        for k in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+            np.testing.assert_array_equal(ours["state"][i][k].numpy(), entries[k].numpy())
+    assert not hasattr(nn.load(tmp_path / "m.safetensors", compile=False), "optimizer")
+
+
+def test_unstorable_loss_saves_the_model_without_training_state(dev, tmp_path):
+    model = nn.Sequential(nn.Linear(3, 2)).to(dev)
+    model.compile(optimizer="sgd", loss=lambda out, y: ((out - y) * (out - y)).mean())
+    with pytest.warns(RuntimeWarning, match="no training state: the loss .* is not a module-level function"):
+        model.save(tmp_path / "m.safetensors")
+    again = nn.load(tmp_path / "m.safetensors")
+    with pytest.raises(RuntimeError, match=r"evaluate: call model.compile\(optimizer=..., loss=...\) first"):
+        again.evaluate(np.zeros((2, 3), np.float32), np.zeros((2, 2), np.float32))
+
+
+def test_half_precision_model_loads_as_half(dev, rng, tmp_path):
+    model = nn.Sequential(nn.Linear(5, 3)).to(dev, np.float16)
+    model.save(tmp_path / "h.safetensors")
+    again = nn.load(tmp_path / "h.safetensors", device=dev)
+    assert {p.dtype for p in again.parameters()} == {np.dtype(np.float16)}
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(again.state_dict()[k].numpy(), v.numpy())
 
 
 def test_weights_only_file_explains_how_to_load(dev, tmp_path):

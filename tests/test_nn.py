@@ -237,6 +237,28 @@ def test_dataloader_batches_shuffles_and_drops(dev, rng):
     np.testing.assert_array_equal(np.concatenate(batches), x[:96])  # no shuffle: in order
 
 
+def test_dataloader_orders_come_from_seed_and_epoch_or_the_global_generator(dev):
+    x = np.arange(29, dtype=np.float32)[:, None]
+
+    def orders(loader, epochs=3):
+        return [np.concatenate([xb.numpy()[:, 0] for xb in loader]) for _ in range(epochs)]
+
+    seeded = orders(clnn.data.DataLoader(x, batch_size=8, shuffle=True, seed=7, device=dev))
+    assert not np.array_equal(seeded[0], seeded[1])  # a new order each epoch
+    resumed = clnn.data.DataLoader(x, batch_size=8, shuffle=True, seed=7, device=dev)
+    resumed.set_epoch(2)
+    np.testing.assert_array_equal(orders(resumed, 1)[0], seeded[2])
+    clnn.manual_seed(3)
+    first = orders(clnn.data.DataLoader(x, batch_size=8, shuffle=True, device=dev))
+    clnn.manual_seed(3)
+    again = orders(clnn.data.DataLoader(x, batch_size=8, shuffle=True, device=dev))
+    np.testing.assert_array_equal(np.stack(first), np.stack(again))
+    assert not np.array_equal(first[0], first[1])
+    clnn.manual_seed(4)
+    assert not np.array_equal(orders(clnn.data.DataLoader(x, batch_size=8, shuffle=True, device=dev), 1)[0],
+                              first[0])
+
+
 def test_dataloader_errors():
     with pytest.raises(ValueError, match="x and y expect the same number of samples; got 4 and 3"):
         clnn.data.DataLoader(np.zeros((4, 2)), np.zeros(3))

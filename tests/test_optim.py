@@ -130,3 +130,105 @@ def test_zero_grad_sets_none_or_fresh_zeros(dev):
         assert np.abs(shared.numpy()).sum() > 0
         zero()
         assert model.weight.grad is None and model.bias.grad is None
+
+
+def _to_torch(sd):
+    """A clnn optimizer state_dict with its tensors as torch tensors (what torch's load_state_dict takes)."""
+    state = {i: {k: v if k == "step" else torch.from_numpy(clnn.io.to_numpy(v)) for k, v in s.items()}
+             for i, s in sd["state"].items()}
+    return {"state": state, "param_groups": sd["param_groups"]}
+
+
+@pytest.mark.parametrize("cls, tcls, kwargs", OPTIMIZERS, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_state_dict_moves_between_clnn_and_torch(dev, rng, cls, tcls, kwargs):
+    """Three steps in torch, its state into clnn, three more steps in clnn, its state back into torch for a
+    last step: every parameter tracks an uninterrupted torch run, so each state entry went across."""
+    init = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(7)]
+    ref = [torch.tensor(a, requires_grad=True) for a in init]
+    ref_opt = tcls(ref, **kwargs)
+    for g in grads:
+        for tp, gi in zip(ref, g):
+            tp.grad = torch.tensor(gi)
+        ref_opt.step()
+
+    tparams = [torch.tensor(a, requires_grad=True) for a in init]
+    topt = tcls(tparams, **kwargs)
+    for g in grads[:3]:
+        for tp, gi in zip(tparams, g):
+            tp.grad = torch.tensor(gi)
+        topt.step()
+    params = [clnn.tensor(tp.detach().numpy(), device=dev, requires_grad=True) for tp in tparams]
+    opt = cls(params, lr=1.0)  # hyperparameters come from the state_dict
+    opt.load_state_dict(topt.state_dict())
+    assert {k: v for k, v in opt.param_groups[0].items() if k != "params"} == {
+        k: v for k, v in topt.param_groups[0].items() if k in opt.defaults}
+    for g in grads[3:6]:
+        for p, gi in zip(params, g):
+            p.grad = clnn.tensor(gi, device=dev)
+        opt.step()
+    sd = opt.state_dict()
+    want_keys = {i: sorted(k for k, v in s.items() if v is not None) for i, s in ref_opt.state_dict()["state"].items()}
+    assert {i: sorted(s) for i, s in sd["state"].items()} == {i: k for i, k in want_keys.items() if k}
+    assert sd["param_groups"][0]["params"] == [0, 1, 2]
+    back = [torch.tensor(p.numpy(), requires_grad=True) for p in params]
+    topt = tcls(back, lr=1.0)
+    topt.load_state_dict(_to_torch(sd))
+    for tp, gi in zip(back, grads[6]):
+        tp.grad = torch.tensor(gi)
+    topt.step()
+    ours = np.concatenate([tp.detach().numpy().ravel() for tp in back])
+    want = np.concatenate([tp.detach().numpy().ravel() for tp in ref])
+    assert rel_err(ours, want) < 1e-6
+
+
+def test_load_state_dict_checks_before_changing(dev):
+    p = clnn.zeros(3, device=dev, requires_grad=True)
+    opt = optim.Adam([p], lr=0.1)
+    other = optim.Adam([clnn.zeros(3, device=dev, requires_grad=True), clnn.zeros(2, device=dev, requires_grad=True)])
+    with pytest.raises(ValueError, match=r"param_groups expect sizes \[1\]; got \[2\]"):
+        opt.load_state_dict(other.state_dict())
+    bad = {"state": {0: {"step": 1, "exp_avg": np.zeros(4), "exp_avg_sq": np.zeros(3)}},
+           "param_groups": [{"lr": 0.5, "params": [0]}]}
+    with pytest.raises(ValueError, match=r"state\[0\]\['exp_avg'\] expects shape \(3,\).*; got \(4,\)"):
+        opt.load_state_dict(bad)
+    with pytest.raises(ValueError, match=r"hyperparameters \['momentum'\] that Adam does not use"):
+        opt.load_state_dict({"state": {}, "param_groups": [{"lr": 0.5, "momentum": 0.9, "params": [0]}]})
+    assert opt.param_groups[0]["lr"] == 0.1 and opt.state == {}
+
+
+@pytest.mark.parametrize(
+    "make, tmake",
+    [
+        (lambda o: optim.StepLR(o, step_size=3, gamma=0.5),
+         lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)),
+        (lambda o: optim.CosineAnnealingLR(o, T_max=7, eta_min=0.01),
+         lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=7, eta_min=0.01)),
+        (lambda o: optim.ReduceLROnPlateau(o, factor=0.5, patience=1),
+         lambda o: torch.optim.lr_scheduler.ReduceLROnPlateau(o, factor=0.5, patience=1)),
+    ],
+)
+def test_scheduler_state_dict_resumes_and_moves_to_torch(dev, make, tmake):
+    """Five epochs, then the scheduler's state into a fresh clnn scheduler and a fresh torch one: both go on
+    exactly as the uninterrupted scheduler."""
+    metrics = [1.0, 0.9, 0.95, 0.97, 0.99, 1.2, 1.3, 0.5, 0.6, 0.7]
+
+    def step(s, m):
+        s.step(m) if isinstance(s, (optim.ReduceLROnPlateau, torch.optim.lr_scheduler.ReduceLROnPlateau)) \
+            else s.step()
+
+    opt, _ = _torch_and_clnn_opt(dev)
+    sched = make(opt)
+    for m in metrics[:5]:
+        step(sched, m)
+    sd = sched.state_dict()
+    assert "optimizer" not in sd
+    opt2, topt2 = _torch_and_clnn_opt(dev)
+    opt2.param_groups[0]["lr"] = topt2.param_groups[0]["lr"] = opt.param_groups[0]["lr"]
+    resumed, tresumed = make(opt2), tmake(topt2)
+    resumed.load_state_dict(sd)
+    tresumed.load_state_dict(dict(sd))
+    for m in metrics[5:]:
+        for s in (sched, resumed, tresumed):
+            step(s, m)
+        assert resumed.get_last_lr() == sched.get_last_lr() == pytest.approx(tresumed.get_last_lr(), rel=1e-12)

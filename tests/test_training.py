@@ -1,6 +1,12 @@
 """Training: Keras-style fit/evaluate/predict/summary/callbacks, the PyTorch-style loop against torch,
 input checks before training, and flat device memory over many steps."""
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import torch
@@ -140,9 +146,11 @@ def test_nan_loss_stops_fit_and_keeps_the_last_good_checkpoint(dev, tmp_path, di
 def test_progress_output_with_and_without_tqdm(dev, digits, capsys, monkeypatch):
     (x, y), _ = digits
     model = _tiny_classifier(dev)
-    model.fit(x[:128], y[:128], epochs=1, batch_size=64, verbose=1)
+    model.fit(x[:128], y[:128], epochs=1, batch_size=64, verbose=1, validation_split=0.25)
     err = capsys.readouterr().err
-    assert "Epoch 1/1" in err and "loss=" in err and "accuracy=" in err
+    final = [seg for seg in err.replace("\r", "\n").split("\n") if "Epoch 1/1" in seg][-1]
+    assert "loss=" in final and "accuracy=" in final and "val_loss=" in final and "val_accuracy=" in final
+    assert "\n  val_" not in err  # no separate validation line
     monkeypatch.setattr("clnn.nn.training.tqdm", None)
     model.fit(x[:128], y[:128], epochs=2, batch_size=64, verbose=1)
     out = capsys.readouterr().out
@@ -221,3 +229,100 @@ def test_device_memory_flat_over_500_steps(dev, rng):
                 dev.synchronize()
                 in_use.append(clnn.memory_stats(dev)["bytes_in_use"])
     assert max(in_use[1:]) <= in_use[1], in_use  # after warm-up, never more than at step 100
+
+
+def _dropout_net() -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 10))
+
+
+def _compiled_dropout_net(dev) -> nn.Module:
+    model = _dropout_net().to(dev)
+    model.compile(optimizer=clnn.optim.Adam(model.parameters(), lr=1e-2, amsgrad=True), loss="cross_entropy",
+                  metrics=["accuracy"])
+    return model
+
+
+_HALVING = nn.LearningRateScheduler(lambda epoch, lr: 1e-2 * 0.5**epoch)
+
+
+def test_resume_in_a_new_process_repeats_the_uninterrupted_losses(dev, digits, tmp_path):
+    """2 epochs, save, load in a fresh interpreter, 2 more: bit for bit the losses of 4 epochs in one go
+    (optimizer state, epoch-dependent learning rate, shuffling and dropout all continue)."""
+    (x, y), _ = digits
+    x, y = x[:300], y[:300]
+    clnn.manual_seed(11)
+    whole = _compiled_dropout_net(dev).fit(x, y, epochs=4, batch_size=32, validation_split=0.2, verbose=0,
+                                           callbacks=[_HALVING]).history
+    clnn.manual_seed(11)
+    model = _compiled_dropout_net(dev)
+    first = model.fit(x, y, epochs=2, batch_size=32, validation_split=0.2, verbose=0, callbacks=[_HALVING])
+    model.save(tmp_path / "ckpt.safetensors")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    script = textwrap.dedent(f"""
+        import json, numpy as np, clnn
+        from clnn import nn
+        x, y = np.load({str(tmp_path / "x.npy")!r}), np.load({str(tmp_path / "y.npy")!r})
+        model = nn.load({str(tmp_path / "ckpt.safetensors")!r})
+        sched = nn.LearningRateScheduler(lambda epoch, lr: 1e-2 * 0.5**epoch)
+        h = model.fit(x, y, epochs=4, initial_epoch=model.next_epoch, batch_size=32, validation_split=0.2,
+                      verbose=0, callbacks=[sched])
+        print(json.dumps({{"epoch": h.epoch, "history": h.history}}))
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ,
+                         timeout=600, check=False)
+    assert run.returncode == 0, run.stderr
+    second = json.loads(run.stdout.strip().splitlines()[-1])
+    assert second["epoch"] == [2, 3]
+    for k, values in whole.items():
+        assert first.history[k] + second["history"][k] == values, k  # exact float equality
+    assert whole["loss"][3] != whole["loss"][2]
+
+
+def test_manual_seed_makes_fit_repeatable_and_fit_seed_overrides_shuffling(dev, digits):
+    (x, y), _ = digits
+    x, y = x[:200], y[:200]
+
+    def run(global_seed, fit_seed=None, reseed=None):
+        clnn.manual_seed(global_seed)
+        model = _compiled_dropout_net(dev)
+        if reseed is not None:
+            clnn.manual_seed(reseed)
+        losses = model.fit(x, y, epochs=2, batch_size=32, verbose=0, seed=fit_seed).history["loss"]
+        return losses, model.state_dict()["4.weight"].numpy()
+
+    base = run(5)
+    same = run(5)
+    assert base[0] == same[0]
+    np.testing.assert_array_equal(base[1], same[1])
+    assert run(6)[0] != base[0]
+
+    def no_dropout(reseed, fit_seed):  # dropout off, so only the shuffling could differ
+        clnn.manual_seed(5)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10)).to(dev)
+        model.compile(optimizer="adam", loss="cross_entropy")
+        clnn.manual_seed(reseed)
+        return model.fit(x, y, epochs=2, batch_size=32, verbose=0, seed=fit_seed).history["loss"]
+
+    assert no_dropout(1, fit_seed=3) == no_dropout(2, fit_seed=3)
+    assert no_dropout(1, fit_seed=None) != no_dropout(2, fit_seed=None)
+
+
+def test_history_plot_saves_a_png(dev, digits, tmp_path, monkeypatch):
+    (x, y), _ = digits
+    history = _tiny_classifier(dev).fit(x[:128], y[:128], epochs=2, batch_size=64, validation_split=0.25,
+                                         verbose=0)
+    fig = history.plot(path=tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [ax.get_title() for ax in fig.axes] == ["loss", "accuracy"]
+    assert [line.get_label() for line in fig.axes[0].lines] == ["train", "validation"]
+    np.testing.assert_array_equal(fig.axes[0].lines[1].get_ydata(), history.history["val_loss"])
+    assert [p.name for p in tmp_path.iterdir()] == ["curves.png"]
+    fig = history.plot(metrics=["accuracy"], path=tmp_path / "acc.png")
+    assert [ax.get_title() for ax in fig.axes] == ["accuracy"]
+    with pytest.raises(ValueError, match=r"metrics expects logged names .*; got 'auc'"):
+        history.plot(metrics=["auc"], path=tmp_path / "x.png")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ImportError, match=r"History.plot needs matplotlib: pip install 'clnn\[plot\]'"):
+        history.plot(path=tmp_path / "y.png")

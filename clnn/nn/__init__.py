@@ -9,9 +9,6 @@ Example:
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 from . import utils
 from .callbacks import Callback, EarlyStopping, History, LearningRateScheduler, ModelCheckpoint
 from .layers import (
@@ -37,20 +34,7 @@ from .layers import (
     Tanh,
 )
 from .module import Module, Parameter, Sequential
-
-
-def load(path: str | os.PathLike[str], device: Any = None) -> Module:
-    """Rebuild and return a model saved with ``model.save(path)``, its weights loaded (on ``device``).
-
-    The model's classes must be importable and already imported (clnn's layers always are).
-
-    Example:
-        >>> model = clnn.nn.load("digits.safetensors")
-    """
-    from ..io import load_model
-
-    return load_model(path, device)
-
+from .saving import load
 
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",

@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from ..io import atomic_write, save_state_dict
 
 __all__ = ["Callback", "History", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler"]
 
@@ -54,6 +57,55 @@ class History(Callback):
         self.epoch.append(epoch)
         for k, v in (logs or {}).items():
             self.history.setdefault(k, []).append(v)
+
+    def plot(self, metrics: Sequence[str] | None = None, path: str | os.PathLike[str] | None = None) -> Any:
+        """Draw each metric's training and validation curves over the epochs, one panel per metric.
+
+        Args:
+            metrics: names like ``["loss", "accuracy"]`` (their ``val_*`` curves come along); default all.
+            path: save a PNG there (atomically) instead of showing the figure.
+
+        Returns:
+            The matplotlib ``Figure``.
+
+        Raises:
+            ImportError: matplotlib is missing (``pip install 'clnn[plot]'``).
+            ValueError: a metric was not logged.
+
+        Example:
+            >>> model.fit(x, y, epochs=10, validation_split=0.1).plot(path="curves.png")
+        """
+        try:
+            from matplotlib.figure import Figure
+        except ImportError:
+            raise ImportError("History.plot needs matplotlib: pip install 'clnn[plot]'") from None
+        names = list(metrics) if metrics is not None else [k for k in self.history if not k.startswith("val_")]
+        for name in names:
+            if name not in self.history:
+                raise ValueError(f"History.plot: metrics expects logged names {sorted(self.history)}; got {name!r}")
+        if not names:
+            raise ValueError("History.plot: nothing to plot; fit has not completed an epoch")
+        if path is None:
+            import matplotlib.pyplot as plt
+
+            fig = plt.figure(figsize=(4.5 * len(names), 3.5))
+        else:
+            fig = Figure(figsize=(4.5 * len(names), 3.5))
+        epochs = [e + 1 for e in self.epoch]
+        for i, name in enumerate(names):
+            ax = fig.add_subplot(1, len(names), i + 1)
+            ax.plot(epochs, self.history[name], marker="o", label="train")
+            if f"val_{name}" in self.history:
+                ax.plot(epochs, self.history[f"val_{name}"], marker="o", label="validation")
+            ax.set(title=name, xlabel="epoch")
+            ax.legend()
+        fig.tight_layout()
+        if path is None:
+            plt.show()
+            return fig
+        with atomic_write(path) as f:
+            fig.savefig(f, format="png")
+        return fig
 
     def __repr__(self) -> str:
         return f"History(epochs={len(self.epoch)}, keys={list(self.history)})"
@@ -150,8 +202,6 @@ class ModelCheckpoint(_Monitor):
             self.best = value
         path = self.filepath.format(epoch=epoch + 1, **(logs or {}))
         if self.save_weights_only:
-            from ..io import save_state_dict
-
             save_state_dict(self.model.state_dict(), path)
         else:
             self.model.save(path)

@@ -3,7 +3,8 @@
 A module holds parameters (:class:`Parameter`, trained), buffers (tensors saved with the model but not
 trained, like BatchNorm's running statistics) and child modules, each registered by assigning an
 attribute. ``state_dict`` names them with dotted paths exactly as PyTorch does, so weights map one to one.
-The Keras-style methods (``compile``, ``fit``, ...) come from :class:`~clnn.nn.training.TrainingMixin`.
+The Keras-style methods (``compile``, ``fit``, ...) come from :class:`~clnn.nn.training.TrainingMixin`,
+``save`` from :class:`~clnn.nn.saving.SavingMixin`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import numpy as np
 
 from ..device import Device
 from ..device import device as _device
+from ..io import to_numpy
 from ..ops.creation import zeros_like
 from ..tensor import Tensor
+from .saving import SavingMixin
 from .training import TrainingMixin
 
 __all__ = ["Parameter", "Module", "Sequential", "IncompatibleKeys"]
@@ -50,7 +53,7 @@ class IncompatibleKeys(NamedTuple):
 _calls = threading.local()  # a list collecting (module, output) while summary() traces a forward pass
 
 
-class Module(TrainingMixin):
+class Module(TrainingMixin, SavingMixin):
     """Base class for layers and models: subclass it, assign layers in ``__init__``, write ``forward``.
 
     Example:
@@ -324,8 +327,6 @@ class Module(TrainingMixin):
 
 
 def _as_numpy(key: str, value: Any) -> np.ndarray:
-    from ..io import to_numpy
-
     arr = to_numpy(value)
     if arr.dtype.kind not in "fiub":
         raise ValueError(f"load_state_dict: {key} expects numeric values; got dtype {arr.dtype}")

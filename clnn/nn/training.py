@@ -1,5 +1,5 @@
 """The Keras training contract on every :class:`~clnn.nn.Module`: ``compile``, ``fit``, ``evaluate``,
-``predict``, ``summary`` and ``save``.
+``predict`` and ``summary``.
 
 ``fit`` checks its data against the model (one forward pass on one sample) before any training, runs
 the PyTorch-style loop over a prefetching :class:`~clnn.data.DataLoader`, keeps running sums of the loss
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import functional as F
+from .. import optim
 from ..data import DataLoader
 from ..ops.creation import zeros
 from ..tensor import Tensor, no_grad
@@ -54,6 +55,8 @@ def _accuracy_counts(out: Tensor, y: Tensor) -> Tensor:
 class TrainingMixin:
     """Keras-style methods mixed into ``Module``."""
 
+    next_epoch: int = 0  # one past the last epoch fit completed: fit(initial_epoch=model.next_epoch) resumes
+
     # ---- compile ----------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "adam", loss: str | Callable[..., Tensor] = "cross_entropy",
                 metrics: Sequence[str | Callable[..., Tensor]] | None = None) -> None:
@@ -68,8 +71,7 @@ class TrainingMixin:
         Example:
             >>> model.compile(optimizer="adam", loss="cross_entropy", metrics=["accuracy"])
         """
-        from .. import optim
-
+        spec = (loss, list(metrics or []))
         if isinstance(optimizer, str):
             if optimizer.lower() not in _OPTIMIZERS:
                 raise ValueError(f"compile: optimizer expects one of {list(_OPTIMIZERS)}, an optimizer or its "
@@ -96,6 +98,7 @@ class TrainingMixin:
             else:
                 raise ValueError(f"compile: metrics expects 'accuracy' or callables; got {m!r}")
         self.optimizer, self.loss_fn, self.metric_fns = optimizer, loss, named
+        self._compile_spec = spec  # what model.save records to compile the loaded model the same way
 
     # ---- data checks ------------------------------------------------------------------------------
     def _checked(self, op: str, x: Any, y: Any, need_y: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
@@ -154,7 +157,9 @@ class TrainingMixin:
             x: (N, ...) NumPy inputs. y: (N,) integer class labels for classification losses, else (N, ...).
             validation_data: ``(x_val, y_val)`` evaluated after each epoch (``val_*`` logs), or
             validation_split: the fraction of the *last* samples held out for it (before shuffling).
-            shuffle: a new sample order each epoch (``seed`` makes it reproducible).
+            shuffle: a new sample order each epoch, from the global generator (:func:`clnn.manual_seed`
+                makes a whole fit repeatable: initialization, shuffling, dropout), or from ``seed`` alone.
+            initial_epoch: the epoch to start at; ``model.next_epoch`` resumes a saved model's training.
             verbose: 1 for a tqdm progress bar per epoch (a line per epoch without tqdm), 0 for silence.
             terminate_on_nan: stop when the epoch's loss is NaN or inf, before that epoch's callbacks run,
                 so a ModelCheckpoint keeps the last good weights (a RuntimeWarning says so).
@@ -197,8 +202,13 @@ class TrainingMixin:
         for epoch in range(initial_epoch, epochs):
             for cb in cbs:
                 cb.on_epoch_begin(epoch)
-            logs = self._train_epoch(loader, epoch, epochs, verbose, cbs)
+            loader.set_epoch(epoch)
+            bar = tqdm(total=len(loader), desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", leave=True,
+                       dynamic_ncols=True) if verbose and tqdm is not None else None
+            logs = self._train_epoch(loader, bar, cbs)
             if terminate_on_nan and not np.isfinite(logs["loss"]):
+                if bar is not None:
+                    bar.close()
                 warnings.warn(
                     f"fit: the training loss became {logs['loss']} in epoch {epoch + 1}; training stopped before "
                     "that epoch's callbacks, so checkpoints hold the last good weights (the model's own weights "
@@ -209,10 +219,12 @@ class TrainingMixin:
             if validation_data is not None:
                 val = self.evaluate(*validation_data, batch_size=batch_size, verbose=0)
                 logs.update({f"val_{k}": v for k, v in val.items()})
-            if verbose and tqdm is None:
+            if bar is not None:  # validation metrics on the epoch's own line
+                bar.set_postfix(logs)
+                bar.close()
+            elif verbose:
                 print(f"Epoch {epoch + 1}/{epochs}: " + ", ".join(f"{k}={v:.4f}" for k, v in logs.items()))
-            elif verbose and validation_data is not None:
-                tqdm.write("  " + ", ".join(f"{k}={v:.4f}" for k, v in logs.items() if k.startswith("val_")))
+            self.next_epoch = epoch + 1
             for cb in cbs:
                 cb.on_epoch_end(epoch, logs)
             if self.stop_training:
@@ -221,12 +233,9 @@ class TrainingMixin:
             cb.on_train_end()
         return history
 
-    def _train_epoch(self, loader: DataLoader, epoch: int, epochs: int, verbose: int,
-                     cbs: list[Callback]) -> dict[str, float]:
+    def _train_epoch(self, loader: DataLoader, bar: Any, cbs: list[Callback]) -> dict[str, float]:
         self.train()
         sums = _Sums(self.metric_fns)
-        bar = tqdm(total=len(loader), desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", leave=True,
-                   dynamic_ncols=True) if verbose and tqdm is not None else None
         last = time.monotonic()
         for step, (xb, yb) in enumerate(loader):
             for cb in cbs:
@@ -244,11 +253,7 @@ class TrainingMixin:
                 if time.monotonic() - last > 0.5:  # reading the sums waits for the device: not every step
                     bar.set_postfix(sums.read(), refresh=False)
                     last = time.monotonic()
-        logs = sums.read()
-        if bar is not None:
-            bar.set_postfix(logs)
-            bar.close()
-        return logs
+        return sums.read()
 
     # ---- evaluate / predict -----------------------------------------------------------------------
     def evaluate(self, x: Any, y: Any, batch_size: int = 32, verbose: int = 0) -> dict[str, float]:
@@ -283,7 +288,7 @@ class TrainingMixin:
             self.train(was_training)
         return np.concatenate(outs)
 
-    # ---- summary and save -------------------------------------------------------------------------
+    # ---- summary -------------------------------------------------------------------------
     def summary(self, input_shape: Sequence[int] | None = None, print_fn: Callable[[str], Any] = print) -> None:
         """Print the layers, their output shapes and parameter counts, as Keras does.
 
@@ -330,12 +335,6 @@ class TrainingMixin:
             "_" * width,
         ]
         print_fn("\n".join(out_lines))
-
-    def save(self, path: str) -> None:
-        """Save weights and (when it can be recorded) the architecture; load with :func:`clnn.nn.load`."""
-        from ..io import save_model
-
-        save_model(self, path)
 
 
 class _Sums:

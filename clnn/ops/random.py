@@ -16,19 +16,40 @@ _state = {"seed": 0, "offset": 0}
 
 
 def manual_seed(seed: int) -> None:
-    """Seed the global generator: draws after this repeat for the same seed (rand, randn, dropout)."""
+    """Seed the global generator: what follows repeats for the same seed (initialization, rand, randn,
+    dropout, and the shuffling of unseeded DataLoaders and ``fit``)."""
     with _lock:
         _state["seed"], _state["offset"] = int(seed) & (2**64 - 1), 0
 
 
+def get_state() -> tuple[int, int]:
+    """The global generator's ``(seed, offset)``: restoring it with :func:`set_state` repeats later draws."""
+    with _lock:
+        return _state["seed"], _state["offset"]
+
+
+def set_state(state: tuple[int, int]) -> None:
+    """Restore a ``(seed, offset)`` taken with :func:`get_state`."""
+    seed, offset = state
+    with _lock:
+        _state["seed"], _state["offset"] = int(seed) & (2**64 - 1), int(offset)
+
+
+def advance() -> tuple[int, int]:
+    """The ``(seed, offset)`` of the next draw from the global generator, which moves one step on.
+
+    Host-side randomness (the DataLoader's shuffling) takes its keys here too, so one ``manual_seed``
+    fixes initialization, shuffling and dropout alike.
+    """
+    with _lock:
+        key = _state["seed"], _state["offset"]
+        _state["offset"] += 1
+    return key
+
+
 def _next_key(seed: int | None) -> tuple[np.ndarray, np.ndarray]:
     """(seed, offset) for one draw: an explicit ``seed`` starts at offset 0; else the global state advances."""
-    if seed is not None:
-        s, offset = int(seed) & (2**64 - 1), 0
-    else:
-        with _lock:
-            s, offset = _state["seed"], _state["offset"]
-            _state["offset"] += 1
+    s, offset = (int(seed) & (2**64 - 1), 0) if seed is not None else advance()
     return (
         cltypes.make_uint2(s & 0xFFFFFFFF, s >> 32),
         cltypes.make_uint2(offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF),

@@ -18,7 +18,21 @@ def _require_optimizer(name: str, optimizer: Any) -> None:
     require_instance(f"{name}: optimizer", optimizer, Optimizer, "a clnn.optim.Optimizer")
 
 
-class LRScheduler:
+class _Stateful:
+    """``state_dict``/``load_state_dict`` as torch's schedulers: every attribute but the optimizer."""
+
+    optimizer: Optimizer
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scheduler's attributes except ``optimizer``; torch's schedulers of the same kind load it too."""
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (from clnn or the same torch scheduler)."""
+        self.__dict__.update(state)
+
+
+class LRScheduler(_Stateful):
     """Base class: call :meth:`step` once per epoch, after ``optimizer.step()``."""
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
@@ -45,12 +59,6 @@ class LRScheduler:
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
 
 
 class StepLR(LRScheduler):
@@ -96,7 +104,7 @@ class CosineAnnealingLR(LRScheduler):
         return [ratio * (g["lr"] - lo) + lo for g in groups]
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(_Stateful):
     """Multiply the learning rate by ``factor`` when a metric stops improving for ``patience`` epochs.
 
     Call ``step(metric)`` once per epoch with the monitored value (e.g. the validation loss).

@@ -8,14 +8,15 @@ the host. Hyperparameters are kernel arguments, so changing the learning rate ne
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from .. import kernels
+from ..io import to_numpy
 from ..kernels import defines, launch_1d, real_scalar
-from ..ops.creation import zeros_like
+from ..ops.creation import tensor, zeros_like
 from ..tensor import FLOAT_DTYPES, Tensor
 from ..validation import require_number
 
@@ -23,6 +24,8 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop"]
 
 _OPS = kernels.op_codes("optim.cl", "OPT_")
 _OPTION, _FIRST, _MAXIMIZE = (kernels.op_codes("optim.cl", "F_")[k] for k in ("option", "first", "maximize"))
+# torch.optim group keys that choose an implementation, not the arithmetic: ignored when loading its state
+_TORCH_IMPLEMENTATION = frozenset({"foreach", "fused", "capturable", "differentiable"})
 
 
 class Optimizer:
@@ -32,6 +35,8 @@ class Optimizer:
         params: an iterable of tensors, or of dicts ``{"params": [...], "lr": ...}`` (parameter groups).
         defaults: hyperparameters for groups that don't set them.
     """
+
+    _STATE_KEYS: frozenset[str] = frozenset()  # the per-parameter state entries, named as in torch.optim
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
         name = type(self).__name__
@@ -97,6 +102,82 @@ class Optimizer:
     def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state with ``torch.optim``'s structure and key names.
+
+        ``{"state": {index: {"step": int, "exp_avg": Tensor, ...}}, "param_groups": [{"lr": ..., "params":
+        [index, ...]}, ...]}``, parameters numbered in group order. Tensors are the live state (not copies).
+
+        Example:
+            >>> torch_opt.load_state_dict({**sd, "state": {i: {k: torch.as_tensor(clnn.io.to_numpy(v))
+            ...                            for k, v in s.items()} for i, s in sd["state"].items()}})
+        """
+        index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
+        groups, n = [], 0
+        for group in self.param_groups:
+            groups.append({**{k: v for k, v in group.items() if k != "params"},
+                           "params": list(range(n, n + len(group["params"])))})
+            n += len(group["params"])
+        state = {index[pid]: dict(s) for pid, s in self.state.items() if pid in index and s}
+        return {"state": dict(sorted(state.items())), "param_groups": groups}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore hyperparameters and state from :meth:`state_dict`, this class's or ``torch.optim``'s.
+
+        State tensors may be clnn, NumPy or torch tensors; they are copied to each parameter's device and
+        dtype. Everything is checked before anything changes.
+
+        Raises:
+            ValueError: the groups or their sizes differ, a hyperparameter or state entry is unknown to this
+                optimizer, or a state tensor's shape differs from its parameter's.
+        """
+        name = type(self).__name__
+        if not isinstance(state_dict, Mapping) or set(state_dict) != {"state", "param_groups"}:
+            raise ValueError(f"{name}.load_state_dict: state_dict expects the keys ['param_groups', 'state']; "
+                             f"got {sorted(state_dict) if isinstance(state_dict, Mapping) else type(state_dict)}")
+        saved = list(state_dict["param_groups"])
+        sizes, own = [len(g["params"]) for g in saved], [len(g["params"]) for g in self.param_groups]
+        if sizes != own:
+            raise ValueError(f"{name}.load_state_dict: param_groups expect sizes {own}; got {sizes}")
+        known = set(self.defaults) | {"params", "initial_lr"}
+        for i, g in enumerate(saved):
+            unknown = set(g) - known - _TORCH_IMPLEMENTATION
+            if unknown:
+                raise ValueError(f"{name}.load_state_dict: param_groups[{i}] has hyperparameters {sorted(unknown)} "
+                                 f"that {name} does not use; expected {sorted(known - {'params'})}")
+        params = {i: p for g_saved, g in zip(saved, self.param_groups) for i, p in zip(g_saved["params"], g["params"])}
+        state: dict[int, dict[str, Any]] = {}
+        for i, entries in state_dict["state"].items():
+            if int(i) not in params:
+                raise ValueError(f"{name}.load_state_dict: state has parameter index {i}; the groups hold indices "
+                                 f"{sorted(params)}")
+            state[id(params[int(i)])] = self._load_entries(params[int(i)], i, entries)
+        for group, g in zip(self.param_groups, saved):
+            for k, v in g.items():
+                if k in known and k != "params":
+                    group[k] = tuple(v) if isinstance(self.defaults.get(k), tuple) else v
+        self.state = state
+
+    def _load_entries(self, p: Tensor, index: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
+        """One parameter's saved state, checked and copied to ``p``'s device and dtype."""
+        name = type(self).__name__
+        out: dict[str, Any] = {}
+        for k, v in entries.items():
+            if k not in self._STATE_KEYS:
+                raise ValueError(f"{name}.load_state_dict: state[{index}] has {k!r}; expected keys among "
+                                 f"{sorted(self._STATE_KEYS)}")
+            if v is None:  # torch's SGD keeps momentum_buffer=None before its first step
+                continue
+            arr = to_numpy(v)
+            if k == "step":
+                out[k] = int(arr)
+                continue
+            if arr.shape != p.shape:
+                raise ValueError(f"{name}.load_state_dict: state[{index}][{k!r}] expects shape {p.shape} (its "
+                                 f"parameter's); got {arr.shape}")
+            out[k] = tensor(arr.astype(p.dtype, copy=False), device=p.device)
+        return out
+
     def _launch(self, op: str, flags: int, p: Tensor, bufs: list[Tensor], lr: float, h: list[float]) -> None:
         s = [b.data for b in bufs] + [p.data] * (3 - len(bufs))
         h = h + [0.0] * (6 - len(h))
@@ -140,6 +221,8 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
+    _STATE_KEYS = frozenset({"momentum_buffer"})
+
     def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         flags = _OPTION * bool(group["nesterov"]) | _MAXIMIZE * bool(group["maximize"])
         bufs = []
@@ -152,17 +235,18 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba), optionally AMSGrad; weight decay is added to the gradient (L2), as torch does.
+    """Adam (Kingma & Ba), optionally AMSGrad; weight decay is added to the gradient (L2), as torch does,
+    or applied to the weights with ``decoupled_weight_decay`` (then it is :class:`AdamW`).
 
     Example:
         >>> opt = clnn.optim.Adam(model.parameters(), lr=1e-3)
     """
 
-    _op = "adam"
+    _STATE_KEYS = frozenset({"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, decoupled_weight_decay: bool = False) -> None:
         name = type(self).__name__
         _check(name, "lr", lr)
         _check(name, "eps", eps)
@@ -172,7 +256,8 @@ class Adam(Optimizer):
         _check(name, "betas[0]", betas[0], 0.0, 1.0)
         _check(name, "betas[1]", betas[1], 0.0, 1.0)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+                                      amsgrad=amsgrad, maximize=maximize,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if not state:
@@ -188,7 +273,7 @@ class Adam(Optimizer):
         lr = group["lr"]
         h = [beta1, beta2, group["eps"], group["weight_decay"], lr / (1 - beta1**t), math.sqrt(1 - beta2**t)]
         flags = _OPTION * bool(group["amsgrad"]) | _MAXIMIZE * bool(group["maximize"])
-        self._launch(self._op, flags, p, bufs, lr, h)
+        self._launch("adamw" if group["decoupled_weight_decay"] else "adam", flags, p, bufs, lr, h)
 
 
 class AdamW(Adam):
@@ -198,12 +283,11 @@ class AdamW(Adam):
         >>> opt = clnn.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     """
 
-    _op = "adamw"
-
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  maximize: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
 
 
 class RMSprop(Optimizer):
@@ -221,6 +305,8 @@ class RMSprop(Optimizer):
             _check("RMSprop", arg, value)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                                       centered=centered, maximize=maximize))
+
+    _STATE_KEYS = frozenset({"step", "square_avg", "momentum_buffer", "grad_avg"})
 
     def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
         if not state:
