@@ -32,12 +32,16 @@
 
 inline int is_arg(int op) { return op == R_ARGMAX || op == R_ARGMIN; }
 
+/* whether op looks for the largest value (logsumexp does too: its shift), or for the smallest */
+inline int seeks_max(int op) { return op == R_MAX || op == R_ARGMAX || op == R_LOGSUMEXP; }
+inline int seeks_min(int op) { return op == R_MIN || op == R_ARGMIN; }
+
 /* does (v, i) beat (best, bi)? NaN wins, as in NumPy; ties go to the lower index */
 inline int better(int op, real v, long i, real best, long bi) {
     if (isnan(best)) return isnan(v) && i < bi;
     if (isnan(v)) return 1;
     if (v == best) return i < bi;
-    return (op == R_MAX || op == R_ARGMAX) ? v > best : v < best;
+    return seeks_max(op) ? v > best : v < best;
 }
 
 typedef struct {
@@ -55,7 +59,7 @@ inline long index_at(int op, src_t in, size_t k, int r) { return (in.flags & RF_
 /* the best (value, index) among r = r0, r0 + step, ... < r1 of the row at base (stride inner) */
 inline void share_best(int op, src_t in, size_t base, int inner, int r0, int r1, int step, real *best,
                        long *bi) {
-    *best = (op == R_MIN || op == R_ARGMIN) ? BIG : -BIG;
+    *best = seeks_min(op) ? BIG : -BIG;
     *bi = LONG_MAX;
     for (int r = r0; r < r1; r += step) {
         size_t k = base + (size_t)r * inner;
