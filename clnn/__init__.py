@@ -4,7 +4,7 @@ Tensors with autograd on any OpenCL device (AMD, Intel, NVIDIA GPUs, or a CPU th
 compiled at run time from ``kernels_cl/`` and specialized per device.
 """
 
-from . import data, datasets, functional, nn, optim, signal
+from . import data, datasets, functional, nn, optim, profiler, signal
 from .device import (
     Device,
     DeviceError,
@@ -54,6 +54,7 @@ __all__ = [
     "load_state_dict",
     "nn",
     "optim",
+    "profiler",
     "save_state_dict",
     "argmax",
     "argmin",

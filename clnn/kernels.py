@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from . import profiler
 from .device import Device
 
 __all__ = ["KernelBuildError", "kernel_dir", "program", "kernel", "launch", "dtype_defines", "round_up"]
@@ -139,4 +140,7 @@ def launch(
         return None
     with dev._lock:
         k.set_args(*args)
-        return cl.enqueue_nd_range_kernel(dev.queue, k, global_size, local_size)
+        event = cl.enqueue_nd_range_kernel(dev.queue, k, global_size, local_size)
+        if profiler._active is not None:
+            profiler._active._launched(dev, k, global_size, local_size, event)
+    return event

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import kernels
 from .ops._core import defines, empty, group_size, launch_1d, record, require_float, same_device, same_dtype
+from .profiler import profiled
 from .tensor import FLOAT_DTYPES, Tensor
 
 __all__ = ["correlate", "convolve", "correlation_lags"]
@@ -128,6 +129,7 @@ def _signal(op: str, in1: Any, in2: Any, mode: str) -> Tensor:
     return record(out, (a, b), backward, op)
 
 
+@profiled
 def correlate(in1: Tensor | np.ndarray, in2: Tensor | np.ndarray, mode: str = "full") -> Tensor:
     """Cross-correlate two 1-D or two 2-D arrays, as ``scipy.signal.correlate``.
 
@@ -153,6 +155,7 @@ def correlate(in1: Tensor | np.ndarray, in2: Tensor | np.ndarray, mode: str = "f
     return _signal("correlate", in1, in2, mode)
 
 
+@profiled
 def convolve(in1: Tensor | np.ndarray, in2: Tensor | np.ndarray, mode: str = "full") -> Tensor:
     """Convolve two 1-D or two 2-D arrays, as ``scipy.signal.convolve``.
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from .. import kernels
+from .. import kernels, profiler
 from ..device import Device
 from ..tensor import FLOAT_DTYPES, SUPPORTED_DTYPES, Backward, Node, Tensor, is_grad_enabled
 
@@ -61,6 +61,8 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
             f"cannot allocate {nbytes} bytes for a tensor of shape {shape} on {dev} "
             f"(global memory {dev.global_mem_size} bytes): {err}"
         ) from None
+    if profiler._active is not None:
+        profiler._active._allocated(dev, nbytes)
     if _poison["on"] and n:
         pattern = np.array(np.nan, dt) if dt.kind == "f" else np.array(-1, dt)
         with dev._lock:

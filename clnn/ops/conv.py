@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
 from ._core import (
     defines,
@@ -295,6 +296,7 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     return record(out, (x, weight) if bias is None else (x, weight, bias), backward, op)
 
 
+@profiled
 def conv2d(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
     padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
@@ -319,6 +321,7 @@ def conv2d(
     return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups)
 
 
+@profiled
 def conv1d(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
     padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
@@ -331,6 +334,7 @@ def conv1d(
     return _conv("conv1d", 1, x, weight, bias, stride, padding, dilation, groups)
 
 
+@profiled
 def conv_transpose2d(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
     padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..profiler import profiled
 from ..tensor import Tensor
 from ._core import (
     contiguous_strides,
@@ -158,6 +159,7 @@ def _is_scalar(x: Any) -> bool:
     return isinstance(x, SCALAR_TYPES)
 
 
+@profiled
 def add(a: Any, b: Any) -> Tensor:
     """``a + b`` with broadcasting."""
     if _is_scalar(b):
@@ -167,6 +169,7 @@ def add(a: Any, b: Any) -> Tensor:
     return _binary("add", a, b)
 
 
+@profiled
 def sub(a: Any, b: Any) -> Tensor:
     """``a - b`` with broadcasting."""
     if _is_scalar(b):
@@ -176,6 +179,7 @@ def sub(a: Any, b: Any) -> Tensor:
     return _binary("sub", a, b)
 
 
+@profiled
 def mul(a: Any, b: Any) -> Tensor:
     """``a * b`` with broadcasting."""
     if _is_scalar(b):
@@ -185,6 +189,7 @@ def mul(a: Any, b: Any) -> Tensor:
     return _binary("mul", a, b)
 
 
+@profiled
 def div(a: Any, b: Any) -> Tensor:
     """``a / b`` with broadcasting."""
     if _is_scalar(b):
@@ -194,6 +199,7 @@ def div(a: Any, b: Any) -> Tensor:
     return _binary("div", a, b)
 
 
+@profiled
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001
     """``a ** b`` with broadcasting."""
     if _is_scalar(b):
@@ -203,11 +209,13 @@ def pow(a: Any, b: Any) -> Tensor:  # noqa: A001
     return _binary("pow", a, b)
 
 
+@profiled
 def maximum(a: Any, b: Any) -> Tensor:
     """Elementwise maximum with broadcasting; NaN propagates as in NumPy."""
     return _binary("max", a, b)
 
 
+@profiled
 def minimum(a: Any, b: Any) -> Tensor:
     """Elementwise minimum with broadcasting."""
     return _binary("min", a, b)
@@ -222,65 +230,80 @@ def _compare(op: str, a: Any, b: Any) -> Tensor:
     return _binary_launch(COMPARE[op], a, b, broadcast_shapes(op, a.shape, b.shape), "compare", np.bool_)
 
 
+@profiled
 def equal(a: Any, b: Any) -> Tensor:
     return _compare("eq", a, b)
 
 
+@profiled
 def not_equal(a: Any, b: Any) -> Tensor:
     return _compare("ne", a, b)
 
 
+@profiled
 def less(a: Any, b: Any) -> Tensor:
     return _compare("lt", a, b)
 
 
+@profiled
 def less_equal(a: Any, b: Any) -> Tensor:
     return _compare("le", a, b)
 
 
+@profiled
 def greater(a: Any, b: Any) -> Tensor:
     return _compare("gt", a, b)
 
 
+@profiled
 def greater_equal(a: Any, b: Any) -> Tensor:
     return _compare("ge", a, b)
 
 
+@profiled
 def neg(x: Tensor) -> Tensor:
     return unary("neg", x)
 
 
+@profiled
 def exp(x: Tensor) -> Tensor:
     return unary("exp", x)
 
 
+@profiled
 def log(x: Tensor) -> Tensor:
     return unary("log", x)
 
 
 
+@profiled
 def sqrt(x: Tensor) -> Tensor:
     return unary("sqrt", x)
 
 
+@profiled
 def abs(x: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", x)
 
 
 
 
+@profiled
 def relu(x: Tensor) -> Tensor:
     return unary("relu", x)
 
 
+@profiled
 def sigmoid(x: Tensor) -> Tensor:
     return unary("sigmoid", x)
 
 
+@profiled
 def tanh(x: Tensor) -> Tensor:
     return unary("tanh", x)
 
 
+@profiled
 def clip(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
     """Clamp ``x`` to ``[min, max]`` (either bound may be None)."""
     lo = -np.inf if min is None else float(min)

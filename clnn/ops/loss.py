@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..profiler import profiled
 from ..tensor import Tensor
 from ._core import (
     defines,
@@ -100,6 +101,7 @@ def _softmax_kernel(x: Tensor, name: str) -> Any:
     return kernels.kernel(x.device, "softmax.cl", name, defines(x.dtype, SM_WG=group_size(x.device)))
 
 
+@profiled
 def cross_entropy(
     input: Tensor,  # noqa: A002  (PyTorch's name)
     target: Any,
@@ -148,6 +150,7 @@ def cross_entropy(
     return _reduce(record(loss, (input,), backward, op), reduction)
 
 
+@profiled
 def nll_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Negative log-likelihood ``-input[n, target[n]]`` for log-probabilities, as ``torch.nn.functional.nll_loss``.
 
@@ -185,6 +188,7 @@ def _pair(op: str, x: Any, target: Any) -> tuple[Tensor, Tensor]:
     return x, target
 
 
+@profiled
 def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Squared error ``(input - target) ** 2``, reduced; input and target have one shape."""
     reduction = _reduction("mse_loss", reduction)
@@ -192,6 +196,7 @@ def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
     return _reduce(unary("square", x - y), reduction)
 
 
+@profiled
 def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Absolute error ``|input - target|``, reduced; the gradient at 0 is 0, as PyTorch."""
     reduction = _reduction("l1_loss", reduction)
@@ -199,6 +204,7 @@ def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # n
     return _reduce((x - y).abs(), reduction)
 
 
+@profiled
 def binary_cross_entropy_with_logits(
     input: Tensor,  # noqa: A002
     target: Any,

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import kernels, tuning
 from ..device import Device
+from ..profiler import profiled
 from ..tensor import Tensor
 from ._core import (
     defines,
@@ -144,6 +145,7 @@ def _check_pair(op: str, a: Any, b: Any) -> None:
     require_float(f"{op}: a", a)
 
 
+@profiled
 def gemm(
     a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
     trans_a: bool = False, trans_b: bool = False,
@@ -207,6 +209,7 @@ def gemm(
     return record(out, (a, b) if cc is None else (a, b, c), backward, "gemm")
 
 
+@profiled
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with NumPy's rules: 1-D operands are promoted, batch dimensions broadcast.
 

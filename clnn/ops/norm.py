@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
+from ..profiler import profiled
 from ..tensor import Tensor
 from ._core import (
     defines,
@@ -108,6 +109,7 @@ def _record_affine(out: Tensor, x: Tensor, w: Tensor | None, b: Tensor | None, g
     return record(out, inputs, lambda g: tuple(v for v, p in zip(grads(g), present) if p), name)
 
 
+@profiled
 def batch_norm(
     x: Tensor,
     running_mean: Tensor | None,
@@ -173,6 +175,7 @@ def batch_norm(
     return _record_affine(y, x, w, b, grads, op)
 
 
+@profiled
 def layer_norm(
     x: Tensor,
     normalized_shape: int | Sequence[int],
@@ -222,6 +225,7 @@ def layer_norm(
     return _record_affine(y, x, w, b, grads, op)
 
 
+@profiled
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` (when ``training``).
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import kernels
+from ..profiler import profiled
 from ..tensor import Tensor
 from ._core import defines, empty, launch_1d, record, require_float, require_tensor
 
@@ -119,6 +120,7 @@ def _window_args(
     return {"k": k, "s": s, "p": p, "d": d, "out_hw": out}
 
 
+@profiled
 def max_pool2d(
     x: Tensor,
     kernel_size: IntPair,
@@ -149,6 +151,7 @@ def max_pool2d(
     return _pool("max", x, _geom(x, a["out_hw"], a["k"], a["s"], a["p"], a["d"]), "max_pool2d")
 
 
+@profiled
 def avg_pool2d(
     x: Tensor,
     kernel_size: IntPair,
@@ -184,6 +187,7 @@ def avg_pool2d(
     return _pool("avg", x, geom, "avg_pool2d")
 
 
+@profiled
 def adaptive_avg_pool2d(x: Tensor, output_size: int | None | Sequence[int | None]) -> Tensor:
     """2-D adaptive average pooling, as ``torch.nn.functional.adaptive_avg_pool2d``.
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device, device
+from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
 from ._core import (
     check_dtype_on,
@@ -69,6 +70,7 @@ def _resolve_shape(x: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
     return shape
 
 
+@profiled
 def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
     """The same memory with another shape (one size may be -1)."""
     require_tensor("reshape: x", x)
@@ -77,6 +79,7 @@ def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
     return record(out, (x,), lambda g: (reshape(g, x.shape),), "reshape")
 
 
+@profiled
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims ``start_dim..end_dim`` into one."""
     if x.ndim == 0:
@@ -88,6 +91,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1 :])
 
 
+@profiled
 def permute(x: Tensor, axes: Sequence[int]) -> Tensor:
     """Reorder dimensions: ``out.shape[i] == x.shape[axes[i]]``."""
     require_tensor("permute: x", x)
@@ -104,6 +108,7 @@ def permute(x: Tensor, axes: Sequence[int]) -> Tensor:
     return record(out, (x,), lambda g: (permute(g, inverse),), "permute")
 
 
+@profiled
 def transpose(x: Tensor, dim0: int = 0, dim1: int = 1) -> Tensor:
     """Swap two dimensions."""
     axes = list(range(x.ndim))
@@ -112,6 +117,7 @@ def transpose(x: Tensor, dim0: int = 0, dim1: int = 1) -> Tensor:
     return permute(x, axes)
 
 
+@profiled
 def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     """A copy of ``x`` repeated along broadcast dims to ``shape`` (NumPy's rules)."""
     from .elementwise import broadcast_shapes, broadcast_strides, sum_to_shape
@@ -170,6 +176,7 @@ def _view_of_index(shape: tuple[int, ...], index: Any) -> tuple[int, tuple[int, 
     return offset, tuple(out_shape), out_strides, strides
 
 
+@profiled
 def getitem(x: Tensor, index: Any) -> Tensor:
     """Basic indexing: ints, slices (any step), ``None`` and ``...``; returns a copy."""
     offset, out_shape, src_strides, _ = _view_of_index(x.shape, index)
@@ -186,6 +193,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     return record(out, (x,), backward, "getitem")
 
 
+@profiled
 def astype(x: Tensor, dtype: Any, copy: bool = False) -> Tensor:
     """``x`` converted to ``dtype`` (the same tensor if it already is, unless ``copy``)."""
     require_tensor("astype: x", x)
@@ -199,6 +207,7 @@ def astype(x: Tensor, dtype: Any, copy: bool = False) -> Tensor:
     return record(out, (x,), lambda g: (astype(g, x.dtype),), "astype")
 
 
+@profiled
 def to(x: Tensor, dev: str | int | Device | None = None, dtype: Any = None) -> Tensor:
     """``x`` on device ``dev`` and/or with ``dtype``; crossing devices copies through the host."""
     from .creation import tensor
