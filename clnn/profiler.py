@@ -11,7 +11,8 @@
   start/end from OpenCL event profiling, read when the block ends.
 
 Device timestamps are moved onto the host clock so that no kernel starts before it was enqueued and the one
-nearest its enqueue starts at it. When no profile is active each hook costs one ``is None`` test.
+nearest its enqueue starts at it. When no profile is active each hook costs one ``is None`` test (and
+``@profiled`` one extra Python call, about 0.1 µs against the tens of µs an op takes).
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class Profile:
         name = self._names.get(k.int_ptr)
         if name is None:
             name = self._names[k.int_ptr] = k.function_name
-        op = getattr(_thread, "op", None)
+        op = _open_op()
         if op is None:  # a launch outside every op is an op of its own, with no host time of its own
             op = self._open(name)
             op.end_ns = op.start_ns
@@ -126,7 +127,7 @@ class Profile:
         if dev is not self.device:
             return
         self.bytes_allocated += nbytes
-        op = getattr(_thread, "op", None)
+        op = _open_op()
         if op is not None:
             op.bytes_allocated += nbytes
         # the pool's allocator enqueues on the device's own queue: order that before this block's kernels
@@ -255,10 +256,10 @@ def profile(device: str | int | Device | None = None) -> Iterator[Profile]:
     global _active
     dev = _device(device)
     prof = Profile(dev)
-    queue = cl.CommandQueue(dev.context, dev.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
     with _lock:
         if _active is not None:
             raise RuntimeError(f"a profile of {_active.device} is already active; profiles do not nest")
+        queue = cl.CommandQueue(dev.context, dev.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         with dev._lock:
             prof._base_queue = dev._swap_queue(queue)
             prof._t0 = time.perf_counter_ns()
@@ -272,6 +273,12 @@ def profile(device: str | int | Device | None = None) -> Iterator[Profile]:
         prof._resolve()
 
 
+def _open_op() -> OpEvent | None:
+    """This thread's open top-level op (one a finished profile closed does not count)."""
+    op = getattr(_thread, "op", None)
+    return op if op is not None and op.end_ns < 0 else None
+
+
 class _Scope:
     __slots__ = ("name", "prof", "op")
 
@@ -281,7 +288,7 @@ class _Scope:
         self.op: OpEvent | None = None
 
     def __enter__(self) -> None:
-        if self.prof is not None and getattr(_thread, "op", None) is None:
+        if self.prof is not None and _open_op() is None:
             self.op = _thread.op = self.prof._open(self.name)
 
     def __exit__(self, *exc: object) -> None:
