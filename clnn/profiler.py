@@ -95,14 +95,14 @@ class Profile:
     """What one ``with profile()`` block recorded: :attr:`ops`, :attr:`kernels`, their totals and exports."""
 
     device: Device
-    ops: list[OpEvent] = field(default_factory=list)
-    kernels: list[KernelEvent] = field(default_factory=list)
+    ops: list[OpEvent] = field(default_factory=list, repr=False)
+    kernels: list[KernelEvent] = field(default_factory=list, repr=False)
     bytes_allocated: int = 0  # every tensor allocated on the device, inside an op or not
-    _t0: int = 0
-    _base_queue: cl.CommandQueue | None = None
-    _launches: list[tuple[str, OpEvent, tuple[int, ...], Any, cl.Event, int]] = field(default_factory=list)
-    _names: dict[int, str] = field(default_factory=dict)
-    _threads: dict[int, int] = field(default_factory=dict)
+    _t0: int = field(default=0, repr=False)
+    _base_queue: cl.CommandQueue | None = field(default=None, repr=False)
+    _launches: list[tuple[str, OpEvent, tuple[int, ...], Any, cl.Event, int]] = field(default_factory=list, repr=False)
+    _names: dict[int, str] = field(default_factory=dict, repr=False)
+    _threads: dict[int, int] = field(default_factory=dict, repr=False)
 
     # ---- recording (called by the hooks while this profile is active) ---------------------------------
     def _open(self, name: str) -> OpEvent:
