@@ -5,7 +5,9 @@ Linear(3136,128)-ReLU-Linear(128,10). Both frameworks start from the same weight
 each step ends with a device synchronization. Prints the median step times, the ratio and a Markdown
 row for BENCHMARKS.md. The floor for now: clnn within 4x of PyTorch CPU's step time on PoCL.
 
-    python benchmarks/bench_lenet.py [--steps 10] [--device cpu] [--threads N]
+    python benchmarks/bench_lenet.py [--steps 10] [--device cpu] [--threads N] [--profile]
+
+With ``--profile`` it also profiles one clnn step and prints the profiler's table.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--device", default=None)
     parser.add_argument("--threads", type=int, default=None, help="PyTorch threads (default: all cores)")
+    parser.add_argument("--profile", action="store_true", help="profile one clnn step and print the table")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -93,6 +96,11 @@ def main() -> None:
     print("\nMarkdown row:")
     print(f"| {dev.name} ({dev.platform_name}) | {args.batch} | {ours:.1f} | {theirs:.1f} | {ratio:.2f}x | "
           f"{verdict} |")
+    if args.profile:
+        with clnn.profiler.profile(dev) as prof:
+            clnn_step()
+        print("\nOne clnn step, profiled:")
+        print(prof.table(sort_by="device_time", top=20))
 
 
 if __name__ == "__main__":

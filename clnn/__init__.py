@@ -18,7 +18,7 @@ except ModuleNotFoundError as err:
         name="pyopencl",
     ) from None
 
-from . import data, datasets, functional, nn, optim, signal
+from . import data, datasets, functional, nn, optim, profiler, signal
 from .device import (
     Device,
     DeviceError,
@@ -68,6 +68,7 @@ __all__ = [
     "load_state_dict",
     "nn",
     "optim",
+    "profiler",
     "save_state_dict",
     "argmax",
     "argmin",

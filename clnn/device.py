@@ -102,6 +102,16 @@ class Device:
                     self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self._queue))
                     self._context = ctx
 
+    def _swap_queue(self, queue: cl.CommandQueue) -> cl.CommandQueue:
+        """Finish the work queued so far, then make ops enqueue on ``queue``; returns the previous queue.
+
+        The profiler's hook: it gives the device a profiling-enabled queue for a ``with`` block.
+        """
+        with self._lock:
+            self.queue.finish()
+            previous, self._queue = self._queue, queue
+            return previous
+
     def supports(self, dtype: np.dtype) -> bool:
         """Whether tensors of ``dtype`` can live on this device (float16 is storage-only everywhere)."""
         return np.dtype(dtype) != np.float64 or self.fp64

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from . import profiler
 from .device import Device
 
 __all__ = [
@@ -172,7 +173,10 @@ def launch(
         global_size = tuple(round_up(g, ls) for g, ls in zip(global_size, local_size))
     if any(g == 0 for g in global_size):
         return None
-    return dev.enqueue(k, global_size, local_size, args)
+    event = dev.enqueue(k, global_size, local_size, args)
+    if profiler._active is not None:
+        profiler._active._launched(dev, k, global_size, local_size, event)
+    return event
 
 
 def group_size(dev: Device, preferred: int = 256) -> int:

@@ -15,6 +15,7 @@ import numpy as np
 from . import kernels
 from .kernels import defines, group_size, launch_1d
 from .ops._core import empty, record
+from .profiler import profiled
 from .tensor import FLOAT_DTYPES, Tensor
 from .validation import require_choice, require_float, require_int, same_device, same_dtype
 
@@ -129,6 +130,7 @@ def _signal(op: str, in1: Any, in2: Any, mode: str) -> Tensor:
     return record(out, (a, b), backward, op)
 
 
+@profiled
 def correlate(in1: Tensor | np.ndarray, in2: Tensor | np.ndarray, mode: str = "full") -> Tensor:
     """Cross-correlate two 1-D or two 2-D arrays, as ``scipy.signal.correlate``.
 
@@ -154,6 +156,7 @@ def correlate(in1: Tensor | np.ndarray, in2: Tensor | np.ndarray, mode: str = "f
     return _signal("correlate", in1, in2, mode)
 
 
+@profiled
 def convolve(in1: Tensor | np.ndarray, in2: Tensor | np.ndarray, mode: str = "full") -> Tensor:
     """Convolve two 1-D or two 2-D arrays, as ``scipy.signal.convolve``.
 

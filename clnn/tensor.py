@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from . import profiler
 from .device import Device
 
 __all__ = ["Tensor", "Node", "no_grad", "enable_grad", "is_grad_enabled", "SUPPORTED_DTYPES"]
@@ -191,7 +192,9 @@ class Tensor:
                 if node is None:
                     t.grad = g if t.grad is None else t.grad + g
                     continue
-                for inp, gi in zip(node.inputs, node.backward(g)):
+                with profiler.scope(f"{node.name}_backward"):
+                    input_grads = node.backward(g)
+                for inp, gi in zip(node.inputs, input_grads):
                     if gi is None or not inp.requires_grad:
                         continue
                     if gi.shape != inp.shape:

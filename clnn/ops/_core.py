@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import profiler
 from ..device import Device
 from ..tensor import Backward, Node, Tensor, is_grad_enabled
 from ..validation import check_dtype_on
@@ -45,6 +46,8 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
             f"cannot allocate {nbytes} bytes for a tensor of shape {shape} on {dev} "
             f"(global memory {dev.global_mem_size} bytes): {err}"
         ) from None
+    if profiler._active is not None:
+        profiler._active._allocated(dev, nbytes)
     if _poison["on"]:
         dev.fill(buf, np.array(np.nan, dt) if dt.kind == "f" else np.array(-1, dt), nbytes)
     return Tensor(buf, shape, dt, dev)

@@ -9,6 +9,7 @@ import numpy as np
 from .. import kernels
 from ..device import Device
 from ..kernels import defines, group_size, launch_1d
+from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import normalize_axis, require_choice, require_float, require_number
 from ._core import empty, record
@@ -23,21 +24,25 @@ def _x(op: str, x: Any) -> Tensor:
     return require_float(f"{op}: x", x)
 
 
+@profiled
 def relu(x: Tensor) -> Tensor:
     """``max(x, 0)``; the gradient at 0 is 0, as PyTorch."""
     return unary("relu", _x("relu", x))
 
 
+@profiled
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     """``x`` where positive, ``negative_slope * x`` elsewhere."""
     return unary("leaky_relu", _x("leaky_relu", x), require_number("leaky_relu: negative_slope", negative_slope))
 
 
+@profiled
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
     return unary("elu", _x("elu", x), require_number("elu: alpha", alpha))
 
 
+@profiled
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit: ``x * Phi(x)`` (``approximate="none"``) or its tanh approximation.
 
@@ -48,16 +53,19 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     return unary("gelu" if approximate == "none" else "gelu_tanh", _x("gelu", x))
 
 
+@profiled
 def sigmoid(x: Tensor) -> Tensor:
     """``1 / (1 + exp(-x))``, stable for large ``|x|``."""
     return unary("sigmoid", _x("sigmoid", x))
 
 
+@profiled
 def tanh(x: Tensor) -> Tensor:
     """Hyperbolic tangent."""
     return unary("tanh", _x("tanh", x))
 
 
+@profiled
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold`` (as PyTorch).
 
@@ -70,11 +78,13 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return unary("softplus", _x("softplus", x), beta, require_number("softplus: threshold", threshold))
 
 
+@profiled
 def silu(x: Tensor) -> Tensor:
     """``x * sigmoid(x)`` (swish)."""
     return unary("silu", _x("silu", x))
 
 
+@profiled
 def hardswish(x: Tensor) -> Tensor:
     """``x * clamp(x + 3, 0, 6) / 6``."""
     return unary("hardswish", _x("hardswish", x))
@@ -132,6 +142,7 @@ def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
     return record(y, (x,), backward, op)
 
 
+@profiled
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the row maximum (no overflow for any finite x).
 
@@ -141,6 +152,7 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
     return _softmax("softmax", x, axis)
 
 
+@profiled
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``x - logsumexp(x)`` along ``axis``, computed stably."""
     return _softmax("log_softmax", x, axis)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import kernels
 from ..kernels import defines, launch_1d
+from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import empty, record
@@ -276,6 +277,7 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     return record(out, (x, weight) if bias is None else (x, weight, bias), backward, op)
 
 
+@profiled
 def conv2d(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
     padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
@@ -300,6 +302,7 @@ def conv2d(
     return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups)
 
 
+@profiled
 def conv1d(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
     padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
@@ -312,6 +315,7 @@ def conv1d(
     return _conv("conv1d", 1, x, weight, bias, stride, padding, dilation, groups)
 
 
+@profiled
 def conv_transpose2d(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
     padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,

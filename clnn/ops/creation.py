@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..device import Device, device
+from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
 from ..validation import check_dtype_on, require_tensor
 from ._core import empty as _empty
@@ -34,6 +35,7 @@ def _default_dtype(data: Any) -> np.dtype:
     return arr.dtype
 
 
+@profiled
 def tensor(
     data: Any, dtype: Any = None, device: str | int | Device | None = None, requires_grad: bool = False
 ) -> Tensor:
@@ -62,11 +64,13 @@ def _device_of(spec: str | int | Device | None) -> Device:
     return device(spec)
 
 
+@profiled
 def empty(*shape: Any, dtype: Any = np.float32, device: str | int | Device | None = None) -> Tensor:
     """An uninitialized tensor."""
     return _empty(_shape(shape), dtype, _device_of(device))
 
 
+@profiled
 def full(
     shape: Sequence[int] | int,
     fill_value: float,
@@ -80,30 +84,35 @@ def full(
     return t.requires_grad_(True) if requires_grad else t
 
 
+@profiled
 def zeros(*shape: Any, dtype: Any = np.float32, device: str | int | Device | None = None,
           requires_grad: bool = False) -> Tensor:
     """A tensor of zeros."""
     return full(_shape(shape), 0, dtype, device, requires_grad)
 
 
+@profiled
 def ones(*shape: Any, dtype: Any = np.float32, device: str | int | Device | None = None,
          requires_grad: bool = False) -> Tensor:
     """A tensor of ones."""
     return full(_shape(shape), 1, dtype, device, requires_grad)
 
 
+@profiled
 def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
     """Zeros shaped like ``t``, on its device, of its dtype unless ``dtype`` is given."""
     require_tensor("zeros_like: t", t)
     return full(t.shape, 0, dtype or t.dtype, t.device)
 
 
+@profiled
 def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
     """Ones shaped like ``t``, on its device, of its dtype unless ``dtype`` is given."""
     require_tensor("ones_like: t", t)
     return full(t.shape, 1, dtype or t.dtype, t.device)
 
 
+@profiled
 def arange(
     start: float, stop: float | None = None, step: float = 1, dtype: Any = None,
     device: str | int | Device | None = None,
@@ -127,12 +136,14 @@ def _random(kernel: str, shape: tuple[int, ...], seed: int | None, dtype: Any, d
     return t.requires_grad_(True) if rg else t
 
 
+@profiled
 def rand(*shape: Any, seed: int | None = None, dtype: Any = np.float32, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform random values in [0, 1), drawn on the device (``seed`` or the global generator)."""
     return _random("uniform", _shape(shape), seed, dtype, device, requires_grad)
 
 
+@profiled
 def randn(*shape: Any, seed: int | None = None, dtype: Any = np.float32, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal random values, drawn on the device (``seed`` or the global generator)."""

@@ -12,6 +12,7 @@ import numpy as np
 from .. import kernels, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, defines, descriptor, launch_1d, real_scalar
+from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import broadcast_shapes, require_float, same_device, same_dtype
 from ._core import empty, record
@@ -137,6 +138,7 @@ def _is_scalar(x: Any) -> bool:
     return isinstance(x, SCALAR_TYPES)
 
 
+@profiled
 def add(a: Any, b: Any) -> Tensor:
     """``a + b`` with broadcasting."""
     if _is_scalar(b):
@@ -146,6 +148,7 @@ def add(a: Any, b: Any) -> Tensor:
     return _binary("add", a, b)
 
 
+@profiled
 def sub(a: Any, b: Any) -> Tensor:
     """``a - b`` with broadcasting."""
     if _is_scalar(b):
@@ -155,6 +158,7 @@ def sub(a: Any, b: Any) -> Tensor:
     return _binary("sub", a, b)
 
 
+@profiled
 def mul(a: Any, b: Any) -> Tensor:
     """``a * b`` with broadcasting."""
     if _is_scalar(b):
@@ -164,6 +168,7 @@ def mul(a: Any, b: Any) -> Tensor:
     return _binary("mul", a, b)
 
 
+@profiled
 def div(a: Any, b: Any) -> Tensor:
     """``a / b`` with broadcasting."""
     if _is_scalar(b):
@@ -173,6 +178,7 @@ def div(a: Any, b: Any) -> Tensor:
     return _binary("div", a, b)
 
 
+@profiled
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001
     """``a ** b`` with broadcasting."""
     if _is_scalar(b):
@@ -182,11 +188,13 @@ def pow(a: Any, b: Any) -> Tensor:  # noqa: A001
     return _binary("pow", a, b)
 
 
+@profiled
 def maximum(a: Any, b: Any) -> Tensor:
     """Elementwise maximum with broadcasting; NaN propagates as in NumPy."""
     return _binary("max", a, b)
 
 
+@profiled
 def minimum(a: Any, b: Any) -> Tensor:
     """Elementwise minimum with broadcasting."""
     return _binary("min", a, b)
@@ -201,50 +209,62 @@ def _compare(op: str, a: Any, b: Any) -> Tensor:
     return _binary_launch(COMPARE[op], a, b, broadcast_shapes(op, a.shape, b.shape), "compare", np.bool_)
 
 
+@profiled
 def equal(a: Any, b: Any) -> Tensor:
     return _compare("eq", a, b)
 
 
+@profiled
 def not_equal(a: Any, b: Any) -> Tensor:
     return _compare("ne", a, b)
 
 
+@profiled
 def less(a: Any, b: Any) -> Tensor:
     return _compare("lt", a, b)
 
 
+@profiled
 def less_equal(a: Any, b: Any) -> Tensor:
     return _compare("le", a, b)
 
 
+@profiled
 def greater(a: Any, b: Any) -> Tensor:
     return _compare("gt", a, b)
 
 
+@profiled
 def greater_equal(a: Any, b: Any) -> Tensor:
     return _compare("ge", a, b)
 
 
+@profiled
 def neg(x: Tensor) -> Tensor:
     return unary("neg", x)
 
 
+@profiled
 def exp(x: Tensor) -> Tensor:
     return unary("exp", x)
 
 
+@profiled
 def log(x: Tensor) -> Tensor:
     return unary("log", x)
 
 
+@profiled
 def sqrt(x: Tensor) -> Tensor:
     return unary("sqrt", x)
 
 
+@profiled
 def abs(x: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", x)
 
 
+@profiled
 def clip(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
     """Clamp ``x`` to ``[min, max]`` (either bound may be None)."""
     lo = -np.inf if min is None else float(min)

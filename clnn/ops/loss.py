@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import kernels
 from ..kernels import defines, group_size, launch_1d, real_scalar
+from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_choice, require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import empty, record
@@ -87,6 +88,7 @@ def _softmax_kernel(x: Tensor, name: str) -> Any:
     return kernels.kernel(x.device, "softmax.cl", name, defines(x.dtype, RED_WG=group_size(x.device)))
 
 
+@profiled
 def cross_entropy(
     input: Tensor,  # noqa: A002  (PyTorch's name)
     target: Any,
@@ -133,6 +135,7 @@ def cross_entropy(
     return _reduce(record(loss, (input,), backward, op), reduction)
 
 
+@profiled
 def nll_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Negative log-likelihood ``-input[n, target[n]]`` for log-probabilities, as ``torch.nn.functional.nll_loss``.
 
@@ -170,6 +173,7 @@ def _pair(op: str, x: Any, target: Any) -> tuple[Tensor, Tensor]:
     return x, target
 
 
+@profiled
 def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Squared error ``(input - target) ** 2``, reduced; input and target have one shape."""
     reduction = require_choice("mse_loss: reduction", reduction, REDUCTIONS)
@@ -177,6 +181,7 @@ def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
     return _reduce(unary("square", x - y), reduction)
 
 
+@profiled
 def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Absolute error ``|input - target|``, reduced; the gradient at 0 is 0, as PyTorch."""
     reduction = require_choice("l1_loss: reduction", reduction, REDUCTIONS)
@@ -184,6 +189,7 @@ def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # n
     return _reduce((x - y).abs(), reduction)
 
 
+@profiled
 def binary_cross_entropy_with_logits(
     input: Tensor,  # noqa: A002
     target: Any,

@@ -10,6 +10,7 @@ import numpy as np
 from .. import kernels, tuning
 from ..device import Device
 from ..kernels import contiguous_strides, defines, launch_1d, real_scalar
+from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_tensor, same_device, same_dtype
 from ._core import empty, record
@@ -184,6 +185,7 @@ def _check_pair(op: str, a: Any, b: Any) -> None:
     require_float(f"{op}: a", a)
 
 
+@profiled
 def gemm(
     a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0,
     trans_a: bool = False, trans_b: bool = False,
@@ -247,6 +249,7 @@ def gemm(
     return record(out, (a, b) if cc is None else (a, b, c), backward, "gemm")
 
 
+@profiled
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with NumPy's rules: 1-D operands are promoted, batch dimensions broadcast.
 

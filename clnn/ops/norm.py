@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import kernels
 from ..kernels import defines, group_size, launch_1d, real_scalar
+from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import empty, record
@@ -115,6 +116,7 @@ def _record_affine(out: Tensor, x: Tensor, w: Tensor | None, b: Tensor | None, g
     return record(out, inputs, lambda g: tuple(v for v, p in zip(grads(g), present) if p), name)
 
 
+@profiled
 def batch_norm(
     x: Tensor,
     running_mean: Tensor | None,
@@ -179,6 +181,7 @@ def batch_norm(
     return _record_affine(y, x, w, b, grads, op)
 
 
+@profiled
 def layer_norm(
     x: Tensor,
     normalized_shape: int | Sequence[int],
@@ -228,6 +231,7 @@ def layer_norm(
     return _record_affine(y, x, w, b, grads, op)
 
 
+@profiled
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` (when ``training``).
 

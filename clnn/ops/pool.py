@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import kernels
 from ..kernels import defines, launch_1d
+from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_int, require_ints, require_tensor
 from ._core import empty, record
@@ -115,6 +116,7 @@ def _window_args(
     return {"k": k, "s": s, "p": p, "d": d, "out_hw": out}
 
 
+@profiled
 def max_pool2d(
     x: Tensor,
     kernel_size: IntPair,
@@ -145,6 +147,7 @@ def max_pool2d(
     return _pool("max", x, _geom(x, a["out_hw"], a["k"], a["s"], a["p"], a["d"]), "max_pool2d")
 
 
+@profiled
 def avg_pool2d(
     x: Tensor,
     kernel_size: IntPair,
@@ -176,6 +179,7 @@ def avg_pool2d(
     return _pool("avg", x, geom, "avg_pool2d")
 
 
+@profiled
 def adaptive_avg_pool2d(x: Tensor, output_size: int | None | Sequence[int | None]) -> Tensor:
     """2-D adaptive average pooling, as ``torch.nn.functional.adaptive_avg_pool2d``.
 

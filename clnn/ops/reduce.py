@@ -10,6 +10,7 @@ import numpy as np
 from .. import kernels
 from ..device import Device
 from ..kernels import defines, group_size, launch_1d
+from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import normalize_axis, require_float, require_tensor
 from ._core import empty, record
@@ -129,11 +130,13 @@ def _reduce(op: str, x: Tensor, axis: int | Sequence[int] | None, keepdims: bool
     return _finish(record(values, (x,), backward, op), x.shape, axes, keepdims)
 
 
+@profiled
 def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Sum over ``axis`` (all axes when None)."""
     return _reduce("sum", x, axis, keepdims)
 
 
+@profiled
 def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all axes when None)."""
     require_tensor("mean: x", x)
@@ -141,16 +144,19 @@ def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fa
     return _reduce("sum", x, axis, keepdims) * (1.0 / count if count else float("nan"))
 
 
+@profiled
 def max(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Largest value over ``axis`` (NaN if any is NaN, as NumPy)."""
     return _reduce("max", x, axis, keepdims)
 
 
+@profiled
 def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Smallest value over ``axis`` (NaN if any is NaN, as NumPy)."""
     return _reduce("min", x, axis, keepdims)
 
 
+@profiled
 def logsumexp(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``axis``, computed stably (shifted by the maximum)."""
     return _reduce("logsumexp", x, axis, keepdims)
@@ -170,11 +176,13 @@ def _arg(op: str, x: Tensor, axis: int | None, keepdims: bool) -> Tensor:
     return _finish(idx, x.shape, axes, keepdims)
 
 
+@profiled
 def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index (int64) of the first largest value over ``axis``, or of the flattened tensor when None."""
     return _arg("argmax", x, axis, keepdims)
 
 
+@profiled
 def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index (int64) of the first smallest value over ``axis``, or of the flattened tensor when None."""
     return _arg("argmin", x, axis, keepdims)

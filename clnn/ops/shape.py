@@ -13,6 +13,7 @@ import numpy as np
 from .. import kernels
 from ..device import Device, device
 from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
+from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
 from ..validation import check_dtype_on, normalize_axis, require_tensor
 from ._core import empty, record
@@ -86,6 +87,7 @@ def _resolve_shape(x: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
     return shape
 
 
+@profiled
 def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
     """The same memory with another shape (one size may be -1)."""
     require_tensor("reshape: x", x)
@@ -94,6 +96,7 @@ def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
     return record(out, (x,), lambda g: (reshape(g, x.shape),), "reshape")
 
 
+@profiled
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims ``start_dim..end_dim`` into one."""
     if x.ndim == 0:
@@ -105,6 +108,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1 :])
 
 
+@profiled
 def permute(x: Tensor, axes: Sequence[int]) -> Tensor:
     """Reorder dimensions: ``out.shape[i] == x.shape[axes[i]]``."""
     require_tensor("permute: x", x)
@@ -121,6 +125,7 @@ def permute(x: Tensor, axes: Sequence[int]) -> Tensor:
     return record(out, (x,), lambda g: (permute(g, inverse),), "permute")
 
 
+@profiled
 def transpose(x: Tensor, dim0: int = 0, dim1: int = 1) -> Tensor:
     """Swap two dimensions."""
     axes = list(range(x.ndim))
@@ -129,6 +134,7 @@ def transpose(x: Tensor, dim0: int = 0, dim1: int = 1) -> Tensor:
     return permute(x, axes)
 
 
+@profiled
 def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     """A copy of ``x`` repeated along broadcast dims to ``shape`` (NumPy's rules)."""
     from .elementwise import broadcast_shapes, sum_to_shape
@@ -187,6 +193,7 @@ def _view_of_index(shape: tuple[int, ...], index: Any) -> tuple[int, tuple[int, 
     return offset, tuple(out_shape), out_strides, strides
 
 
+@profiled
 def getitem(x: Tensor, index: Any) -> Tensor:
     """Basic indexing: ints, slices (any step), ``None`` and ``...``; returns a copy."""
     offset, out_shape, src_strides, _ = _view_of_index(x.shape, index)
@@ -203,6 +210,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     return record(out, (x,), backward, "getitem")
 
 
+@profiled
 def astype(x: Tensor, dtype: Any, copy: bool = False) -> Tensor:
     """``x`` converted to ``dtype`` (the same tensor if it already is, unless ``copy``)."""
     require_tensor("astype: x", x)
@@ -216,6 +224,7 @@ def astype(x: Tensor, dtype: Any, copy: bool = False) -> Tensor:
     return record(out, (x,), lambda g: (astype(g, x.dtype),), "astype")
 
 
+@profiled
 def to(x: Tensor, dev: str | int | Device | None = None, dtype: Any = None) -> Tensor:
     """``x`` on device ``dev`` and/or with ``dtype``; crossing devices copies through the host."""
     from .creation import tensor

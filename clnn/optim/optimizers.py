@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, profiler
 from ..io import to_numpy
 from ..kernels import defines, launch_1d, real_scalar
 from ..ops.creation import tensor, zeros_like
@@ -87,16 +87,17 @@ class Optimizer:
 
             with enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if p.grad.shape != p.shape or p.grad.dtype != p.dtype or p.grad.device is not p.device:
-                    raise ValueError(
-                        f"{type(self).__name__}: a gradient of shape {p.grad.shape}, {p.grad.dtype.name} on "
-                        f"{p.grad.device} does not match its parameter ({p.shape}, {p.dtype.name} on {p.device})"
-                    )
-                self._update(p, group, self.state.setdefault(id(p), {}))
+        with profiler.scope(f"{type(self).__name__}.step"):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    if p.grad.shape != p.shape or p.grad.dtype != p.dtype or p.grad.device is not p.device:
+                        raise ValueError(
+                            f"{type(self).__name__}: a gradient of shape {p.grad.shape}, {p.grad.dtype.name} on "
+                            f"{p.grad.device} does not match its parameter ({p.shape}, {p.dtype.name} on {p.device})"
+                        )
+                    self._update(p, group, self.state.setdefault(id(p), {}))
         return loss
 
     def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
