@@ -276,8 +276,8 @@ def _libraries(libs: list[Library], icd_dir: Path | None, fix: bool, problems: l
 
 
 def _gpu_hints(pci_vendors: set[str], libs: list[Library], problems: list[str]) -> list[str]:
-    try:
-        gpus = [d for d in devices() if d.type == "gpu"]
+    try:  # the hardware as the driver reports it, not as a CLNN_LIMITS pose shows it
+        gpus = [d for d in devices() if d.real.get("type", d.type) == "gpu"]
     except DeviceError:
         gpus = []
     lines = []
@@ -285,7 +285,8 @@ def _gpu_hints(pci_vendors: set[str], libs: list[Library], problems: list[str]) 
         if not v.pci_vendor or v.pci_vendor not in pci_vendors:
             continue
         word = v.title.split()[0].lower()
-        seen = [str(d) for d in gpus if word in f"{d.vendor} {d.platform_name} {d.platform_vendor}".lower()]
+        seen = [str(d) for d in gpus
+                if word in f"{d.real.get('vendor', d.vendor)} {d.platform_name} {d.platform_vendor}".lower()]
         lines.append(f"  {v.title} GPU on the PCI bus; OpenCL device: {', '.join(seen) or 'none'}")
         if not seen and all(lib.vendor != v for lib in libs):
             problems.append(f"a {v.title} GPU is present but its OpenCL library {v.library} is not found: {v.install}")
