@@ -36,7 +36,7 @@ def test_tune_stores_shows_is_used_and_resets(dev, db, capsys):
 
     f32 = np.dtype("float32")
     assert tuning.params(dev, "gemm") == {**tuning.params(dev, "gemm"), **stored["gemm"]["params"]}
-    assert plan(dev, f32, 1, 512, 512, 512).cfg == stored["gemm"]["params"]
+    assert plan(dev, f32, 1, 512, 512, 512).cfg in (stored["gemm"]["params"], stored["gemm_small"]["params"])
 
     assert cli.main(["tune", "--reset"]) == 0
     assert not db.exists() and "removed" in capsys.readouterr().out

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import kernels, tuning
 from ..device import Device
-from ..kernels import contiguous_strides, defines, launch_1d, real_scalar
+from ..kernels import contiguous_strides, defines, group_size, real_scalar
 from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_tensor, same_device, same_dtype
@@ -79,7 +79,7 @@ class GemmPlan:
     ks: int = 0
 
 
-_SPLITS = (1, 2, 4, 8, 16, 32, 64)
+_SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> GemmPlan:
@@ -90,7 +90,9 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> Ge
     each work-group costs ``KS * (TM*TN/16 + (TM+TN)/2)`` (vector FMAs and staging), groups run in
     waves of ``compute_units``, and split partials cost one pass each. Few output tiles over a long k
     (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
-    tile. Half storage is never split (its partials would round to half).
+    tile. On GPUs a plan with fewer than two work-groups per compute unit counts as proportionally slower:
+    a GPU hides memory latency with several resident groups per unit, which a one-group-per-unit wave lacks.
+    Half storage is never split (its partials would round to half).
     """
     if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
         return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
@@ -105,6 +107,8 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> Ge
             if splits < s:  # more splits than k-slices
                 break
             cost = _ceil(tiles * splits, dev.compute_units) * min(ks, max(k, 1)) * (tm * tn / 16 + (tm + tn) / 2)
+            if dev.type == "gpu":
+                cost *= max(1.0, 2 * dev.compute_units / (tiles * splits))
             if splits > 1:
                 cost += splits * batch * m * n / dev.compute_units
             options.append((cost, len(options), cfg, splits, ks))
@@ -169,10 +173,12 @@ def gemm_raw(
         real_scalar(a.dtype, alpha if splits == 1 else 1.0), real_scalar(a.dtype, beta if splits == 1 else 0.0),
         a.data, *strides, part.data,
     )
-    if splits > 1:
-        launch_1d(
-            dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defs), out.size, np.int32(out.size), np.int32(m * n),
-            np.int32(splits), real_scalar(a.dtype, alpha), real_scalar(a.dtype, beta), part.data, out.data,
+    if splits > 1:  # each work-item adds `splits` partials: groups small enough to reach every compute unit
+        local = max(32, min(group_size(dev), 1 << max(out.size // (2 * dev.compute_units), 1).bit_length() - 1))
+        kernels.launch(
+            dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defs), (out.size,), (min(local, group_size(dev)),),
+            np.int32(out.size), np.int32(m * n), np.int32(splits), real_scalar(a.dtype, alpha),
+            real_scalar(a.dtype, beta), part.data, out.data,
         )
     return out
 
