@@ -68,6 +68,7 @@ void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN], qy[TN]; /* per column (n, p): x offset, top-left tap, y offset */
+    __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one contiguous run of a row */
     __local int ko[TK], kh[TK], kw[TK];          /* per k-row (c, i, j): x offset, tap offsets */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, g = get_group_id(2);
@@ -81,6 +82,7 @@ void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *
         qw[c] = iw;
         qo[c] = n * C * HW + ih * W + iw;
         qy[c] = n * O * P + p;
+        qrun[c] = SW == 1 && p % OW + VWG <= OW && q + VWG <= NP;
     }
     for (int kk = lid; kk < TK; kk += WG) {
         const int k = kk, r = k % KK, i = r / KW * DH, j = r % KW * DW;
@@ -95,9 +97,21 @@ void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *
     for (int k0 = 0; k0 < K; k0 += TK) {
         stage_a(&As[0][0], k0, kend, Og, row0, w, K, 1, a_vec, lid);
         __local real *bs = (__local real *)&Bs[0][0];
-        for (int e = lid; e < TK * TN; e += WG) {
-            const int kk = e / TN, c = e % TN, h = qh[c] + kh[kk], ww = qw[c] + kw[kk];
-            bs[e] = (h >= 0 && h < H && ww >= 0 && ww < W) ? LOAD(x, qo[c] + ko[kk]) : (real)0;
+        const int kn = min(TK, K - k0);
+        for (int e = lid; e < kn * (TN / VWG); e += WG) {
+            const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
+            real t[VWG];
+            if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
+                load_run(t, x + qo[c] + ko[kk], false);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) {
+                    const int hq = qh[c + q] + kh[kk], wq = qw[c + q] + kw[kk];
+                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD(x, qo[c + q] + ko[kk]) : (real)0;
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = lid; kk < TK; kk += WG) { /* the next slice's rows; the staging above has read these */
@@ -121,6 +135,7 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN], qx[TN]; /* per column (n, h, w): gy offset, padded pixel, gx offset */
+    __local bool qrun[TN];                      /* columns c .. c+VWG-1 lie in one row (stride 1: one run) */
     __local int ko[TK], kh[TK], kw[TK], ka[TK]; /* per k-row (o, i, j): gy offset, tap offsets, w offset */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, g = get_group_id(2);
@@ -134,6 +149,7 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
         qw[c] = hw % W + PW;
         qo[c] = n * O * P;
         qx[c] = n * C * HW + hw;
+        qrun[c] = SW == 1 && hw % W + VWG <= W && q + VWG <= NHW;
     }
     realv acc[WM][NV];
     zero_acc(acc);
@@ -147,16 +163,28 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
             ka[kk] = k / KK * Cg * KK + r;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int e = lid; e < TM * TK; e += WG) {
-            const int r = e / TK, kk = e % TK;
-            As[r][kk] = (row0 + r < Cg && k0 + kk < K) ? LOAD(w, ka[kk] + (row0 + r) * KK) : (real)0;
+        const int kn = min(TK, K - k0);
+        for (int e = lid; e < TM * kn; e += WG) {
+            const int r = e / kn, kk = e % kn;
+            As[r][kk] = row0 + r < Cg ? LOAD(w, ka[kk] + (row0 + r) * KK) : (real)0;
         }
         __local real *bs = (__local real *)&Bs[0][0];
-        for (int e = lid; e < TK * TN; e += WG) {
-            const int kk = e / TN, c = e % TN, th = qh[c] - kh[kk], tw = qw[c] - kw[kk];
-            const int oh = th / SH, ow = tw / SW; /* a tap from output (oh, ow) when exact and in range */
-            const bool in = th >= 0 && tw >= 0 && oh * SH == th && ow * SW == tw && oh < OH && ow < OW;
-            bs[e] = in ? LOAD(gy, qo[c] + ko[kk] + oh * OW + ow) : (real)0;
+        for (int e = lid; e < kn * (TN / VWG); e += WG) {
+            const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, th = qh[c] - kh[kk], tw = qw[c] - kw[kk];
+            const int oh = th / SH; /* a tap from output (oh, ow) when exact and in range */
+            real t[VWG];
+            if (qrun[c] && th >= 0 && oh * SH == th && oh < OH && tw >= 0 && tw + VWG <= OW) {
+                load_run(t, gy + qo[c] + ko[kk] + oh * OW + tw, false);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) {
+                    const int thq = qh[c + q] - kh[kk], twq = qw[c + q] - kw[kk], ohq = thq / SH, owq = twq / SW;
+                    const bool in = thq >= 0 && twq >= 0 && ohq * SH == thq && owq * SW == twq && ohq < OH && owq < OW;
+                    t[q] = in ? LOAD(gy, qo[c + q] + ko[kk] + ohq * OW + owq) : (real)0;
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         MULTIPLY(As, Bs, k0);
@@ -174,6 +202,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x, __
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN];         /* per column (c, i, j): x offset, tap offsets */
     __local int ko[TK], kh[TK], kw[TK], ka[TK]; /* per k-row (n, p): x offset, top-left tap, gy offset */
+    __local bool krun[TK], arun[TK];            /* rows kk .. kk+VWG-1 read one run of x's row, of gy */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, z = get_group_id(2);
     const int g = z / S, Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, HW = H * W, NCOL = Cg * KK;
@@ -197,16 +226,42 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x, __
             kw[kk] = iw;
             ko[kk] = n * C * HW + ih * W + iw;
             ka[kk] = n * O * P + p;
+            arun[kk] = p + VWG <= P && k0 + kk + VWG <= kend;
+            krun[kk] = arun[kk] && SW == 1 && p % OW + VWG <= OW;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int e = lid; e < TM * TK; e += WG) {
-            const int r = e / TK, kk = e % TK;
-            As[r][kk] = (row0 + r < Og && k0 + kk < kend) ? LOAD(gy, ka[kk] + (row0 + r) * P) : (real)0;
+        const int kn = min(TK, kend - k0);
+        real t[VWG];
+        for (int e = lid; e < TM * (TK / VWG); e += WG) {
+            const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
+            if (kk >= kn) continue;
+            if (row0 + r >= Og) {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) t[q] = 0;
+            } else if (arun[kk]) {
+                load_run(t, gy + ka[kk] + (row0 + r) * P, false);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) t[q] = kk + q < kn ? LOAD(gy, ka[kk + q] + (row0 + r) * P) : (real)0;
+            }
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) As[r][kk + q] = t[q];
         }
         __local real *bs = (__local real *)&Bs[0][0];
-        for (int e = lid; e < TK * TN; e += WG) {
-            const int c = e / TK, kk = e % TK, h = qh[c] + kh[kk], ww = qw[c] + kw[kk];
-            bs[kk * TN + c] = (h >= 0 && h < H && ww >= 0 && ww < W) ? LOAD(x, qo[c] + ko[kk]) : (real)0;
+        for (int e = lid; e < TN * (TK / VWG); e += WG) {
+            const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
+            if (kk >= kn) continue;
+            if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
+                load_run(t, x + qo[c] + ko[kk], false);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) {
+                    const int hq = qh[c] + kh[kk + q], wq = qw[c] + kw[kk + q];
+                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD(x, qo[c] + ko[kk + q]) : (real)0;
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         MULTIPLY(As, Bs, k0);
