@@ -1,102 +1,331 @@
-/* conv.cl: the data-movement halves of 2-D convolution as im2col + GEMM (the GEMM is gemm.cl).
+/* conv.cl: 2-D convolution as implicit GEMM (no column matrix), and direct kernels for small channels.
  *
- * Geometry (all run-time arguments): input x (N, C, H, W), kernel (KH, KW), output (OH, OW),
- * stride (SH, SW), top/left padding (PH, PW), dilation (DH, DW). Output pixel (oh, ow) reads input
- * pixel (oh*SH - PH + i*DH, ow*SW - PW + j*DW) for kernel tap (i, j); taps outside the input are zero.
- * A batch chunk of NB images starting at image n0 is handled per launch; P = OH*OW.
+ * Geometry (run-time arguments): input x (N, C, H, W), weight (O, C/G, KH, KW), output y (N, O, OH, OW),
+ * stride (SH, SW), top/left padding (PH, PW), dilation (DH, DW), G groups; Cg = C/G, Og = O/G,
+ * P = OH*OW, KK = KH*KW. Output pixel (oh, ow) reads input pixel (oh*SH - PH + i*DH, ow*SW - PW + j*DW)
+ * for tap (i, j); taps outside the input are zero. All tensors are contiguous NCHW / OIHW.
  *
- * Column matrix layout: col[r][n*P + p] with r = (c*KH + i)*KW + j, shape (C*KH*KW, NB*P).
- * With groups, rows of group g are the contiguous block [g*Cg*KH*KW, (g+1)*Cg*KH*KW).
+ * Implicit GEMM, per group g (the grid's third axis), with gemm.h's tiles and register-blocked multiply:
+ *   conv_fwd         y[n, g*Og + o, p]   = act(sum_k W[o][k] * X[k][(n, p)] + bias), k = (c, i, j)
+ *   conv_bwd_data    gx[n, g*Cg + c, hw] = sum_k W^T[c][k] * GY[k][(n, hw)] + bias, k = (o, i, j); GY gathers
+ *                    gy at the output pixel whose tap (i, j) lands on hw (zero where none does), so every
+ *                    input pixel sums its taps in a fixed order without atomics
+ *   conv_bwd_weight  gw[g*Og + o][k]     = sum_q GY[o][q] * X^T[q][k] over q = (n, p) in k-split range s
+ *                    (z = g*S + s, ranges of KS; with S > 1, C points at (G, S, Og, Cg*KK) `real` partials
+ *                    that gemm.cl's gemm_sum adds in order of s)
+ * The operand tiles are gathered straight from NCHW x, gy and OIHW w while staging into local memory; the
+ * decomposition of a tile's columns into (n, pixel) or (c, i, j) is computed once per work-group and that
+ * of each k-slice's rows once per slice, in small local tables, so staging costs no division per element.
+ * The store writes NCHW (or OIHW) directly, adding the bias and applying the activation `act`.
+ * Local tiles are single-buffered here (gemm.h's DB is ignored).
  *
- * Kernels:
- *   im2col        col <- x chunk (x read from element offset x_off = n0*C*H*W)
- *   col2im        x chunk <- col, a gather: every input pixel sums its taps in a fixed order (i, j),
- *                 so results are deterministic without atomics; optional per-channel bias
- *   onp_to_nop    y chunk (NB, O, OH, OW) at y_off <- t (O, NB, OH, OW), plus an optional per-channel bias
- *   nop_to_onp    t (O, NB, OH, OW) <- y chunk (NB, O, OH, OW) at y_off
- * Defines: only the element type (clnn_dtype.h).
+ * Direct kernels (one work-item per output element, taps in a fixed order), for depthwise and other
+ * products too thin for a tile: conv_direct_fwd, conv_direct_bwd_data, and conv_direct_bwd_weight (one
+ * work-item per (s, weight element), summing the s-th of S ranges of NQ = N*P pixels into partials).
+ *
+ * Defines: the element type (clnn_dtype.h) and gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, APAD).
+ * Launch (tiled): work-group (TN/WN, TM/WM, 1), global (ceil(cols/TN)*TN/WN, ceil(rows/TM)*TM/WM, G*S);
+ * direct: one work-item per element, 1-D.
  */
-#include "clnn_dtype.h"
+#include "gemm.h"
 
-/* Launch geometry: one work-item per output row, walking along it (ow or w). PoCL runs this 10-20x
- * faster than one work-item per element (far fewer work-groups; integer division once per row). */
+#define ACT_NONE 0
+#define ACT_RELU 1
 
-__kernel void im2col(int NB, int C, int H, int W, int KH, int KW, int OH, int OW,
-                     int SH, int SW, int PH, int PW, int DH, int DW,
-                     __global const store_t *x, int x_off, __global store_t *col) {
-    const int e = get_global_id(0);              /* e = (r*NB + n)*OH + oh, r = (c*KH + i)*KW + j */
-    if (e >= C * KH * KW * NB * OH) return;
-    const int oh = e % OH, z = e / OH;
-    const int n = z % NB, r = z / NB;
-    const int j = r % KW, t = r / KW;
-    const int i = t % KH, c = t / KH;
-    const int h = oh * SH - PH + i * DH;
-    __global store_t *dst = col + (size_t)e * OW; /* = col[r][n*P + oh*OW ...] */
-    if (h < 0 || h >= H) {
-        for (int ow = 0; ow < OW; ++ow) STORE(dst, ow, 0);
-        return;
-    }
-    const int base = x_off + ((n * C + c) * H + h) * W;
-    for (int ow = 0; ow < OW; ++ow) {
-        const int w = ow * SW - PW + j * DW;
-        STORE(dst, ow, (w >= 0 && w < W) ? LOAD(x, base + w) : (real)0);
-    }
+#define FAR (1 << 28) /* a coordinate offset that puts a padded row or column outside every image */
+
+#define GEOM int N, int C, int H, int W, int O, int KH, int KW, int OH, int OW, int SH, int SW, int PH, \
+             int PW, int DH, int DW, int G
+
+inline real activate(real v, int act) {
+    return act == ACT_RELU && v < 0 ? (real)0 : v; /* NaN passes through, as torch.relu */
 }
 
-/* col2im walks its row in CW-wide chunks of private accumulators and, per kernel tap, adds the
- * contiguous run of col that lands in the chunk: no division per pixel and tap (~2x on PoCL). */
-#define CW 16
+inline void zero_acc(realv acc[WM][NV]) {
+#pragma unroll
+    for (int i = 0; i < WM; ++i)
+#pragma unroll
+        for (int v = 0; v < NV; ++v) acc[i][v] = (realv)0;
+}
 
-__kernel void col2im(int NB, int C, int H, int W, int KH, int KW, int OH, int OW,
-                     int SH, int SW, int PH, int PW, int DH, int DW,
-                     __global const store_t *col, __global const store_t *bias, int has_bias,
-                     __global store_t *x, int x_off) {
-    const int e = get_global_id(0);              /* e = (n*C + c)*H + h */
-    if (e >= NB * C * H) return;
-    const int h = e % H, z = e / H;
-    const int c = z % C, n = z / C;
-    const int P = OH * OW, NP = NB * P;
-    const real b = has_bias ? LOAD(bias, c) : 0;
-    for (int wc = 0; wc < W; wc += CW) {
-        const int wn = min(CW, W - wc);
-        real acc[CW];
-        for (int q = 0; q < CW; ++q) acc[q] = b;
+/* for each of the work-item's outputs (tile row r, tile column c, value) inside rows x cols: BODY */
+#define EACH_OUTPUT(rows, cols, BODY)                                           \
+    _Pragma("unroll") for (int i = 0; i < WM; ++i) {                            \
+        const int r = ty + i * RTM;                                             \
+        if (row0 + r >= (rows)) break;                                          \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) {                        \
+            const real *t_ = (const real *)&acc[i][v];                          \
+            _Pragma("unroll") for (int q = 0; q < VW; ++q) {                    \
+                const int c = (tx + v * RTN) * VW + q;                          \
+                if (col0 + c < (cols)) { const real val = t_[q]; BODY; }        \
+            }                                                                   \
+        }                                                                       \
+    }
+
+__kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
+void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *restrict w,
+              __global const store_t *restrict bias, int has_bias, int act, __global store_t *restrict y) {
+    __local real As[TM][LDA];
+    __local realv Bs[TK][TN / VW];
+    __local int qo[TN], qh[TN], qw[TN], qy[TN]; /* per column (n, p): x offset, top-left tap, y offset */
+    __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one contiguous run of a row */
+    __local int ko[TK], kh[TK], kw[TK];          /* per k-row (c, i, j): x offset, tap offsets */
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
+    const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, g = get_group_id(2);
+    const int Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, K = Cg * KK, NP = N * P, HW = H * W;
+    const int kend = K;
+    x += (size_t)g * Cg * HW;
+    w += (size_t)g * Og * K;
+    for (int c = lid; c < TN; c += WG) {
+        const int q = col0 + c, n = q / P, p = q % P, ih = p / OW * SH - PH, iw = p % OW * SW - PW;
+        qh[c] = q < NP ? ih : -FAR;
+        qw[c] = iw;
+        qo[c] = n * C * HW + ih * W + iw;
+        qy[c] = n * O * P + p;
+        qrun[c] = SW == 1 && p % OW + VWG <= OW && q + VWG <= NP;
+    }
+    for (int kk = lid; kk < TK; kk += WG) {
+        const int k = kk, r = k % KK, i = r / KW * DH, j = r % KW * DW;
+        kh[kk] = k < K ? i : -FAR;
+        kw[kk] = j;
+        ko[kk] = k / KK * HW + i * W + j;
+    }
+    const bool a_vec = runs_aligned(w, K);
+    realv acc[WM][NV];
+    zero_acc(acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k0 = 0; k0 < K; k0 += TK) {
+        stage_a(&As[0][0], k0, kend, Og, row0, w, K, 1, a_vec, lid);
+        __local real *bs = (__local real *)&Bs[0][0];
+        const int kn = min(TK, K - k0);
+        for (int e = lid; e < kn * (TN / VWG); e += WG) {
+            const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
+            real t[VWG];
+            if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
+                load_run(t, x + qo[c] + ko[kk], false);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) {
+                    const int hq = qh[c + q] + kh[kk], wq = qw[c + q] + kw[kk];
+                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD(x, qo[c + q] + ko[kk]) : (real)0;
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = lid; kk < TK; kk += WG) { /* the next slice's rows; the staging above has read these */
+            const int k = k0 + TK + kk, r = k % KK, i = r / KW * DH, j = r % KW * DW;
+            kh[kk] = k < K ? i : -FAR;
+            kw[kk] = j;
+            ko[kk] = k / KK * HW + i * W + j;
+        }
+        MULTIPLY(As, Bs, k0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    EACH_OUTPUT(Og, NP, {
+        const int o = g * Og + row0 + r;
+        STORE(y, qy[c] + o * P, activate(has_bias ? val + LOAD(bias, o) : val, act));
+    })
+}
+
+__kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
+void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const store_t *restrict w,
+                   __global const store_t *restrict bias, int has_bias, int act, __global store_t *restrict gx) {
+    __local real As[TM][LDA];
+    __local realv Bs[TK][TN / VW];
+    __local int qo[TN], qh[TN], qw[TN], qx[TN]; /* per column (n, h, w): gy offset, padded pixel, gx offset */
+    __local bool qrun[TN];                      /* columns c .. c+VWG-1 lie in one row (stride 1: one run) */
+    __local int ko[TK], kh[TK], kw[TK], ka[TK]; /* per k-row (o, i, j): gy offset, tap offsets, w offset */
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
+    const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, g = get_group_id(2);
+    const int Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, K = Og * KK, HW = H * W, NHW = N * HW;
+    const int kend = K;
+    gy += (size_t)g * Og * P;
+    w += (size_t)g * Og * Cg * KK;
+    for (int c = lid; c < TN; c += WG) {
+        const int q = col0 + c, n = q / HW, hw = q % HW;
+        qh[c] = q < NHW ? hw / W + PH : -FAR;
+        qw[c] = hw % W + PW;
+        qo[c] = n * O * P;
+        qx[c] = n * C * HW + hw;
+        qrun[c] = SW == 1 && hw % W + VWG <= W && q + VWG <= NHW;
+    }
+    realv acc[WM][NV];
+    zero_acc(acc);
+    for (int k0 = 0; k0 < K; k0 += TK) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous slice's multiply is done with As, Bs and the tables */
+        for (int kk = lid; kk < TK; kk += WG) {
+            const int k = k0 + kk, r = k % KK;
+            kh[kk] = k < K ? r / KW * DH : FAR;
+            kw[kk] = r % KW * DW;
+            ko[kk] = k / KK * P;
+            ka[kk] = k / KK * Cg * KK + r;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int kn = min(TK, K - k0);
+        for (int e = lid; e < TM * kn; e += WG) {
+            const int r = e / kn, kk = e % kn;
+            As[r][kk] = row0 + r < Cg ? LOAD(w, ka[kk] + (row0 + r) * KK) : (real)0;
+        }
+        __local real *bs = (__local real *)&Bs[0][0];
+        for (int e = lid; e < kn * (TN / VWG); e += WG) {
+            const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, th = qh[c] - kh[kk], tw = qw[c] - kw[kk];
+            const int oh = th / SH; /* a tap from output (oh, ow) when exact and in range */
+            real t[VWG];
+            if (qrun[c] && th >= 0 && oh * SH == th && oh < OH && tw >= 0 && tw + VWG <= OW) {
+                load_run(t, gy + qo[c] + ko[kk] + oh * OW + tw, false);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) {
+                    const int thq = qh[c + q] - kh[kk], twq = qw[c + q] - kw[kk], ohq = thq / SH, owq = twq / SW;
+                    const bool in = thq >= 0 && twq >= 0 && ohq * SH == thq && owq * SW == twq && ohq < OH && owq < OW;
+                    t[q] = in ? LOAD(gy, qo[c + q] + ko[kk] + ohq * OW + owq) : (real)0;
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        MULTIPLY(As, Bs, k0);
+    }
+    EACH_OUTPUT(Cg, NHW, {
+        const int ch = g * Cg + row0 + r;
+        STORE(gx, qx[c] + ch * HW, activate(has_bias ? val + LOAD(bias, ch) : val, act));
+    })
+}
+
+__kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
+void conv_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x, __global const store_t *restrict gy,
+                     __global store_t *restrict gw) {
+    __local real As[TM][LDA];
+    __local realv Bs[TK][TN / VW];
+    __local int qo[TN], qh[TN], qw[TN];         /* per column (c, i, j): x offset, tap offsets */
+    __local int ko[TK], kh[TK], kw[TK], ka[TK]; /* per k-row (n, p): x offset, top-left tap, gy offset */
+    __local bool krun[TK], arun[TK];            /* rows kk .. kk+VWG-1 read one run of x's row, of gy */
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
+    const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, z = get_group_id(2);
+    const int g = z / S, Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, HW = H * W, NCOL = Cg * KK;
+    const int kbeg = z % S * KS, kend = min(KS, N * P - kbeg); /* this range's pixels [kbeg, kbeg + kend) */
+    x += (size_t)g * Cg * HW;
+    gy += (size_t)g * Og * P;
+    gw += (size_t)z * Og * NCOL;
+    for (int c = lid; c < TN; c += WG) {
+        const int k = col0 + c, r = k % KK, i = r / KW * DH, j = r % KW * DW;
+        qh[c] = k < NCOL ? i : -FAR;
+        qw[c] = j;
+        qo[c] = k / KK * HW + i * W + j;
+    }
+    realv acc[WM][NV];
+    zero_acc(acc);
+    for (int k0 = 0; k0 < KS; k0 += TK) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = lid; kk < TK; kk += WG) {
+            const int q = kbeg + k0 + kk, n = q / P, p = q % P, ih = p / OW * SH - PH, iw = p % OW * SW - PW;
+            kh[kk] = k0 + kk < kend ? ih : -FAR;
+            kw[kk] = iw;
+            ko[kk] = n * C * HW + ih * W + iw;
+            ka[kk] = n * O * P + p;
+            arun[kk] = p + VWG <= P && k0 + kk + VWG <= kend;
+            krun[kk] = arun[kk] && SW == 1 && p % OW + VWG <= OW;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int kn = min(TK, kend - k0);
+        real t[VWG];
+        for (int e = lid; e < TM * (TK / VWG); e += WG) {
+            const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
+            if (kk >= kn) continue;
+            if (row0 + r >= Og) {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) t[q] = 0;
+            } else if (arun[kk]) {
+                load_run(t, gy + ka[kk] + (row0 + r) * P, false);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) t[q] = kk + q < kn ? LOAD(gy, ka[kk + q] + (row0 + r) * P) : (real)0;
+            }
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) As[r][kk + q] = t[q];
+        }
+        __local real *bs = (__local real *)&Bs[0][0];
+        for (int e = lid; e < TN * (TK / VWG); e += WG) {
+            const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
+            if (kk >= kn) continue;
+            if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
+                load_run(t, x + qo[c] + ko[kk], false);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) {
+                    const int hq = qh[c] + kh[kk + q], wq = qw[c] + kw[kk + q];
+                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD(x, qo[c] + ko[kk + q]) : (real)0;
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        MULTIPLY(As, Bs, k0);
+    }
+    EACH_OUTPUT(Og, NCOL, STORE(gw, (row0 + r) * NCOL + col0 + c, val))
+}
+
+__kernel void conv_direct_fwd(GEOM, __global const store_t *restrict x, __global const store_t *restrict w,
+                              __global const store_t *restrict bias, int has_bias, int act,
+                              __global store_t *restrict y) {
+    const int e = get_global_id(0); /* e = ((n*O + o)*OH + oh)*OW + ow */
+    if (e >= N * O * OH * OW) return;
+    const int ow = e % OW, oh = e / OW % OH, o = e / (OW * OH) % O, n = e / (OW * OH * O);
+    const int Cg = C / G, c0 = o / (O / G) * Cg, ih = oh * SH - PH, iw = ow * SW - PW;
+    real acc = has_bias ? LOAD(bias, o) : (real)0;
+    for (int c = 0; c < Cg; ++c) {
+        __global const store_t *xc = x + ((size_t)n * C + c0 + c) * H * W;
+        __global const store_t *wc = w + ((size_t)o * Cg + c) * KH * KW;
         for (int i = 0; i < KH; ++i) {
-            const int th = h + PH - i * DH;      /* = oh * SH when tap i of row oh lands on h */
-            if (th < 0) break;
-            if (th % SH) continue;
-            const int oh = th / SH;
-            if (oh >= OH) continue;
+            const int h = ih + i * DH;
+            if (h < 0 || h >= H) continue;
             for (int j = 0; j < KW; ++j) {
-                /* output column ow puts tap j on input column w0 + ow*SW; those inside [wc, wc + wn) */
-                const int w0 = j * DW - PW, lo = wc - w0, hi = wc + wn - w0;
-                const int ow0 = lo <= 0 ? 0 : (lo + SW - 1) / SW;
-                const int ow1 = hi <= 0 ? 0 : min(OW, (hi + SW - 1) / SW);
-                __global const store_t *src = col + (size_t)((c * KH + i) * KW + j) * NP + n * P + oh * OW;
-                for (int ow = ow0; ow < ow1; ++ow) acc[w0 + ow * SW - wc] += LOAD(src, ow);
+                const int ww = iw + j * DW;
+                if (ww >= 0 && ww < W) acc += LOAD(xc, h * W + ww) * LOAD(wc, i * KW + j);
             }
         }
-        for (int q = 0; q < wn; ++q) STORE(x, x_off + e * W + wc + q, acc[q]);
     }
+    STORE(y, e, activate(acc, act));
 }
 
-__kernel void onp_to_nop(int NB, int O, int OH, int OW, __global const store_t *t, __global const store_t *bias,
-                         int has_bias, __global store_t *y, int y_off) {
-    const int e = get_global_id(0);              /* e = (n*O + o)*OH + oh */
-    if (e >= NB * O * OH) return;
-    const int oh = e % OH, z = e / OH;
-    const int o = z % O, n = z / O;
-    const real b = has_bias ? LOAD(bias, o) : 0;
-    const int src = ((o * NB + n) * OH + oh) * OW, dst = y_off + e * OW;
-    for (int ow = 0; ow < OW; ++ow) STORE(y, dst + ow, LOAD(t, src + ow) + b);
+__kernel void conv_direct_bwd_data(GEOM, __global const store_t *restrict gy, __global const store_t *restrict w,
+                                   __global const store_t *restrict bias, int has_bias, int act,
+                                   __global store_t *restrict gx) {
+    const int e = get_global_id(0); /* e = ((n*C + ch)*H + h)*W + ww */
+    if (e >= N * C * H * W) return;
+    const int ww = e % W, h = e / W % H, ch = e / (W * H) % C, n = e / (W * H * C);
+    const int Cg = C / G, Og = O / G, o0 = ch / Cg * Og, c = ch % Cg;
+    real acc = has_bias ? LOAD(bias, ch) : (real)0;
+    for (int o = o0; o < o0 + Og; ++o) {
+        __global const store_t *gyo = gy + ((size_t)n * O + o) * OH * OW;
+        __global const store_t *wo = w + ((size_t)o * Cg + c) * KH * KW;
+        for (int i = 0; i < KH; ++i) {
+            const int th = h + PH - i * DH, oh = th / SH;
+            if (th < 0 || oh * SH != th || oh >= OH) continue;
+            for (int j = 0; j < KW; ++j) {
+                const int tw = ww + PW - j * DW, ow = tw / SW;
+                if (tw >= 0 && ow * SW == tw && ow < OW) acc += LOAD(gyo, oh * OW + ow) * LOAD(wo, i * KW + j);
+            }
+        }
+    }
+    STORE(gx, e, activate(acc, act));
 }
 
-__kernel void nop_to_onp(int NB, int O, int OH, int OW, __global const store_t *y, int y_off,
-                         __global store_t *t) {
-    const int e = get_global_id(0);              /* e = (n*O + o)*OH + oh */
-    if (e >= NB * O * OH) return;
-    const int oh = e % OH, z = e / OH;
-    const int o = z % O, n = z / O;
-    const int src = y_off + e * OW, dst = ((o * NB + n) * OH + oh) * OW;
-    for (int ow = 0; ow < OW; ++ow) STORE(t, dst + ow, LOAD(y, src + ow));
+__kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x,
+                                     __global const store_t *restrict gy, __global store_t *restrict part) {
+    const int Cg = C / G, KK = KH * KW, total = O * Cg * KK, e = get_global_id(0) % total, s = get_global_id(0) / total;
+    if (s >= S) return; /* e = (o*Cg + c)*KK + i*KW + j */
+    const int j = e % KW, i = e / KW % KH, c = e / KK % Cg, o = e / (KK * Cg), ch = o / (O / G) * Cg + c;
+    const int P = OH * OW, q1 = min(N * P, (s + 1) * KS);
+    real acc = 0;
+    for (int q = s * KS; q < q1; ++q) {
+        const int n = q / P, p = q % P, h = p / OW * SH - PH + i * DH, ww = p % OW * SW - PW + j * DW;
+        if (h >= 0 && h < H && ww >= 0 && ww < W)
+            acc += LOAD(gy, ((size_t)n * O + o) * P + p) * LOAD(x, (((size_t)n * C + ch) * H + h) * W + ww);
+    }
+    STORE(part, (size_t)s * total + e, acc);
 }

@@ -55,6 +55,15 @@ CASES = [  # (op, x shape, weight shape, kwargs)
     ("conv2d", (1, 2, 2, 2), (3, 2, 3, 3), {"padding": 1}),                       # kernel > input
     ("conv2d", (3, 33, 5, 7), (65, 33, 3, 1), {"stride": (1, 2)}),                # straddles GEMM tiles
     ("conv2d", (37, 1, 28, 28), (6, 1, 5, 5), {}),  # LeNet's first layer: the bias gradient splits N*P
+    # tiled implicit GEMM (more than conv.THIN rows per group): every direction, groups, strides, splits
+    ("conv2d", (3, 16, 13, 11), (24, 16, 3, 3), {"padding": 1}),
+    ("conv2d", (2, 20, 9, 7), (36, 10, 3, 3), {"groups": 2, "stride": 2, "padding": 1, "dilation": (1, 2)}),
+    ("conv2d", (37, 12, 19, 17), (16, 12, 3, 3), {"padding": (1, 0)}),        # long N*P: weight-gradient splits
+    ("conv2d", (2, 9, 11, 13), (11, 9, 1, 1), {"stride": (2, 1)}),              # 1x1 strided
+    ("conv2d", (1, 3, 31, 29), (17, 3, 5, 5), {"stride": 3, "padding": 2}),     # 5x5 stride 3, batch 1
+    ("conv1d", (3, 16, 50), (20, 16, 5), {"padding": 2, "dilation": 2}),
+    ("conv_transpose2d", (2, 16, 7, 6), (16, 12, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
+    ("conv_transpose2d", (2, 18, 5, 5), (18, 10, 2, 3), {"groups": 2, "dilation": (2, 1)}),
     ("conv1d", (3, 4, 29), (6, 4, 5), {"stride": 2, "padding": 3, "dilation": 2}),
     ("conv1d", (2, 4, 16), (6, 2, 4), {"groups": 2, "padding": "same"}),
     ("conv1d", (1, 3, 7), (2, 3, 1), {}),
@@ -81,16 +90,6 @@ def test_float64(dev, rng):
     if not dev.supports(np.float64):
         pytest.skip(f"{dev} has no float64")
     check("conv2d", (2, 3, 7, 6), (4, 3, 3, 2), {"stride": 2, "padding": (1, 2)}, rng, dtype=np.float64, tol=1e-12)
-
-
-@pytest.mark.parametrize("op, xs, ws, kw", [
-    ("conv2d", (7, 3, 8, 6), (5, 3, 3, 3), {"padding": 1, "stride": (1, 2)}),
-    ("conv_transpose2d", (7, 4, 5, 5), (4, 3, 3, 3), {"stride": 2}),
-])
-def test_batch_chunks(op, xs, ws, kw, rng, monkeypatch):
-    """A column budget of about two images: chunks of 2, 2, 2, 1, gradients summed across chunks."""
-    monkeypatch.setattr(conv_mod, "COL_BUDGET_BYTES", 2 * 27 * 8 * 6 * 4 + 4)
-    check(op, xs, ws, kw, rng)
 
 
 @settings(max_examples=12, deadline=None)
@@ -174,3 +173,57 @@ def test_device_mismatch():
     other = clnn.Tensor(w.data, w.shape, w.dtype, dataclasses.replace(w.device))  # a distinct device object
     with pytest.raises(ValueError, match=r"conv2d: x is on .* but weight is on"):
         F.conv2d(x, other)
+
+
+def test_memory_bound(rng):
+    """Beyond its inputs, outputs and gradients, a convolution allocates less than 64 MiB at a batch whose
+    column matrix (im2col) would take 155 MiB; the forward keeps nothing but its output."""
+    mib = 1 << 20
+    n, c, o, s, k = 64, 3, 12, 96, 5
+    assert c * k * k * n * (s - k + 1) ** 2 * 4 > 2 * 64 * mib  # the shape would need a big column matrix
+    x, w, b = (clnn.tensor(rng.standard_normal(sh).astype(np.float32)) for sh in ((n, c, s, s), (o, c, k, k), (o,)))
+    for t in (x, w, b):
+        t.requires_grad = True
+    gy = clnn.tensor(rng.standard_normal((n, o, s - k + 1, s - k + 1)).astype(np.float32))
+    before = clnn.memory_stats()["bytes_in_use"]
+    with clnn.profiler.profile() as prof:
+        y = F.conv2d(x, w, b)
+        assert clnn.memory_stats()["bytes_in_use"] - before == y.size * 4  # nothing saved besides y
+        y.backward(gy)
+    results = sum(t.size * 4 for t in (y, x.grad, w.grad, b.grad))
+    assert prof.bytes_allocated - results < 64 * mib
+    assert 32 * mib >= conv_mod.PARTIAL_BYTES
+
+
+@pytest.mark.parametrize("layer, xs", [
+    (lambda: clnn.nn.Conv2d(6, 20, 3, padding=1, stride=(1, 2)), (3, 6, 11, 13)),  # tiled
+    (lambda: clnn.nn.Conv2d(4, 4, 3, groups=4), (2, 4, 9, 8)),                      # depthwise: direct
+    (lambda: clnn.nn.Conv1d(5, 12, 4, dilation=2), (3, 5, 23)),
+])
+def test_fused_relu(layer, xs, rng):
+    """Sequential(conv, ReLU) runs as one kernel and matches the unfused layers bit for bit, and torch."""
+    conv = layer()
+    xa = rng.standard_normal(xs).astype(np.float32)
+    runs = []
+    for fused in (True, False):
+        x = clnn.tensor(xa)
+        x.requires_grad = True
+        for p in conv.parameters():
+            p.grad = None
+        with clnn.profiler.profile() as prof:
+            y = clnn.nn.Sequential(conv, clnn.nn.ReLU())(x) if fused else F.relu(conv(x))
+        names = [k.name for k in prof.kernels]
+        assert ("unary" not in names) == fused, names
+        gy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+        y.backward(clnn.tensor(gy))
+        runs.append([a.numpy() for a in (y, x.grad, conv.weight.grad, conv.bias.grad)])
+    for a, b in zip(*runs):
+        assert a.tobytes() == b.tobytes()
+    tx = torch.tensor(xa.astype(np.float64), requires_grad=True)
+    tw, tb = (torch.tensor(p.numpy().astype(np.float64), requires_grad=True) for p in (conv.weight, conv.bias))
+    op = TORCH["conv1d" if len(xs) == 3 else "conv2d"]
+    ref = torch.relu(op(tx, tw, tb, stride=conv.stride, padding=conv.padding, dilation=conv.dilation,
+                        groups=conv.groups))
+    ref.backward(torch.tensor(gy.astype(np.float64)))
+    for got, want in zip(runs[0], (ref, tx.grad, tw.grad, tb.grad)):
+        assert_close(got, want.detach().numpy(), 1e-5, "fused conv + relu")

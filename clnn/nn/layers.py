@@ -17,6 +17,7 @@ import numpy as np
 from .. import functional as F
 from ..device import Device
 from ..ops import creation
+from ..ops.conv import conv_act
 from ..ops.matmul import gemm
 from ..tensor import Tensor
 from ..validation import require_choice, require_int, require_ints, require_number
@@ -152,6 +153,10 @@ class Conv1d(_ConvNd):
     def forward(self, x: Tensor) -> Tensor:
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
+    def forward_fused(self, x: Tensor, activation: str) -> Tensor:
+        """``activation(self(x))`` as one kernel (``nn.Sequential`` calls it for a following ReLU)."""
+        return conv_act(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups, activation)
+
 
 class Conv2d(_ConvNd):
     """2-D convolution over (N, C_in, H, W): weight (out_channels, in_channels/groups, kH, kW).
@@ -168,6 +173,8 @@ class Conv2d(_ConvNd):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    forward_fused = Conv1d.forward_fused
 
 
 class ConvTranspose2d(_ConvNd):
@@ -368,6 +375,8 @@ class ReLU(Module):
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
+
+    fused_activation = "relu"  # the name a preceding layer's ``forward_fused`` applies in its store
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)

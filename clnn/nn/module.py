@@ -352,8 +352,16 @@ class Sequential(Module):
             self.add_module(name, m)
 
     def forward(self, x: Any) -> Any:
-        for m in self.children():
-            x = m(x)
+        """Each module in turn; a layer with ``forward_fused`` followed by an activation module naming its
+        ``fused_activation`` runs as one fused call (not while a summary records every module's output)."""
+        mods = list(self._modules.values())
+        i = 0
+        while i < len(mods):
+            m, act = mods[i], getattr(mods[i + 1], "fused_activation", None) if i + 1 < len(mods) else None
+            if act is not None and hasattr(m, "forward_fused") and getattr(_calls, "log", None) is None:
+                x, i = m.forward_fused(x, act), i + 2
+            else:
+                x, i = m(x), i + 1
         return x
 
     def append(self, module: Module) -> Sequential:

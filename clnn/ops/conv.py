@@ -1,9 +1,12 @@
 """Convolution: ``conv1d``, ``conv2d``, ``conv_transpose2d`` with PyTorch layouts (``kernels_cl/conv.cl``).
 
-Algorithm: im2col + GEMM (``gemm_raw``), the batch processed in chunks whose column matrix fits
-``COL_BUDGET_BYTES``; groups are the GEMM's batch dimension. The input gradient is GEMM + col2im (a
-gather, deterministic); ``conv_transpose2d``'s forward is that same input gradient, and its input
-gradient is ``conv2d``'s forward.
+Algorithm: implicit GEMM. The forward, input gradient and weight gradient are each one tiled launch
+(groups on the grid's third axis) whose tile loads gather NCHW input, NCHW gradients and OIHW weights
+directly and whose store writes NCHW (or OIHW) with the bias and an optional activation: no column
+matrix, no layout copies, no batch chunking. Products with few rows per group (depthwise and other
+small-channel convolutions) take conv.cl's direct kernels. The weight gradient splits its long
+N*OH*OW axis into ordered partial sums (``gemm_sum``) of at most ``PARTIAL_BYTES``, the only extra
+memory a convolution takes. ``conv_transpose2d``'s forward is conv2d's input gradient and vice versa.
 """
 
 from __future__ import annotations
@@ -15,14 +18,16 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
-from ..kernels import defines, launch_1d
+from ..kernels import defines, launch_1d, real_scalar
 from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import empty, record
-from .matmul import gemm_raw
+from .matmul import gemm_config, plan
 
-COL_BUDGET_BYTES = 64 << 20  # most bytes one batch chunk's column matrix may take
+PARTIAL_BYTES = 32 << 20  # most bytes the weight gradient's k-split partial sums may take
+THIN = 8  # products with at most this many rows per group take the direct kernels
+ACTS = kernels.op_codes("conv.cl", "ACT_")  # activations the forward store can apply
 IntOrTuple = int | Sequence[int]
 
 
@@ -47,107 +52,93 @@ class _Geom:
     dw: int
     groups: int
 
-    @property
-    def rows(self) -> int:  # column-matrix rows per group: Cg * KH * KW
-        return self.c // self.groups * self.kh * self.kw
-
-    def chunk(self, itemsize: int) -> int:
-        """Images per batch chunk: as many as fit the column budget, at least one."""
-        per_image = self.c * self.kh * self.kw * self.oh * self.ow * itemsize
-        return max(1, min(self.n, COL_BUDGET_BYTES // max(per_image, 1)))
-
-    def args(self, nb: int) -> tuple[np.int32, ...]:
-        vals = (nb, self.c, self.h, self.w, self.kh, self.kw, self.oh, self.ow,
-                self.sh, self.sw, self.ph, self.pw, self.dh, self.dw)
+    def args(self) -> tuple[np.int32, ...]:
+        vals = (self.n, self.c, self.h, self.w, self.o, self.kh, self.kw, self.oh, self.ow,
+                self.sh, self.sw, self.ph, self.pw, self.dh, self.dw, self.groups)
         return tuple(np.int32(v) for v in vals)
 
 
-def _launch(t: Tensor, name: str, rows: int, *args: Any) -> None:
-    """Run ``conv.cl``'s ``name`` with one work-item per row of ``rows``."""
-    launch_1d(t.device, kernels.kernel(t.device, "conv.cl", name, defines(t.dtype)), rows, *args)
+def _tile(t: Tensor, rows: int, cols: int, k: int, groups: int) -> dict[str, int] | None:
+    """The GEMM tile for a per-group ``rows`` x ``cols`` x ``k`` product, or None for the direct kernel."""
+    how = plan(t.device, t.dtype, groups, rows, cols, k)
+    return None if how.kernel == "direct" or rows <= THIN else how.cfg
 
 
-def _im2col(x: Tensor, g: _Geom, n0: int, nb: int) -> Tensor:
-    """The (C*KH*KW, nb*P) column matrix of images ``n0 .. n0+nb`` of ``x``."""
-    np_ = nb * g.oh * g.ow
-    col = empty((g.c * g.kh * g.kw, np_), x.dtype, x.device)
-    _launch(x, "im2col", col.shape[0] * nb * g.oh, *g.args(nb), x.data, np.int32(n0 * g.c * g.h * g.w),
-            col.data)
-    return col
+def _run(t: Tensor, name: str, g: _Geom, rows: int, cols: int, k: int, out: Tensor, *args: Any) -> None:
+    """``conv_<name>`` (tiled) or ``conv_direct_<name>`` writing ``out``, geometry first, ``out`` last."""
+    dev, cfg = t.device, _tile(t, rows, cols, k, g.groups)
+    if cfg is None:
+        k_ = kernels.kernel(dev, "conv.cl", f"conv_direct_{name}", defines(t.dtype, **gemm_config(dev, t.dtype)))
+        launch_1d(dev, k_, out.size, *g.args(), *args, out.data)
+        return
+    rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
+    kernels.launch(
+        dev, kernels.kernel(dev, "conv.cl", f"conv_{name}", defines(t.dtype, **cfg)),
+        (-(-cols // cfg["TN"]) * rtn, -(-rows // cfg["TM"]) * rtm, g.groups), (rtn, rtm, 1), *g.args(), *args,
+        out.data,
+    )
 
 
-def _transposed_chunk(y: Tensor, n0: int, nb: int) -> Tensor:
-    """Images ``n0 .. n0+nb`` of ``y`` (N, O, H, W) laid out as (O, nb*H*W)."""
-    o, h, w = y.shape[1:]
-    if nb == 1 and n0 == 0:
-        return y
-    t = empty((o, nb * h * w), y.dtype, y.device)
-    _launch(y, "nop_to_onp", nb * o * h, *(np.int32(v) for v in (nb, o, h, w)), y.data, np.int32(n0 * o * h * w),
-            t.data)
-    return t
-
-
-def _forward(
-    x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, keep_col: bool = False
-) -> tuple[Tensor, Tensor | None]:
-    """y = conv(x, w) + bias, shape (N, O, OH, OW); records nothing.
-
-    With ``keep_col`` and the whole batch in one chunk, also returns the column matrix, which the
-    weight gradient reads again (the backward then skips one im2col); else None.
-    """
+def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none") -> Tensor:
+    """y = act(conv(x, w) + bias), shape (N, O, OH, OW); records nothing."""
     y = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device)
-    og, k, p = g.o // g.groups, g.rows, g.oh * g.ow
-    step = g.chunk(x.dtype.itemsize)
-    col = None
-    for n0 in range(0, g.n, step):
-        nb = min(step, g.n - n0)
-        col = _im2col(x, g, n0, nb)
-        t = gemm_raw(w, (og * k, k, 1), col, (k * nb * p, nb * p, 1), g.groups, og, nb * p, k)  # (O, nb*P)
-        _launch(
-            x, "onp_to_nop", nb * g.o * g.oh, np.int32(nb), np.int32(g.o), np.int32(g.oh), np.int32(g.ow), t.data,
-            (bias if bias is not None else t).data, np.int32(bias is not None), y.data, np.int32(n0 * g.o * p),
-        )
-    return y, (col if keep_col and step >= g.n else None)
+    _run(x, "fwd", g, g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw, y, x.data, w.data,
+         (bias if bias is not None else y).data, np.int32(bias is not None), np.int32(ACTS[act]))
+    return y
 
 
 def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
     """gx (N, C, H, W) of y = conv(x, w) given gy (N, O, OH, OW), plus bias per channel; records nothing."""
     gx = empty((g.n, g.c, g.h, g.w), gy.dtype, gy.device)
-    og, k, p = g.o // g.groups, g.rows, g.oh * g.ow
-    step = g.chunk(gy.dtype.itemsize)
-    for n0 in range(0, g.n, step):
-        nb = min(step, g.n - n0)
-        gyt = _transposed_chunk(gy, n0, nb)  # (O, nb*P)
-        col = gemm_raw(w, (og * k, 1, k), gyt, (og * nb * p, nb * p, 1), g.groups, k, nb * p, og)
-        _launch(
-            gy, "col2im", nb * g.c * g.h, *g.args(nb), col.data, (bias if bias is not None else col).data,
-            np.int32(bias is not None), gx.data, np.int32(n0 * g.c * g.h * g.w),
-        )
+    _run(gy, "bwd_data", g, g.c // g.groups, g.n * g.h * g.w, g.o // g.groups * g.kh * g.kw, gx, gy.data, w.data,
+         (bias if bias is not None else gx).data, np.int32(bias is not None), np.int32(ACTS["none"]))
     return gx
 
 
-def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, col: Tensor | None = None) -> Tensor:
-    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy; chunks add up in order. Records nothing.
+def _splits(nq: int, step: int, want: int, partial: int, itemsize: int) -> tuple[int, int]:
+    """(ranges, range length): about ``want`` ranges of a multiple of ``step`` over ``nq``, partials of
+    ``partial`` elements each kept within ``PARTIAL_BYTES``."""
+    s = max(1, min(want, PARTIAL_BYTES // max(1, partial * itemsize)))
+    ks = max(step, kernels.round_up(-(-nq // s), step))
+    return -(-nq // ks), ks
 
-    ``col``: the forward's column matrix of the whole batch (one chunk), if it kept it.
-    """
-    og, k, p = g.o // g.groups, g.rows, g.oh * g.ow
-    step = g.chunk(x.dtype.itemsize)
-    gw: Tensor | None = None
-    for n0 in range(0, g.n, step):
-        nb = min(step, g.n - n0)
-        if col is None or nb != g.n:
-            col = _im2col(x, g, n0, nb)
-        gyt = _transposed_chunk(gy, n0, nb)
-        gw = gemm_raw(
-            gyt, (og * nb * p, nb * p, 1), col, (k * nb * p, 1, nb * p), g.groups, og, k, nb * p,
-            beta=0.0 if gw is None else 1.0, c=gw,
-        )
-    if gw is None:  # empty batch
+
+def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
+    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy, summed over pixels in a fixed order."""
+    dev, dt = x.device, x.dtype
+    shape = (g.o, g.c // g.groups, g.kh, g.kw)
+    og, ncol, nq = g.o // g.groups, g.c // g.groups * g.kh * g.kw, g.n * g.oh * g.ow
+    if nq == 0:  # empty batch
         from .creation import zeros
 
-        return zeros((g.o, g.c // g.groups, g.kh, g.kw), dtype=x.dtype, device=x.device)
-    return Tensor(gw.data, (g.o, g.c // g.groups, g.kh, g.kw), gw.dtype, gw.device)
+        return zeros(shape, dtype=dt, device=dev)
+    gw = empty(shape, dt, dev)
+    cfg = _tile(x, og, ncol, nq, g.groups)
+    half = np.dtype(dt) == np.float16  # half partials would round
+    if cfg is None:
+        cfg = gemm_config(dev, dt)
+        want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
+        splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, dt.itemsize)
+        part = gw if splits == 1 else empty((splits, gw.size), dt, dev)
+        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **cfg))
+        launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
+    else:
+        how = plan(dev, dt, g.groups, og, ncol, nq)
+        splits, ks = _splits(nq, cfg["TK"], how.splits, gw.size, dt.itemsize)
+        part = gw if splits == 1 else empty((g.groups, splits, og, ncol), dt, dev)
+        rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
+        kernels.launch(
+            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defines(dt, **cfg)),
+            (-(-ncol // cfg["TN"]) * rtn, -(-og // cfg["TM"]) * rtm, g.groups * splits), (rtn, rtm, 1), *g.args(),
+            np.int32(ks), np.int32(splits), x.data, gy.data, part.data,
+        )
+    if splits > 1:
+        per = gw.size // (1 if part.ndim == 2 else g.groups)
+        launch_1d(
+            dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defines(dt, **cfg)), gw.size, np.int32(gw.size),
+            np.int32(per), np.int32(splits), real_scalar(dt, 1.0), real_scalar(dt, 0.0), part.data, gw.data,
+        )
+    return gw
 
 
 def _bias_grad(gy: Tensor) -> Tensor:
@@ -256,17 +247,22 @@ def _lift(
 
 
 def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
-          dilation: Any, groups: int) -> Tensor:
+          dilation: Any, groups: int, activation: str = "none") -> Tensor:
     _check_operands(op, x, weight, bias, groups, nd, transposed=False)
     g = _geometry(op, x, weight, groups, nd, stride, padding, dilation)
     x4 = Tensor(x.data, (g.n, g.c, g.h, g.w), x.dtype, x.device)
     w4 = Tensor(weight.data, (g.o, g.c // groups, g.kh, g.kw), x.dtype, x.device)
-    y, col = _forward(x4, w4, bias, g, keep_col=is_grad_enabled() and weight.requires_grad)
+    y = _forward(x4, w4, bias, g, activation)
+    saved = y.detach() if activation != "none" and is_grad_enabled() else None
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
         gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
+        if saved is not None:  # through the activation, from its saved output
+            from .elementwise import unary_grad
+
+            gy4 = unary_grad(activation, saved, saved, gy4)
         gx = _input_grad(gy4, w4, None, g) if x.requires_grad else None
-        gw = _weight_grad(x4, gy4, g, col) if weight.requires_grad else None
+        gw = _weight_grad(x4, gy4, g) if weight.requires_grad else None
         grads = (
             None if gx is None else Tensor(gx.data, x.shape, gx.dtype, gx.device),
             None if gw is None else Tensor(gw.data, weight.shape, gw.dtype, gw.device),
@@ -275,6 +271,18 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
 
     out = Tensor(y.data, (g.n, g.o) + ((g.ow,) if nd == 1 else (g.oh, g.ow)), y.dtype, y.device)
     return record(out, (x, weight) if bias is None else (x, weight, bias), backward, op)
+
+
+def conv_act(
+    x: Tensor, weight: Tensor, bias: Tensor | None, stride: IntOrTuple, padding: IntOrTuple | str,
+    dilation: IntOrTuple, groups: int, activation: str,
+) -> Tensor:
+    """``activation(conv{1,2}d(x, weight, bias, ...))`` as one kernel (``nn.Sequential``'s fusion); the
+    backward runs through the activation from its saved output. ``activation``: a key of ``ACTS``."""
+    if activation not in ACTS:
+        raise ValueError(f"conv_act: activation must be one of {sorted(ACTS)}; got {activation!r}")
+    nd = 1 if isinstance(weight, Tensor) and weight.ndim == 3 else 2
+    return _conv(f"conv{nd}d", nd, x, weight, bias, stride, padding, dilation, groups, activation)
 
 
 @profiled
@@ -357,7 +365,7 @@ def conv_transpose2d(
     y = _input_grad(x, weight, bias, g)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
-        gx = _forward(gy, weight, None, g)[0] if x.requires_grad else None
+        gx = _forward(gy, weight, None, g) if x.requires_grad else None
         gw = _weight_grad(gy, x, g) if weight.requires_grad else None
         return (gx, gw) if bias is None else (gx, gw, _bias_grad(gy) if bias.requires_grad else None)
 

@@ -315,7 +315,8 @@ def pool(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 def conv(dt: np.dtype, rng: np.random.Generator) -> None:
-    """conv2d (stride, padding, dilation, groups, bias), conv1d, conv_transpose2d, and all gradients."""
+    """conv2d (stride, padding, dilation, groups, bias), conv1d, conv_transpose2d and all gradients by the
+    direct kernels, then a grouped conv2d with ReLU by the tiled implicit GEMM."""
     import clnn.functional as F
 
     x, w, b = _leaf(rng, (1, 4, 6, 5), dt), _leaf(rng, (4, 2, 3, 3), dt), _leaf(rng, (4,), dt)
@@ -330,6 +331,17 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
     yt = F.conv_transpose2d(xt, wt, bt, stride=2, padding=1, output_padding=1)
     (yt * clnn.tensor(data(rng, yt.shape, dt))).sum().backward()
     finite("conv_transpose2d", dt, yt, *_grads(xt, wt, bt))
+    saved = dict(tuning.TABLE["gemm_direct"]["default"])
+    tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the tiled implicit GEMM at a size Oclgrind runs
+    try:
+        from clnn.ops.conv import conv_act
+
+        x, w, b = _leaf(rng, (2, 18, 4, 3), dt), _leaf(rng, (20, 9, 3, 3), dt), _leaf(rng, (20,), dt)
+        y = conv_act(x, w, b, 1, 1, 1, 2, "relu")
+        (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+        finite("conv2d tiled + relu", dt, y, *_grads(x, w, b))
+    finally:
+        tuning.TABLE["gemm_direct"]["default"] = saved
 
 
 def signal(dt: np.dtype, rng: np.random.Generator) -> None:

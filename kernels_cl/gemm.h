@@ -1,0 +1,175 @@
+/* gemm.h: the tiled GEMM's building blocks, shared by gemm.cl and conv.cl: the tunables and their
+ * defaults, the staging of a row- or column-strided operand's tile into local memory (stage_a,
+ * stage_b) and the register-blocked multiply of one staged k-slice (MULTIPLY). gemm.cl's banner
+ * describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, APAD, DB).
+ */
+#ifndef CLNN_GEMM_H
+#define CLNN_GEMM_H
+#include "clnn_dtype.h"
+
+#ifndef TM
+#define TM 64
+#endif
+#ifndef TN
+#define TN 64
+#endif
+#ifndef TK
+#define TK 32
+#endif
+#ifndef WM
+#define WM 4
+#endif
+#ifndef WN
+#define WN 16
+#endif
+#ifndef VW
+#define VW 8
+#endif
+#ifndef VWG
+#define VWG VW
+#endif
+#ifndef APAD
+#define APAD 0
+#endif
+#ifndef DB
+#define DB 0
+#endif
+
+#define RTM (TM / WM) /* work-group height */
+#define RTN (TN / WN) /* work-group width */
+#define NV (WN / VW)  /* vectors per work-item row */
+#define WG (RTM * RTN)
+#define LDA (TK + APAD) /* As row length */
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+
+#if VW == 1
+typedef real realv;
+#else
+typedef CAT(REAL_T, VW) realv;
+#endif
+#if VWG > 1 && !STORE_HALF
+#define VEC_LOADS 1
+typedef CAT(STORE_T, VWG) storeg;
+#else
+#define VEC_LOADS 0
+#endif
+/* Built-ins such as vloadN and mad are out-of-line calls on some CPU runtimes (PoCL), so the hot
+ * paths use plain loads and `a * b + c`, which the compiler contracts to an FMA where it has one. */
+#pragma OPENCL FP_CONTRACT ON
+
+/* t[0..VWG) = p[0..VWG): one vector load when `vec` (p aligned to the vector), else scalar loads */
+inline void load_run(real *t, __global const store_t *p, bool vec) {
+#if VEC_LOADS
+    if (vec) {
+        union { storeg v; real s[VWG]; } u;
+        u.v = *(__global const storeg *)p;
+#pragma unroll
+        for (int q = 0; q < VWG; ++q) t[q] = u.s[q];
+        return;
+    }
+#endif
+#pragma unroll
+    for (int q = 0; q < VWG; ++q) t[q] = LOAD(p, q);
+}
+
+/* whether runs of `p` along its contiguous axis, `stride` apart, start on vector boundaries */
+inline bool runs_aligned(__global const store_t *p, int stride) {
+#if VEC_LOADS
+    return stride % VWG == 0 && (size_t)p % sizeof(storeg) == 0;
+#else
+    return false;
+#endif
+}
+
+/* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (TM x LDA), zeros past the
+ * edges; only the first kn columns of a short last slice are read by the multiply. */
+inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
+                    __global const store_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
+    const int kn = max(0, min(TK, kend - k0));
+    const bool rows_in = row0 + TM <= M;
+    real t[VWG];
+    if (a_cs == 1 && rows_in && kn % VWG == 0) {
+        for (int e = lid; e < TM * TK / VWG; e += WG) {
+            const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
+            if (kk >= kn) continue;
+            load_run(t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) as[r * LDA + kk + q] = t[q];
+        }
+    } else if (a_rs == 1 && rows_in) {
+        for (int e = lid; e < kn * (TM / VWG); e += WG) {
+            const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
+            load_run(t, A + (size_t)(k0 + kk) * a_cs + row0 + r, a_vec);
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) as[(r + q) * LDA + kk] = t[q];
+        }
+    } else if (a_cs == 1) {
+        for (int e = lid; e < TM * TK; e += WG) {
+            const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
+            as[r * LDA + kk] = (gi < M && gk < kend) ? LOAD(A, gi * a_rs + gk) : (real)0;
+        }
+    } else {
+        for (int e = lid; e < TM * kn; e += WG) {
+            const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
+            as[r * LDA + kk] = gi < M ? LOAD(A, gi * a_rs + gk * a_cs) : (real)0;
+        }
+    }
+}
+
+/* Stage op(B)'s k-rows [k0, k0+TK) x columns [col0, col0+TN) into bs (TK x TN), as stage_a. */
+inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
+                    __global const store_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
+    const int kn = max(0, min(TK, kend - k0));
+    const bool cols_in = col0 + TN <= N;
+    real t[VWG];
+    if (b_cs == 1 && cols_in) {
+        for (int e = lid; e < kn * (TN / VWG); e += WG) {
+            const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
+            load_run(t, B + (size_t)(k0 + kk) * b_rs + col0 + c, b_vec);
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+        }
+    } else if (b_rs == 1 && cols_in && kn % VWG == 0) {
+        for (int e = lid; e < TK * TN / VWG; e += WG) {
+            const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
+            if (kk >= kn) continue;
+            load_run(t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
+        }
+    } else if (b_cs == 1) {
+        for (int e = lid; e < kn * TN; e += WG) {
+            const int kk = e / TN, c = e % TN, gj = col0 + c, gk = k0 + kk;
+            bs[kk * TN + c] = gj < N ? LOAD(B, gk * b_rs + gj) : (real)0;
+        }
+    } else {
+        for (int e = lid; e < TK * TN; e += WG) {
+            const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
+            bs[kk * TN + c] = (gj < N && gk < kend) ? LOAD(B, gk * b_rs + gj * b_cs) : (real)0;
+        }
+    }
+}
+
+/* acc += As[rows][kk] * Bs[kk][columns] for the work-item's WM x WN block */
+#define MAC_STEP(As, Bs, kk)                                                  \
+    do {                                                                      \
+        realv b[NV];                                                          \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) b[v] = Bs[kk][tx + v * RTN]; \
+        _Pragma("unroll") for (int i = 0; i < WM; ++i) {                      \
+            const realv a = (realv)As[ty + i * RTM][kk];                      \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] += a * b[v]; \
+        }                                                                     \
+    } while (0)
+
+/* one staged k-slice: a constant trip count for full slices (a run-time one costs ~20 % on PoCL) */
+#define MULTIPLY(As, Bs, k0)                                                  \
+    do {                                                                      \
+        if ((k0) + TK <= kend)                                                \
+            for (int kk = 0; kk < TK; ++kk) MAC_STEP(As, Bs, kk);             \
+        else                                                                  \
+            for (int kk = 0; kk < kend - (k0); ++kk) MAC_STEP(As, Bs, kk);    \
+    } while (0)
+
+#endif
