@@ -1,9 +1,10 @@
-/* gemm.cl: batched C = alpha * op(A) @ op(B) + beta * C: a tiled kernel, optionally split along k,
+/* gemm.cl: batched C = alpha * op(A) @ op(B) + beta * D: a tiled kernel, optionally split along k,
  * and a direct kernel for small products.
  *
  * Layout: A is read as A[b*a_bs + i*a_rs + k*a_cs] (M x K), B as B[b*b_bs + k*b_rs + j*b_cs] (K x N):
- * any transpose is a choice of strides. C is row-major and contiguous: C[b*M*N + i*N + j]; when
- * beta != 0 it holds the addend on entry.
+ * any transpose is a choice of strides. C is row-major and contiguous: C[b*M*N + i*N + j]. The addend
+ * D (read only when beta != 0) is D[b*d_bs + i*d_rs + j*d_cs]: a zero stride broadcasts it, so a
+ * Linear layer's bias row is added in the store, with no copy of it into C first.
  *
  * gemm (tiled): each work-group computes a TM x TN tile of C. Per TK-deep slice of the k axis it
  * stages op(A)'s TM x TK block (As[m][k], rows padded by APAD against bank conflicts) and op(B)'s
@@ -26,7 +27,7 @@
  * start and the k loop runs to the argument KS (a last, shorter range stages zeros): loop bounds
  * derived from the group id instead cost ~25 % on PoCL. With S > 1 the host points C at a
  * (batch, S, M, N) buffer of `real` partials (alpha 1, beta 0) and `gemm_sum` adds them up in order
- * of s: more work-groups for small-M*N, long-k products (a convolution's weight gradient), still
+ * of s, then alpha and beta * D: more work-groups for small-M*N, long-k products (a convolution's weight gradient), still
  * without atomics. The last k-slice of a range loops only over its kn <= TK valid columns.
  *
  * gemm_direct: one work-item per element of C, k in order, no local memory and no padding: for
@@ -52,7 +53,7 @@ __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const store_t *restrict A, int a_bs, int a_rs, int a_cs,
           __global const store_t *restrict B, int b_bs, int b_rs, int b_cs,
-          __global store_t *restrict C) {
+          __global const store_t *restrict D, int d_bs, int d_rs, int d_cs, __global store_t *restrict C) {
     __local real As[DB + 1][TM][LDA]; /* op(A) blocks, row-major */
     __local realv Bs[DB + 1][TK][TN / VW]; /* op(B) blocks, row-major; realv keeps them vector-aligned */
     const int tx = get_local_id(0), ty = get_local_id(1);
@@ -62,6 +63,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     A += (size_t)(z / S) * a_bs + (size_t)kbeg * a_cs;
     B += (size_t)(z / S) * b_bs + (size_t)kbeg * b_rs;
     C += (size_t)z * M * N;
+    D += (size_t)(z / S) * d_bs;
     const bool a_vec = runs_aligned(A, a_cs == 1 ? a_rs : a_cs), b_vec = runs_aligned(B, b_cs == 1 ? b_rs : b_cs);
 
     realv acc[WM][NV];
@@ -103,30 +105,34 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #pragma unroll
             for (int q = 0; q < VW; ++q) {
                 if (gj + q < N) {
-                    const int o = gi * N + gj + q;
-                    STORE(C, o, beta != 0 ? alpha * t[q] + beta * LOAD(C, o) : alpha * t[q]);
+                    const real d = beta != 0 ? beta * LOAD(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs) : 0;
+                    STORE(C, gi * N + gj + q, alpha * t[q] + d);
                 }
             }
         }
     }
 }
 
-/* out[i] = alpha * (sum over s of part[b][s][i]) + beta * out[i] for the (batch, M, N) result,
- * i = b*MN + j: the partials of a k-split gemm, added in order of s. */
-__kernel void gemm_sum(int total, int MN, int S, real alpha, real beta, __global const real *restrict part,
+/* out[b][r][c] = alpha * (sum over s of part[b][s][r][c]) + beta * D[b*d_bs + r*d_rs + c*d_cs] for the
+ * (batch, M, N) result, one work-item per element: the partials of a k-split gemm, added in order of s. */
+__kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __global const real *restrict part,
+                       __global const store_t *restrict D, int d_bs, int d_rs, int d_cs,
                        __global store_t *restrict out) {
     const int i = get_global_id(0);
     if (i >= total) return;
-    __global const real *p = part + (size_t)(i / MN) * S * MN + i % MN;
+    const int MN = M * N, b = i / MN, r = (i - b * MN) / N, c = i % N;
+    __global const real *p = part + (size_t)b * S * MN + (i - b * MN);
     real acc = 0;
     for (int s = 0; s < S; ++s) acc += p[(size_t)s * MN];
-    STORE(out, i, beta != 0 ? alpha * acc + beta * LOAD(out, i) : alpha * acc);
+    const real d = beta != 0 ? beta * LOAD(D, (size_t)b * d_bs + (size_t)r * d_rs + (size_t)c * d_cs) : 0;
+    STORE(out, i, alpha * acc + d);
 }
 
-/* C[b][i][j] = alpha * sum over k (in order) of A[b][i][k] * B[b][k][j] + beta * C[b][i][j] */
+/* C[b][i][j] = alpha * sum over k (in order) of A[b][i][k] * B[b][k][j] + beta * D[b][i][j] */
 __kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
                           __global const store_t *restrict A, int a_bs, int a_rs, int a_cs,
                           __global const store_t *restrict B, int b_bs, int b_rs, int b_cs,
+                          __global const store_t *restrict D, int d_bs, int d_rs, int d_cs,
                           __global store_t *restrict C) {
     const int j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
     if (i >= M || j >= N) return;
@@ -134,6 +140,6 @@ __kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
     B += (size_t)b * b_bs + (size_t)j * b_cs;
     real acc = 0;
     for (int p = 0; p < K; ++p) acc += LOAD(A, (size_t)p * a_cs) * LOAD(B, (size_t)p * b_rs);
-    const size_t o = ((size_t)b * M + i) * N + j;
-    STORE(C, o, beta != 0 ? alpha * acc + beta * LOAD(C, o) : alpha * acc);
+    const real d = beta != 0 ? beta * LOAD(D, (size_t)b * d_bs + (size_t)i * d_rs + (size_t)j * d_cs) : 0;
+    STORE(C, ((size_t)b * M + i) * N + j, alpha * acc + d);
 }

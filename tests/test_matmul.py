@@ -393,3 +393,22 @@ ERRORS = [  # (call given dev, exception, message pattern)
 def test_validation_errors(dev, call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call(dev)
+
+
+@pytest.mark.parametrize("addend", ["row", "column", "full"])
+@pytest.mark.parametrize("kind, splits", [("direct", 1), ("tiled", 1), ("tiled", 3)])
+def test_strided_addend_in_the_store(dev, rng, addend, kind, splits):
+    """beta * C read through strides in the store of every kernel (a Linear bias is a row of zero stride):
+    the direct kernel, the tiled one, and a k-split whose gemm_sum adds it."""
+    batch, m, n, k = 2, 37, 29, 70
+    shape, strides = {"row": ((n,), (0, 0, 1)), "column": ((m,), (0, 1, 0)), "full": ((batch, m, n), (m * n, n, 1))}[
+        addend]
+    a, b, c = _rand(rng, (batch, m, k)), _rand(rng, (batch, k, n)), _rand(rng, shape)
+    cfg = gemm_config(dev, np.dtype("float32"), "gemm_small")
+    ks = max(cfg["TK"], kernels.round_up(-(-k // splits), cfg["TK"]))
+    how = GemmPlan(kind, cfg, -(-k // ks), ks)
+    out = gemm_raw(clnn.tensor(a, device=dev), (m * k, k, 1), clnn.tensor(b, device=dev), (k * n, n, 1), batch, m,
+                   n, k, alpha=0.5, beta=-2.0, c=clnn.tensor(c, device=dev), c_strides=strides, how=how)
+    c_full = {"row": c[None, None, :], "column": c[None, :, None], "full": c}[addend]
+    ref = 0.5 * _ref(a) @ _ref(b) - 2.0 * _ref(np.broadcast_to(c_full, (batch, m, n)).copy())
+    assert_close(out.numpy(), ref.numpy(), 1e-5, f"{kind} x{how.splits}, {addend} addend")

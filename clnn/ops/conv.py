@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
-from ..kernels import defines, launch_1d, real_scalar
+from ..kernels import defines, launch_1d
 from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import empty, record
-from .matmul import gemm_config, plan
+from .matmul import gemm_config, plan, sum_partials
 
 PARTIAL_BYTES = 32 << 20  # most bytes the weight gradient's k-split partial sums may take
 THIN = 8  # products with at most this many rows per group take the direct kernels
@@ -60,7 +60,7 @@ class _Geom:
 
 def _tile(t: Tensor, rows: int, cols: int, k: int, groups: int) -> dict[str, int] | None:
     """The GEMM tile for a per-group ``rows`` x ``cols`` x ``k`` product, or None for the direct kernel."""
-    how = plan(t.device, t.dtype, groups, rows, cols, k)
+    how = plan(t.device, t.dtype, groups, rows, cols, k, max_splits=1)  # the store applies bias and activation
     return None if how.kernel == "direct" or rows <= THIN else how.cfg
 
 
@@ -113,9 +113,9 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
 
         return zeros(shape, dtype=dt, device=dev)
     gw = empty(shape, dt, dev)
-    cfg = _tile(x, og, ncol, nq, g.groups)
+    how = plan(dev, dt, g.groups, og, ncol, nq)
     half = np.dtype(dt) == np.float16  # half partials would round
-    if cfg is None:
+    if how.kernel == "direct" or og <= THIN:
         cfg = gemm_config(dev, dt)
         want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
         splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, dt.itemsize)
@@ -123,7 +123,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
         k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **cfg))
         launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
     else:
-        how = plan(dev, dt, g.groups, og, ncol, nq)
+        cfg = how.cfg
         splits, ks = _splits(nq, cfg["TK"], how.splits, gw.size, dt.itemsize)
         part = gw if splits == 1 else empty((g.groups, splits, og, ncol), dt, dev)
         rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
@@ -133,11 +133,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
             np.int32(ks), np.int32(splits), x.data, gy.data, part.data,
         )
     if splits > 1:
-        per = gw.size // (1 if part.ndim == 2 else g.groups)
-        launch_1d(
-            dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defines(dt, **cfg)), gw.size, np.int32(gw.size),
-            np.int32(per), np.int32(splits), real_scalar(dt, 1.0), real_scalar(dt, 0.0), part.data, gw.data,
-        )
+        sum_partials(part, gw, splits, gw.size // (1 if part.ndim == 2 else g.groups), 1, defines(dt, **cfg))
     return gw
 
 

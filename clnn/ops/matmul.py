@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import kernels, tuning
 from ..device import Device
-from ..kernels import contiguous_strides, defines, group_size, real_scalar
+from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_tensor, same_device, same_dtype
@@ -82,20 +82,21 @@ class GemmPlan:
 _SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> GemmPlan:
-    """The kernel, tile and k-splits for one product; depends only on shapes and the device.
+def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1]) -> GemmPlan:
+    """The kernel, tile and k-splits (at most ``max_splits``) for one product; depends only on shapes and the device.
 
     Products of at most ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their
     time is the launch's, and tiles would be mostly padding. Otherwise a rough cost model in cycles:
     each work-group costs ``KS * (TM*TN/16 + (TM+TN)/2)`` (vector FMAs and staging), groups run in
     waves of ``compute_units``, and split partials cost one pass each. Few output tiles over a long k
     (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
-    tile. On GPUs a plan with fewer than two work-groups per compute unit counts as proportionally slower:
-    a GPU hides memory latency with several resident groups per unit, which a one-group-per-unit wave lacks.
-    Half storage is never split (its partials would round to half).
+    tile. GPUs hide memory latency with several resident work-groups per compute unit: there, plans
+    that give each unit at least two are taken whenever one exists, and among the rest fewer groups
+    count as proportionally slower. Half storage is never split (its partials would round to half).
     """
     if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
         return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
+    gpu, fill = dev.type == "gpu", 2 * dev.compute_units
     options = []
     for kind in ("gemm", "gemm_small"):
         cfg = gemm_config(dev, dtype, kind)
@@ -104,15 +105,16 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int) -> Ge
         for s in _SPLITS if np.dtype(dtype) != np.float16 else (1,):
             ks = max(tk, kernels.round_up(_ceil(k, s), tk))
             splits = max(1, _ceil(k, ks))
-            if splits < s:  # more splits than k-slices
+            if s > max_splits or (ks == tk and splits < s):  # more splits than asked for, or than k-slices
                 break
-            cost = _ceil(tiles * splits, dev.compute_units) * min(ks, max(k, 1)) * (tm * tn / 16 + (tm + tn) / 2)
-            if dev.type == "gpu":
-                cost *= max(1.0, 2 * dev.compute_units / (tiles * splits))
+            groups = tiles * splits
+            cost = _ceil(groups, dev.compute_units) * min(ks, max(k, 1)) * (tm * tn / 16 + (tm + tn) / 2)
+            if gpu:
+                cost *= max(1.0, fill / groups)
             if splits > 1:
                 cost += splits * batch * m * n / dev.compute_units
-            options.append((cost, len(options), cfg, splits, ks))
-    _, _, cfg, splits, ks = min(options)
+            options.append((not (gpu and groups >= fill), cost, len(options), cfg, splits, ks))
+    _, _, _, cfg, splits, ks = min(options)
     return GemmPlan("tiled", cfg, splits, ks)
 
 
@@ -129,14 +131,16 @@ def gemm_raw(
     a: Tensor, a_strides: tuple[int, int, int],
     b: Tensor, b_strides: tuple[int, int, int],
     batch: int, m: int, n: int, k: int,
-    alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None, how: GemmPlan | None = None,
+    alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None, c_strides: tuple[int, int, int] | None = None,
+    how: GemmPlan | None = None,
 ) -> Tensor:
-    """``out[b] = alpha * A[b] @ B[b] + beta * c`` with A, B read through (batch, row, col) strides.
+    """``out[b] = alpha * A[b] @ B[b] + beta * C[b]`` with A, B and C read through (batch, row, col) strides.
 
     ``A[b][i, p] = a.flat[b*a_strides[0] + i*a_strides[1] + p*a_strides[2]]`` (M x K), likewise B (K x N);
-    a transpose is a swap of the last two strides, a shared operand a batch stride of 0. ``c``, when
-    given, must already have the output's shape (batch, m, n); it is not modified. ``how`` overrides
-    :func:`plan` (tests and the tuner force a kernel or tile with it). No autograd.
+    a transpose is a swap of the last two strides, a shared operand a batch stride of 0. ``c`` (read
+    when ``beta != 0``, never modified) likewise through ``c_strides``, by default those of a contiguous
+    (batch, m, n): zero strides broadcast a bias into the GEMM's store. ``how`` overrides :func:`plan`
+    (tests and the tuner force a kernel or tile with it). No autograd.
 
     Returns:
         A new contiguous (batch, m, n) tensor.
@@ -145,16 +149,14 @@ def gemm_raw(
     out = empty((batch, m, n), a.dtype, dev)
     if out.size == 0:
         return out
-    if c is not None and beta != 0:
-        from .shape import strided_copy
-
-        strided_copy(c, out, out.shape, contiguous_strides(out.shape), contiguous_strides(out.shape))
-    else:
-        beta = 0.0
+    if c is None or beta == 0:
+        c, c_strides, beta = out, (0, 0, 0), 0.0
+    addend = (c, c_strides or (m * n, n, 1))
+    d_args = (c.data, *(np.int32(s) for s in addend[1]))
     how = how or plan(dev, a.dtype, batch, m, n, k)
     cfg, splits, ks = how.cfg, how.splits, how.ks
     defs = defines(a.dtype, **cfg)
-    strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides))
+    strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
         dx = min(32, 1 << (n - 1).bit_length())
         dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
@@ -173,14 +175,25 @@ def gemm_raw(
         real_scalar(a.dtype, alpha if splits == 1 else 1.0), real_scalar(a.dtype, beta if splits == 1 else 0.0),
         a.data, *strides, part.data,
     )
-    if splits > 1:  # each work-item adds `splits` partials: groups small enough to reach every compute unit
-        local = max(32, min(group_size(dev), 1 << max(out.size // (2 * dev.compute_units), 1).bit_length() - 1))
-        kernels.launch(
-            dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defs), (out.size,), (min(local, group_size(dev)),),
-            np.int32(out.size), np.int32(m * n), np.int32(splits), real_scalar(a.dtype, alpha),
-            real_scalar(a.dtype, beta), part.data, out.data,
-        )
+    if splits > 1:
+        sum_partials(part, out, splits, m, n, defs, alpha, beta, addend)
     return out
+
+
+def sum_partials(part: Tensor, out: Tensor, splits: int, m: int, n: int, defs: dict[str, object], alpha: float = 1.0,
+                 beta: float = 0.0, addend: tuple[Tensor, tuple[int, int, int]] | None = None) -> None:
+    """``out[b] = alpha * sum_s part[b, s] + beta * C[b]`` for a k-split's (batch, splits, m, n) partials, summed in
+    order of s (``gemm_sum``); ``addend`` is (C, its strides) as in :func:`gemm_raw`. Each work-item adds ``splits``
+    values, so the work-groups shrink until every compute unit gets two."""
+    dev = out.device
+    c, c_strides = addend if addend is not None and beta != 0 else (out, (0, 0, 0))
+    local = max(32, min(group_size(dev), 1 << max(out.size // (2 * dev.compute_units), 1).bit_length() - 1))
+    kernels.launch(
+        dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defs), (out.size,), (min(local, group_size(dev)),),
+        np.int32(out.size), np.int32(m), np.int32(n), np.int32(splits), real_scalar(out.dtype, alpha),
+        real_scalar(out.dtype, beta if addend is not None else 0.0), part.data, c.data,
+        *(np.int32(s) for s in c_strides), out.data,
+    )
 
 
 def _check_pair(op: str, a: Any, b: Any) -> None:
@@ -215,7 +228,7 @@ def gemm(
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
     from .elementwise import broadcast_shapes, sum_to_shape
-    from .shape import broadcast_to, reshape
+    from .shape import reshape
 
     m, ka = (a.shape[1], a.shape[0]) if trans_a else a.shape
     kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
@@ -237,8 +250,9 @@ def gemm(
             fits = False
         if not fits:
             raise ValueError(f"gemm: c must broadcast to the output shape {(m, n)}; got shape {c.shape}")
-        cc = broadcast_to(c, (m, n))
-    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc), (m, n))
+        cc = c
+    c_strides = (0, *broadcast_strides(cc.shape, (m, n))) if cc is not None else None
+    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc, c_strides), (m, n))
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
         ga = gb = gc = None
