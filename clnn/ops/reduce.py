@@ -21,6 +21,7 @@ RF_IN_PART, RF_OUT_PART = (kernels.op_codes("reduce.cl", "RF_")[k] for k in ("in
 SMALL_AXIS = 64  # contiguous axes at most this long are walked by one work-item per output
 FILL = 4  # work-groups per compute unit that a split reduction aims for
 FOLD = 8  # fewest elements each work-item of a split reduction folds
+SPLIT_MIN = 1 << 16  # inputs with fewer elements are reduced in one stage
 
 
 def _axes(x: Tensor, axis: int | Sequence[int] | None) -> tuple[int, ...]:
@@ -40,9 +41,12 @@ def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...
 def split_chunk(dev: Device, n_out: int, length: int, per_out: int) -> int:
     """Chunk length for reducing ``n_out`` axes of ``length``, each chunk taken by ``per_out`` work-items.
 
-    The whole axis when the outputs alone fill the device; else the axis split so that about FILL
-    work-groups per compute unit run, each work-item still folding at least FOLD elements.
+    The whole axis when the outputs alone fill the device or the input is small (under SPLIT_MIN elements:
+    a second launch would cost more than it saves); else the axis split so that about FILL work-groups
+    per compute unit run, each work-item still folding at least FOLD elements.
     """
+    if n_out * length < SPLIT_MIN:
+        return builtins.max(length, 1)
     want = FILL * dev.compute_units * group_size(dev)  # work-items that keep every compute unit busy
     parts = builtins.min(-(-want // builtins.max(n_out * per_out, 1)), length // (FOLD * per_out))
     return builtins.max(length, 1) if parts <= 1 else -(-length // parts)

@@ -1,0 +1,112 @@
+"""Launch census: a LeNet and an AlexNet-style training step on a GPU record every kernel launch.
+
+They run on GPUs: in CI, the h100 part poses the CPU device as an NVIDIA H100 (CLNN_LIMITS), so the GPU launch plans
+are the ones counted. Two checks per model:
+- every kernel that touches at least 2**20 elements launches at least 2 work-groups per compute unit, so a big
+  input keeps all 132 compute units busy (the size a launch touches is its largest buffer argument);
+- a step launches no more kernels than its budget (counted below per model), so extra passes show up.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clnn
+import clnn.functional as F
+from clnn import kernels, nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from alexnet import alexnet  # noqa: E402
+
+BIG = 2**20  # elements
+
+
+@dataclass
+class Launch:
+    kernel: str
+    groups: int
+    elements: int
+
+
+def lenet() -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10),
+    )
+
+
+@pytest.fixture
+def gpu(dev):
+    """The device under test, if it is (or poses as) a GPU."""
+    if dev.type != "gpu":
+        pytest.skip("the census counts GPU launch plans: it runs in the h100 CI part (CLNN_LIMITS poses an H100)")
+    return dev
+
+
+def census(dev: clnn.Device, model: nn.Module, shape: tuple[int, ...], batch: int, monkeypatch) -> list[Launch]:
+    """The launches of one training step (forward, cross-entropy, backward, Adam)."""
+    rng = np.random.default_rng(0)
+    model = model.to(dev)
+    opt = clnn.optim.Adam(model.parameters(), lr=1e-4)
+    x = clnn.tensor(rng.standard_normal((batch, *shape), dtype=np.float32), device=dev)
+    y = clnn.tensor(rng.integers(0, 10, batch), device=dev)
+
+    def step() -> None:
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    launches: list[Launch] = []
+    launch = kernels.launch
+
+    def record(d, k, global_size, local_size, *args):
+        work_items = int(np.prod(global_size))
+        group = int(np.prod(local_size)) if local_size is not None else 1
+        biggest = max((a.size for a in args if hasattr(a, "size") and hasattr(a, "int_ptr")), default=0)
+        launches.append(Launch(k.function_name, -(-work_items // group), biggest // 4))
+        return launch(d, k, global_size, local_size, *args)
+
+    monkeypatch.setattr(kernels, "launch", record)
+    step()
+    dev.synchronize()
+    return launches
+
+
+def check(launches: list[Launch], dev: clnn.Device, budget: int) -> None:
+    starved = sorted({f"{x.kernel} ({x.groups} groups, {x.elements} elements)" for x in launches
+                      if x.elements >= BIG and x.groups < 2 * dev.compute_units})
+    assert not starved, f"kernels touching >= 2**20 elements with < 2 work-groups per compute unit: {starved}"
+    assert len(launches) <= budget, (
+        f"the step launched {len(launches)} kernels, over its budget of {budget}: "
+        f"{sorted({x.kernel for x in launches})}"
+    )
+
+
+# Budgets: per layer, forward launches (conv: GEMM + bias/activation; pool; linear: GEMM + bias; batch norm:
+# statistics + apply + running update), their backward launches (input and weight gradients, bias gradient),
+# the loss (forward and backward), and one Adam update per parameter tensor.
+LENET_BUDGET = 60
+ALEXNET_BUDGET = 110
+
+
+def test_lenet_step_fills_the_gpu(gpu, monkeypatch):
+    check(census(gpu, lenet(), (1, 28, 28), 256, monkeypatch), gpu, LENET_BUDGET)
+
+
+def test_alexnet_step_fills_the_gpu(gpu, monkeypatch):
+    check(census(gpu, alexnet(), (3, 224, 224), 32, monkeypatch), gpu, ALEXNET_BUDGET)
+
+
+def test_census_catches_a_starved_kernel_and_an_extra_launch(dev):
+    """The checks bite: one work-group over a big tensor fails, and so does a launch over budget."""
+    with pytest.raises(AssertionError, match="< 2 work-groups"):
+        check([Launch("starved", 1, BIG)], dev, 10)
+    with pytest.raises(AssertionError, match="over its budget"):
+        check([Launch("add", 1000, 10)] * 11, dev, 10)
