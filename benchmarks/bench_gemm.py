@@ -1,10 +1,12 @@
-"""float32 GEMM throughput: clnn against NumPy, PyTorch CPU and CLBlast (pyclblast) on the same device.
+"""float32 GEMM throughput: clnn against PyTorch on the same hardware, NumPy and CLBlast (pyclblast).
 
-Usage: ``python benchmarks/bench_gemm.py [--sizes 1024 2048] [--reps 5] [--device SPEC]``
+Usage: ``python benchmarks/bench_gemm.py [--sizes 1024 2048 127x253x61] [--reps 5] [--device SPEC]``
 
-Every peer runs in this process, back to back per size, and the best of ``--reps`` timed runs is kept
-(the machine is shared, so the minimum is the least noisy estimate). Ratios are clnn's GFLOP/s over
-the peer's. Floors (issue 3): clnn >= 0.2x NumPy and >= 3x CLBlast at 1024 and 2048.
+A size is ``n`` (n x n x n) or ``MxNxK``. PyTorch runs on CUDA (TF32 off) when the clnn device is NVIDIA and
+PyTorch has CUDA, else on the CPU; the default sizes are the GEMM issue's table on a GPU, 1024 and 2048 on a
+CPU. Every peer runs in this process, back to back per size, and the best of ``--reps`` timed runs is kept
+(the machine is shared, so the minimum is the least noisy estimate). Ratios are clnn's GFLOP/s over the
+peer's. Targets (issue 10): >= 0.6x NumPy at 1024 and 2048 on a CPU; >= 0.8x cuBLAS at 2048-8192 on a GPU.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 from collections.abc import Callable
 
 import numpy as np
-from common import best_time, header
+from common import best_time, header, peer_name, torch_peer, torch_sync
 
 import clnn
 
@@ -47,7 +49,7 @@ def clblast_runner(dev: clnn.Device, a: np.ndarray, b: np.ndarray) -> tuple[Call
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
+    ap.add_argument("--sizes", nargs="+", default=None, help="n or MxNxK (default: the issue's sizes)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default=None)
     args = ap.parse_args()
@@ -55,34 +57,43 @@ def main() -> None:
     import torch
 
     dev = clnn.device(args.device)
+    tdev = torch_peer(dev)
+    gpu_sizes = ["1024", "2048", "4096", "8192", "127x253x61", "1000", "4096x4096x256", "64x100352x288"]
+    sizes = args.sizes or (gpu_sizes if tdev.type == "cuda" else ["1024", "2048"])
     print(header(dev))
     print(
-        f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+        f"numpy {np.__version__}, peer {peer_name(tdev)}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     print(f"GFLOP/s, best of {args.reps}; ratios are clnn / peer")
     columns = ("clnn", "numpy", "torch", "clblast", "/numpy", "/torch", "/clblast")
-    print(f"{'size':>6}" + "".join(f"{c:>9}" for c in columns))
+    print(f"{'MxNxK':>15}" + "".join(f"{c:>9}" for c in columns))
     notes = set()
     rng = np.random.default_rng(0)
-    for n in args.sizes:
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        b = rng.standard_normal((n, n), dtype=np.float32)
-        flops = 2.0 * n**3
+    for size in sizes:
+        m, n, k = (int(v) for v in size.split("x")) if "x" in size else (int(size),) * 3
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        flops = 2.0 * m * n * k
         ca, cb = clnn.tensor(a, device=dev), clnn.tensor(b, device=dev)
         err = np.linalg.norm(clnn.matmul(ca, cb).numpy() - a @ b) / np.linalg.norm(a @ b)
         if err > 1e-5:
-            raise SystemExit(f"clnn matmul is wrong at n={n}: relative error {err:.2e}")
+            raise SystemExit(f"clnn matmul is wrong at {m}x{n}x{k}: relative error {err:.2e}")
 
         def run_clnn(ca: clnn.Tensor = ca, cb: clnn.Tensor = cb) -> None:
             clnn.matmul(ca, cb)
             dev.synchronize()
 
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        ta, tb = torch.from_numpy(a).to(tdev), torch.from_numpy(b).to(tdev)
+
+        def run_torch(ta: torch.Tensor = ta, tb: torch.Tensor = tb) -> None:
+            ta @ tb
+            torch_sync(tdev)
+
         rates = {
             "clnn": flops / best_time(run_clnn, args.reps) / 1e9,
             "numpy": flops / best_time(lambda a=a, b=b: a @ b, args.reps) / 1e9,
-            "torch": flops / best_time(lambda ta=ta, tb=tb: ta @ tb, args.reps) / 1e9,
+            "torch": flops / best_time(run_torch, args.reps) / 1e9,
         }
         blast, why = clblast_runner(dev, a, b)
         if blast is None:
@@ -93,7 +104,7 @@ def main() -> None:
         r = rates["clnn"]
         peers = ("numpy", "torch", "clblast")
         print(
-            f"{n:>6}"
+            f"{m}x{n}x{k}".rjust(15)
             + "".join(f"{rates[c]:>9.1f}" for c in ("clnn", *peers))
             + "".join(f"{r / rates[c]:>9.2f}" for c in peers)
         )
