@@ -53,3 +53,18 @@ def test_missing_mpi4py_says_how_to_install(monkeypatch):
         dist.init()
     with pytest.raises(RuntimeError, match="init"):
         dist.rank()
+
+
+@pytest.mark.parametrize(("ranks", "kind"), [(2, "plain"), (3, "plain"), (2, "bn")])
+def test_ddp_training_matches_one_process(ranks, kind):
+    check(mpirun(ranks, "train.py", np.random.SeedSequence().entropy % 2**32, ranks, kind), ranks)
+
+
+def test_ddp_names_a_mismatched_parameter():
+    check(mpirun(2, "faults.py", "mismatch"), 2)
+
+
+def test_a_failing_rank_ends_the_job():
+    proc = mpirun(3, "faults.py", "raise", timeout=30)  # without the abort hook, ranks 0 and 1 would hang
+    assert proc.returncode != 0
+    assert "rank 2 of 3 raised RuntimeError" in proc.stderr and "boom on purpose" in proc.stderr, proc.stderr
