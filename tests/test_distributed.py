@@ -68,3 +68,9 @@ def test_a_failing_rank_ends_the_job():
     proc = mpirun(3, "faults.py", "raise", timeout=30)  # without the abort hook, ranks 0 and 1 would hang
     assert proc.returncode != 0
     assert "rank 2 of 3 raised RuntimeError" in proc.stderr and "boom on purpose" in proc.stderr, proc.stderr
+
+
+def test_fit_distributed(tmp_path):
+    proc = mpirun(2, "fit.py", np.random.SeedSequence().entropy % 2**32, tmp_path)
+    check(proc, 2)
+    assert proc.stdout.count("Epoch 1: saved") == 1  # ModelCheckpoint on rank 0 only
