@@ -84,7 +84,7 @@ class DistributedDataParallel(Module):
             buffers = list(self.module.buffers())
             if self.broadcast_buffers and buffers:
                 dist.broadcast(buffers, src=0)
-            if self.training and self._sync and is_grad_enabled() and self._on_grad not in grad_hooks:
+            if self._sync and is_grad_enabled() and self._on_grad not in grad_hooks:
                 grad_hooks.append(self._on_grad)
         return self.module(*args, **kwargs)
 
