@@ -71,6 +71,12 @@ class DataLoader:
             comes from the global generator, so :func:`clnn.manual_seed` makes it repeatable.
         drop_last: skip a final incomplete batch.
         device: where the batches go (default device when None).
+        shard: ``(rank, world_size)`` to yield only this rank's share of each epoch, for data-parallel
+            training: every rank computes the same epoch order (a seed is needed with shuffle: ``seed=None``
+            means 0 here), pads it by repeating its first samples to a multiple of ``world_size`` (or, with
+            ``drop_last``, cuts it to one) and takes every ``world_size``-th sample from ``rank`` on. So every
+            rank takes the same number of steps, and the ranks' ``k``-th batches together are the ``k``-th
+            batch of ``batch_size * world_size`` an unsharded loader would yield.
 
     Yields:
         ``(xb, yb)`` tensors, or ``xb`` alone when ``y`` is None.
@@ -81,8 +87,17 @@ class DataLoader:
     """
 
     def __init__(self, x: Any, y: Any = None, batch_size: int = 32, shuffle: bool = False, seed: int | None = None,
-                 drop_last: bool = False, device: str | int | Device | None = None) -> None:
+                 drop_last: bool = False, device: str | int | Device | None = None,
+                 shard: tuple[int, int] | None = None) -> None:
         require_int("DataLoader: batch_size", batch_size, 1)
+        if shard is not None:
+            if not isinstance(shard, tuple) or len(shard) != 2:
+                raise TypeError(f"DataLoader: shard expects a pair (rank, world_size); got {shard!r}")
+            require_int("DataLoader: shard world_size", shard[1], 1)
+            require_int("DataLoader: shard rank", shard[0], 0)
+            if shard[0] >= shard[1]:
+                raise ValueError(f"DataLoader: shard expects rank < world_size; got {shard}")
+            seed = 0 if seed is None else seed
         self.x = _as_array("x", x)
         self.y = None if y is None else _as_array("y", y)
         if self.y is not None and len(self.y) != len(self.x):
@@ -91,6 +106,7 @@ class DataLoader:
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), bool(shuffle), bool(drop_last)
         self.device = _device(device)
         self.seed, self.epoch = seed, 0
+        self.shard = shard
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter`` epoch ``epoch`` (its order, with a seed), e.g. to resume training."""
@@ -99,18 +115,32 @@ class DataLoader:
     def _order(self) -> np.ndarray:
         n = len(self.x)
         if not self.shuffle:
-            return np.arange(n)
-        key = (int(self.seed) & (2**64 - 1), self.epoch) if self.seed is not None else random.advance()
-        self.epoch += 1
-        return np.random.default_rng(key).permutation(n)
+            order = np.arange(n)
+        else:
+            key = (int(self.seed) & (2**64 - 1), self.epoch) if self.seed is not None else random.advance()
+            self.epoch += 1
+            order = np.random.default_rng(key).permutation(n)
+        if self.shard is None:
+            return order
+        rank, world = self.shard
+        total = n // world * world if self.drop_last else -(-n // world) * world
+        return np.resize(order, total)[rank::world]  # resize repeats the order from its start
+
+    def _samples(self) -> int:
+        n = len(self.x)
+        if self.shard is None:
+            return n
+        world = self.shard[1]
+        return n // world if self.drop_last else -(-n // world)
 
     def __len__(self) -> int:
-        n = len(self.x)
+        n = self._samples()
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
-        n, bs, dev = len(self.x), self.batch_size, self.device
+        bs, dev = self.batch_size, self.device
         order = self._order()
+        n = len(order)
         starts = range(0, n - bs + 1 if self.drop_last else n, bs)
         batches = [order[s:s + bs] for s in starts]
         if not batches:

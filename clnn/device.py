@@ -170,6 +170,32 @@ class Device:
             with self._lock:
                 cl.enqueue_barrier(self.queue, wait_for=list(events))
 
+    def split(self, parts: int) -> list[Device]:
+        """This device's compute units cut into ``parts`` equal sub-devices (OpenCL ``create_sub_devices``).
+
+        Each is a :class:`Device` with its own context and queue, e.g. for :class:`clnn.nn.DataParallel`,
+        or to pin a process to one core of a CPU (``dev.split(dev.compute_units)``).
+
+        Raises:
+            DeviceError: the driver cannot partition the device (GPUs seldom can) or has too few units.
+        """
+        units = self.real.get("compute_units", self.compute_units) // max(int(parts), 1)
+        if not isinstance(parts, int) or parts < 1 or units < 1:
+            raise DeviceError(f"split: parts expects an int from 1 to {self.compute_units} (the compute units of "
+                              f"{self}); got {parts!r}")
+        try:
+            subs = self.cl_device.create_sub_devices([cl.device_partition_property.EQUALLY, units])[:parts]
+        except (cl.Error, cl.LogicError, cl.RuntimeError) as err:
+            raise DeviceError(f"split: {self} cannot be partitioned into sub-devices ({err})") from None
+        platform = self.cl_device.platform
+        out = []
+        for i, sub in enumerate(subs):
+            dev = _describe(self.index, self.platform_index, self.device_index, platform, sub)
+            dev.name = f"{dev.name} [sub-device {i + 1}/{parts}]"
+            _apply_pose(dev)
+            out.append(dev)
+        return out
+
     def __str__(self) -> str:
         return f"{self.name} ({self.platform_name}, {self.type}{', posing' if self.real else ''})"
 

@@ -56,6 +56,11 @@ def enable_grad() -> contextlib.AbstractContextManager[None]:
 Backward = Callable[["Tensor"], Sequence["Tensor | None"]]
 
 
+# Called as hook(leaf) once backward() has set a leaf's grad, and hook(None) as backward() ends:
+# DistributedDataParallel starts a bucket's all-reduce while the rest of the backward runs.
+grad_hooks: list[Callable[[Tensor | None], None]] = []
+
+
 class Node:
     """The op that made a tensor: its inputs and the map from output gradient to input gradients."""
 
@@ -191,6 +196,8 @@ class Tensor:
                 node = t._node
                 if node is None:
                     t.grad = g if t.grad is None else t.grad + g
+                    for hook in grad_hooks:
+                        hook(t)
                     continue
                 with profiler.scope(f"{node.name}_backward"):
                     input_grads = node.backward(g)
@@ -203,6 +210,8 @@ class Tensor:
                     grads[id(inp)] = gi if prev is None else prev + gi
                 if not retain_graph:
                     t._node = None
+            for hook in list(grad_hooks):  # a hook may unregister itself here
+                hook(None)
 
     # ---- operators (implemented in clnn.ops) ------------------------------------------------------
     def __add__(self, other: Any) -> Tensor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import utils
 from .callbacks import Callback, EarlyStopping, History, LearningRateScheduler, ModelCheckpoint
+from .data_parallel import DataParallel
 from .layers import (
     GELU,
     AdaptiveAvgPool2d,
@@ -34,11 +35,13 @@ from .layers import (
     Tanh,
 )
 from .module import Module, Parameter, Sequential
+from .parallel import DistributedDataParallel
 from .saving import load
 
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
-    "ConvTranspose2d", "Dropout", "EarlyStopping", "Flatten", "History", "Identity", "LayerNorm",
+    "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Flatten", "History",
+    "Identity", "LayerNorm",
     "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",
 ]

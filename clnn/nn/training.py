@@ -150,7 +150,7 @@ class TrainingMixin:
     def fit(self, x: Any, y: Any = None, batch_size: int = 32, epochs: int = 1, verbose: int = 1,
             callbacks: Sequence[Callback] | None = None, validation_split: float = 0.0,
             validation_data: tuple[Any, Any] | None = None, shuffle: bool = True, seed: int | None = None,
-            initial_epoch: int = 0, terminate_on_nan: bool = True) -> History:
+            initial_epoch: int = 0, terminate_on_nan: bool = True, distributed: bool = False) -> History:
         """Train for ``epochs`` passes over ``(x, y)``; returns a :class:`History`.
 
         Args:
@@ -163,6 +163,10 @@ class TrainingMixin:
             verbose: 1 for a tqdm progress bar per epoch (a line per epoch without tqdm), 0 for silence.
             terminate_on_nan: stop when the epoch's loss is NaN or inf, before that epoch's callbacks run,
                 so a ModelCheckpoint keeps the last good weights (a RuntimeWarning says so).
+            distributed: train data-parallel over the ranks of an MPI job (run the same script under
+                ``mpiexec -n 2`` or ``srun``): rank 0's weights are copied to every rank, each rank trains on
+                its shard of every batch of ``batch_size`` samples per rank, gradients and the logged loss and
+                metrics are averaged over the ranks; progress, printing and ``ModelCheckpoint`` happen on rank 0.
 
         Raises:
             RuntimeError: ``compile`` was not called.
@@ -195,7 +199,20 @@ class TrainingMixin:
                 raise TypeError(f"fit: callbacks expects clnn.nn.Callback objects; got {type(cb).__name__}")
             cb.set_model(self)
             cb.set_params({"epochs": epochs, "steps": -(-len(x) // batch_size), "verbose": verbose})
-        loader = DataLoader(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed, device=self._device())
+        net: Any = self
+        shard = None
+        if distributed:
+            from .. import distributed as dist
+            from .callbacks import ModelCheckpoint
+            from .parallel import DistributedDataParallel
+
+            net = DistributedDataParallel(self)
+            shard = (dist.rank(), dist.world_size())
+            if shard[0] != 0:
+                verbose = 0
+                cbs = [cb for cb in cbs if not isinstance(cb, ModelCheckpoint)]
+        loader = DataLoader(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed, device=self._device(),
+                            shard=shard)
         self.stop_training = False
         for cb in cbs:
             cb.on_train_begin()
@@ -205,7 +222,7 @@ class TrainingMixin:
             loader.set_epoch(epoch)
             bar = tqdm(total=len(loader), desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", leave=True,
                        dynamic_ncols=True) if verbose and tqdm is not None else None
-            logs = self._train_epoch(loader, bar, cbs)
+            logs = self._train_epoch(net, loader, bar, cbs)
             if terminate_on_nan and not np.isfinite(logs["loss"]):
                 if bar is not None:
                     bar.close()
@@ -233,14 +250,15 @@ class TrainingMixin:
             cb.on_train_end()
         return history
 
-    def _train_epoch(self, loader: DataLoader, bar: Any, cbs: list[Callback]) -> dict[str, float]:
+    def _train_epoch(self, net: Any, loader: DataLoader, bar: Any, cbs: list[Callback]) -> dict[str, float]:
+        """One epoch of steps; ``net`` is the model itself or its DistributedDataParallel wrapper."""
         self.train()
         sums = _Sums(self.metric_fns)
         last = time.monotonic()
         for step, (xb, yb) in enumerate(loader):
             for cb in cbs:
                 cb.on_train_batch_begin(step)
-            out = self(xb)
+            out = net(xb)
             loss = self.loss_fn(out, yb)
             self.optimizer.zero_grad()
             loss.backward()
@@ -251,9 +269,9 @@ class TrainingMixin:
             if bar is not None:
                 bar.update(1)
                 if time.monotonic() - last > 0.5:  # reading the sums waits for the device: not every step
-                    bar.set_postfix(sums.read(), refresh=False)
+                    bar.set_postfix(sums.read(), refresh=False)  # this rank's running values
                     last = time.monotonic()
-        return sums.read()
+        return sums.read(across_ranks=net is not self)
 
     # ---- evaluate / predict -----------------------------------------------------------------------
     def evaluate(self, x: Any, y: Any, batch_size: int = 32, verbose: int = 0) -> dict[str, float]:
@@ -354,8 +372,14 @@ class _Sums:
                 self.sums[k] = v if k not in self.sums else self.sums[k] + v
         self.count += n
 
-    def read(self) -> dict[str, float]:
-        return {k: float(v.item()) / max(self.count, 1) for k, v in self.sums.items()}
+    def read(self, across_ranks: bool = False) -> dict[str, float]:
+        """The means so far; ``across_ranks``: over every rank's samples (a collective: every rank calls it)."""
+        values = np.array([self.count] + [float(v.item()) for v in self.sums.values()])
+        if across_ranks:
+            from .. import distributed as dist
+
+            values = dist._state["comm"].allreduce(values)
+        return {k: float(v) / max(values[0], 1) for k, v in zip(self.sums, values[1:])}
 
 
 def _batch_sum(metric: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Tensor, Tensor], Tensor]:
