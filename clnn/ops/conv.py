@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, profiler
 from ..kernels import defines, launch_1d
 from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
@@ -278,7 +278,8 @@ def conv_act(
     if activation not in ACTS:
         raise ValueError(f"conv_act: activation must be one of {sorted(ACTS)}; got {activation!r}")
     nd = 1 if isinstance(weight, Tensor) and weight.ndim == 3 else 2
-    return _conv(f"conv{nd}d", nd, x, weight, bias, stride, padding, dilation, groups, activation)
+    with profiler.scope(f"conv{nd}d"):  # profiled as the convolution it is
+        return _conv(f"conv{nd}d", nd, x, weight, bias, stride, padding, dilation, groups, activation)
 
 
 @profiled
