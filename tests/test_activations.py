@@ -179,6 +179,6 @@ def test_contiguous_maps_at_both_widths(vec, n, rng, monkeypatch):
     of every length: each element is mapped exactly once."""
     monkeypatch.setitem(tuning.TABLE, "elementwise", {"default": {"EW_VEC": vec}})
     for _, fn, ref in ACTIVATIONS[::3]:
-        check_against_torch(fn, ref, [rng.standard_normal(n) * 4], rng)
+        check_against_torch(fn, ref, [rng.standard_normal(n)], rng)  # |x| < 8: no tail underflows to 0
     for ours, ref in ((operator.add, operator.add), (operator.mul, operator.mul), (clnn.maximum, torch.maximum)):
         check_against_torch(ours, ref, [rng.standard_normal(n), rng.standard_normal(n)], rng)
