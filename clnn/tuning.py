@@ -21,6 +21,7 @@ from typing import Any
 
 import platformdirs
 
+from . import __version__
 from .device import Device
 
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
@@ -59,8 +60,6 @@ def db_path() -> Path:
 
 def device_key(dev: Device) -> str:
     """The database key of ``dev``: its name, driver version and the clnn version."""
-    from . import __version__
-
     return f"{dev.name} | driver {dev.cl_device.driver_version} | clnn {__version__}"
 
 

@@ -20,7 +20,9 @@ from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import empty, record
+from .creation import zeros
 from .matmul import gemm_raw
+from .norm import channel_sum
 
 COL_BUDGET_BYTES = 64 << 20  # most bytes one batch chunk's column matrix may take
 IntOrTuple = int | Sequence[int]
@@ -144,16 +146,12 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, col: Tensor | None = None) -> 
             beta=0.0 if gw is None else 1.0, c=gw,
         )
     if gw is None:  # empty batch
-        from .creation import zeros
-
         return zeros((g.o, g.c // g.groups, g.kh, g.kw), dtype=x.dtype, device=x.device)
     return Tensor(gw.data, (g.o, g.c // g.groups, g.kh, g.kw), gw.dtype, gw.device)
 
 
 def _bias_grad(gy: Tensor) -> Tensor:
     """Sum of gy (N, O, H, W) over N, H, W."""
-    from .norm import channel_sum
-
     n, o, h, w = gy.shape
     return channel_sum(gy, n, o, h * w)
 
