@@ -260,16 +260,15 @@ def profile(device: str | int | Device | None = None) -> Iterator[Profile]:
         if _active is not None:
             raise RuntimeError(f"a profile of {_active.device} is already active; profiles do not nest")
         queue = cl.CommandQueue(dev.context, dev.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        with dev._lock:
-            prof._base_queue = dev._swap_queue(queue)
-            prof._t0 = time.perf_counter_ns()
-            _active = prof
+        prof._base_queue = dev._swap_queue(queue)  # a launch before the hooks turn on goes unrecorded
+        prof._t0 = time.perf_counter_ns()
+        _active = prof
     try:
         yield prof
     finally:
-        with dev._lock:  # no launch slips between the swap back and the hooks turning off
+        with _lock:
+            _active = None  # hooks off before the swap back: no launch on a queue without profiling is recorded
             dev._swap_queue(prof._base_queue)
-            _active = None
         prof._resolve()
 
 
