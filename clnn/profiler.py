@@ -21,18 +21,17 @@ import contextlib
 import functools
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pyopencl as cl
 
 from .device import Device
 from .device import device as _device
+from .files import atomic_write
 
 __all__ = ["profile", "Profile", "scope", "profiled", "OpEvent", "KernelEvent", "OpStats"]
 
@@ -226,15 +225,8 @@ class Profile:
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`chrome_trace` as JSON to ``path`` (atomically), for Perfetto or ``chrome://tracing``."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.chrome_trace(), f)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(path, text=True) as f:
+            json.dump(self.chrome_trace(), f)
 
 
 @contextlib.contextmanager
