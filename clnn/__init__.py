@@ -18,6 +18,8 @@ except ModuleNotFoundError as err:
         name="pyopencl",
     ) from None
 
+__version__ = "0.1.0"  # before the submodules: tuning keys its database by it
+
 from . import data, datasets, functional, nn, optim, profiler, signal
 from .device import (
     Device,
@@ -54,8 +56,6 @@ from .ops import (
     zeros_like,
 )
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Device",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -27,6 +26,7 @@ import numpy as np
 import pyopencl as cl
 
 from .device import Device, DeviceError, devices
+from .files import atomic_write
 from .ops import tensor
 
 __all__ = ["Vendor", "Library", "VENDORS", "default_roots", "find_libraries", "icd_folder", "loader_folders",
@@ -171,11 +171,8 @@ def register(libs: Iterable[Library], folder: Path) -> list[tuple[Path, bool]]:
             written.append((icd, False))
             continue
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{icd.name}.", suffix=".tmp")  # loaders read only *.icd
-        with os.fdopen(fd, "w") as f:
+        with atomic_write(icd, text=True, chmod=0o644) as f:  # the temp name does not end in .icd: loaders skip it
             f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, icd)
         written.append((icd, True))
     return written
 

@@ -12,19 +12,18 @@ beside the weights) are :mod:`clnn.nn.saving`'s business; this module knows only
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
+from .files import atomic_write
 from .tensor import Tensor
 
-__all__ = ["save_state_dict", "load_state_dict", "read_metadata", "to_numpy", "atomic_write"]
+__all__ = ["save_state_dict", "load_state_dict", "read_metadata", "to_numpy"]
 
 _CODES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32, "I16": np.int16,
@@ -85,22 +84,6 @@ def save_state_dict(state_dict: Mapping[str, Any], path: str | os.PathLike[str],
         f.write(blob)
         for arr in arrays:
             f.write(arr.tobytes())
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A binary file that replaces ``path`` only once the ``with`` block finishes without an error."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], memoryview]:

@@ -198,7 +198,7 @@ def real_scalar(dtype: np.dtype, value: float) -> np.generic:
     return np.float64(value) if np.dtype(dtype) == np.float64 else np.float32(value)
 
 
-MAXD = 8  # most dimensions a kernel's shape descriptor holds (kernels_cl: MAXD)
+MAXD = op_codes("clnn_shape.h", "")["maxd"]  # most dimensions a kernel's shape descriptor holds
 DESCRIPTOR = np.dtype([("ndim", np.int32), ("shape", np.int32, MAXD), ("s0", np.int32, MAXD), ("s1", np.int32, MAXD)])
 
 

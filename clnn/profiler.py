@@ -21,18 +21,17 @@ import contextlib
 import functools
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pyopencl as cl
 
 from .device import Device
 from .device import device as _device
+from .files import atomic_write
 
 __all__ = ["profile", "Profile", "scope", "profiled", "OpEvent", "KernelEvent", "OpStats"]
 
@@ -226,15 +225,8 @@ class Profile:
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`chrome_trace` as JSON to ``path`` (atomically), for Perfetto or ``chrome://tracing``."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.chrome_trace(), f)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(path, text=True) as f:
+            json.dump(self.chrome_trace(), f)
 
 
 @contextlib.contextmanager
@@ -260,16 +252,15 @@ def profile(device: str | int | Device | None = None) -> Iterator[Profile]:
         if _active is not None:
             raise RuntimeError(f"a profile of {_active.device} is already active; profiles do not nest")
         queue = cl.CommandQueue(dev.context, dev.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        with dev._lock:
-            prof._base_queue = dev._swap_queue(queue)
-            prof._t0 = time.perf_counter_ns()
-            _active = prof
+        prof._base_queue = dev._swap_queue(queue)  # a launch before the hooks turn on goes unrecorded
+        prof._t0 = time.perf_counter_ns()
+        _active = prof
     try:
         yield prof
     finally:
-        with dev._lock:  # no launch slips between the swap back and the hooks turning off
+        with _lock:
+            _active = None  # hooks off before the swap back: no launch on a queue without profiling is recorded
             dev._swap_queue(prof._base_queue)
-            _active = None
         prof._resolve()
 
 

@@ -173,14 +173,12 @@ class Tensor:
             grad: gradient of some scalar with respect to ``self``; may be omitted for one element.
             retain_graph: keep the graph so ``backward`` can run through it again.
         """
-        from .ops.creation import ones
-
         if not self.requires_grad:
             raise RuntimeError("backward() on a tensor that does not require grad and has no grad_fn")
         if grad is None:
             if self.size != 1:
                 raise RuntimeError(f"backward() needs a grad for a non-scalar output of shape {self.shape}")
-            grad = ones(self.shape, dtype=self.dtype, device=self.device)
+            grad = _ops.ones(self.shape, dtype=self.dtype, device=self.device)
         elif grad.shape != self.shape or grad.dtype != self.dtype:
             raise ValueError(
                 f"backward(): grad must have shape {self.shape} and dtype {self.dtype}; "
@@ -390,4 +388,6 @@ def _topological_order(root: Tensor) -> list[Tensor]:
     return order
 
 
-from . import ops as _ops  # noqa: E402  (ops import Tensor; the operators resolve them at call time)
+# The one late binding in clnn: ops import Tensor, so Tensor reaches ops (its operators, methods and
+# backward's seed gradient) through this name at call time.
+from . import ops as _ops  # noqa: E402

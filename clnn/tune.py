@@ -23,6 +23,7 @@ import pyopencl as cl
 
 from . import kernels, tuning
 from .device import Device, device
+from .ops.creation import tensor
 from .ops.matmul import _KEYS, config_problem, gemm_config, gemm_raw, tiled_plan
 from .tensor import Tensor
 
@@ -71,8 +72,6 @@ class _Problem:
     batched check that straddles any tile's edges."""
 
     def __init__(self, dev: Device, shape: tuple[int, int, int], rng: np.random.Generator) -> None:
-        from .ops.creation import tensor
-
         self.dev, (self.m, self.n, self.k) = dev, shape
         a = rng.standard_normal((self.m, self.k)).astype(np.float32)
         b = rng.standard_normal((self.k, self.n)).astype(np.float32)

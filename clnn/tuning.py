@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
+from . import __version__
 from .device import Device
+from .files import atomic_write
 
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps
@@ -59,8 +60,6 @@ def db_path() -> Path:
 
 def device_key(dev: Device) -> str:
     """The database key of ``dev``: its name, driver version and the clnn version."""
-    from . import __version__
-
     return f"{dev.name} | driver {dev.cl_device.driver_version} | clnn {__version__}"
 
 
@@ -88,14 +87,8 @@ def store(dev: Device, kernel: str, entry: dict[str, Any], path: Path | None = N
     devices = {key: dict(kernels) for key, kernels in load_db(path).items()}
     devices.setdefault(device_key(dev), {})[kernel] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump({"format": 1, "devices": devices}, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_write(path, text=True) as f:
+        json.dump({"format": 1, "devices": devices}, f, indent=1, sort_keys=True)
 
 
 def reset(path: Path | None = None) -> bool:

@@ -13,6 +13,7 @@ from helpers import rel_err
 
 import clnn
 from clnn import nn
+from clnn.files import atomic_write
 
 
 def lenet(lib):
@@ -231,3 +232,15 @@ def test_failed_write_keeps_the_old_file(dev, tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["w.safetensors"]
     with pytest.raises(TypeError, match="save_state_dict: a expects a numeric tensor"):
         clnn.save_state_dict({"a": np.array(["x"])}, path)
+
+
+def test_atomic_write_in_text_mode_sets_permissions_and_keeps_the_old_file_on_error(tmp_path):
+    path = tmp_path / "entry.icd"
+    path.write_text("old\n")
+    with pytest.raises(RuntimeError, match="stop"), atomic_write(path, text=True, chmod=0o644) as f:
+        f.write("half")
+        raise RuntimeError("stop")
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["entry.icd"]
+    with atomic_write(path, text=True, chmod=0o644) as f:
+        f.write("new\n")
+    assert path.read_text() == "new\n" and path.stat().st_mode & 0o777 == 0o644

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import clnn
-from clnn import kernels, signal
-from clnn.ops import elementwise, norm, pool, reduce
+from clnn import kernels
+from clnn.ops import elementwise, norm, pool, reduce, signal
 from clnn.optim import optimizers
 
 PACKAGE = Path(clnn.__file__).resolve().parent

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..io import atomic_write, save_state_dict
+from ..files import atomic_write
+from ..io import save_state_dict
 
 __all__ = ["Callback", "History", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler"]
 

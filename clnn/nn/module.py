@@ -9,7 +9,6 @@ The Keras-style methods (``compile``, ``fit``, ...) come from :class:`~clnn.nn.t
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -22,7 +21,7 @@ from ..io import to_numpy
 from ..ops.creation import zeros_like
 from ..tensor import Tensor
 from .saving import SavingMixin
-from .training import TrainingMixin
+from .training import TrainingMixin, _calls
 
 __all__ = ["Parameter", "Module", "Sequential", "IncompatibleKeys"]
 
@@ -48,9 +47,6 @@ class Parameter(Tensor):
 class IncompatibleKeys(NamedTuple):
     missing_keys: list[str]
     unexpected_keys: list[str]
-
-
-_calls = threading.local()  # a list collecting (module, output) while summary() traces a forward pass
 
 
 class Module(TrainingMixin, SavingMixin):

@@ -9,6 +9,7 @@ when an epoch's loss is not finite, and returns a :class:`~clnn.nn.History`.
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -19,7 +20,8 @@ import numpy as np
 from .. import functional as F
 from .. import optim
 from ..data import DataLoader
-from ..ops.creation import zeros
+from ..device import default_device
+from ..ops.creation import tensor, zeros
 from ..tensor import Tensor, no_grad
 from .callbacks import Callback, History
 
@@ -29,6 +31,8 @@ except ImportError:  # tqdm is optional (the `train`, `examples` and `test` extr
     tqdm = None
 
 __all__ = ["TrainingMixin", "LOSSES"]
+
+_calls = threading.local()  # a list collecting (module, output) while summary() traces a forward pass
 
 LOSSES: dict[str, Callable[..., Tensor]] = {
     "cross_entropy": F.cross_entropy,
@@ -124,8 +128,6 @@ class TrainingMixin:
 
     def _probe(self, op: str, x: np.ndarray) -> Tensor:
         """The model's output for one sample, in eval mode; a clear error if the model rejects its shape."""
-        from ..ops.creation import tensor
-
         was_training = self.training
         self.eval()
         try:
@@ -142,8 +144,6 @@ class TrainingMixin:
         return out
 
     def _device(self) -> Any:
-        from ..device import default_device
-
         return self.device or default_device()
 
     # ---- fit --------------------------------------------------------------------------------------
@@ -314,8 +314,6 @@ class TrainingMixin:
             input_shape: one sample's shape, without the batch dimension (e.g. ``(1, 28, 28)``); defaults
                 to the shape ``fit`` saw.
         """
-        from .module import _calls
-
         shape = tuple(input_shape) if input_shape is not None else getattr(self, "_input_shape", None)
         if shape is None:
             raise ValueError("summary: input_shape expects one sample's shape, e.g. (1, 28, 28), when fit has "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from ..ops.creation import zeros
 from ..ops.elementwise import clip, maximum
 from ..tensor import Tensor, no_grad
 from ..validation import require_number
@@ -37,8 +38,6 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
         raise ValueError(f"clip_grad_norm_: norm_type expects a value > 0 or math.inf; got {norm_type}")
     grads = [p.grad for p in params if isinstance(p, Tensor) and p.grad is not None]
     if not grads:
-        from ..ops.creation import zeros
-
         return zeros((), device=params[0].device if params else None)
     with no_grad():
         total: Tensor | None = None

@@ -25,5 +25,5 @@ from .elementwise import (
 )
 from .matmul import gemm, matmul
 from .random import manual_seed
-from .reduce import argmax, argmin, logsumexp, max, mean, min, sum
-from .shape import astype, broadcast_to, flatten, getitem, permute, reshape, to, transpose
+from .reduce import argmax, argmin, broadcast_to, logsumexp, max, mean, min, sum
+from .shape import astype, flatten, getitem, permute, reshape, to, transpose

@@ -23,7 +23,10 @@ from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import empty, record
+from .creation import zeros
+from .elementwise import unary_grad
 from .matmul import gemm_config, plan, sum_partials
+from .norm import channel_sum
 
 PARTIAL_BYTES = 32 << 20  # most bytes the weight gradient's k-split partial sums may take
 THIN = 8  # products with at most this many rows per group take the direct kernels
@@ -109,8 +112,6 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
     shape = (g.o, g.c // g.groups, g.kh, g.kw)
     og, ncol, nq = g.o // g.groups, g.c // g.groups * g.kh * g.kw, g.n * g.oh * g.ow
     if nq == 0:  # empty batch
-        from .creation import zeros
-
         return zeros(shape, dtype=dt, device=dev)
     gw = empty(shape, dt, dev)
     how = plan(dev, dt, g.groups, og, ncol, nq)
@@ -139,8 +140,6 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
 
 def _bias_grad(gy: Tensor) -> Tensor:
     """Sum of gy (N, O, H, W) over N, H, W."""
-    from .norm import channel_sum
-
     n, o, h, w = gy.shape
     return channel_sum(gy, n, o, h * w)
 
@@ -254,8 +253,6 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
         gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
         if saved is not None:  # through the activation, from its saved output
-            from .elementwise import unary_grad
-
             gy4 = unary_grad(activation, saved, saved, gy4)
         gx = _input_grad(gy4, w4, None, g) if x.requires_grad else None
         gw = _weight_grad(x4, gy4, g) if weight.requires_grad else None

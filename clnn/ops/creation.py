@@ -12,6 +12,7 @@ from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
 from ..validation import check_dtype_on, require_tensor
 from ._core import empty as _empty
+from .random import draw
 
 
 def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
@@ -127,8 +128,6 @@ def arange(
 
 
 def _random(kernel: str, shape: tuple[int, ...], seed: int | None, dtype: Any, device: Any, rg: bool) -> Tensor:
-    from .random import draw
-
     t = _empty(shape, dtype, _device_of(device))
     if t.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{kernel}: dtype must be floating; got {t.dtype.name}")

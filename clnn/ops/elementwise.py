@@ -16,6 +16,8 @@ from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import broadcast_shapes, require_float, same_device, same_dtype
 from ._core import empty, record
+from .creation import tensor
+from .reduce import sum_to_shape
 
 UNARY = kernels.op_codes("elementwise.cl", "U_")
 BINARY = kernels.op_codes("elementwise.cl", "B_")
@@ -60,8 +62,6 @@ def unary_grad(op: str, x: Tensor, y: Tensor, gy: Tensor, a: float = 0.0, b: flo
 
 def _as_operands(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Both operands as tensors on one device and dtype (NumPy arrays are uploaded beside the tensor)."""
-    from .creation import tensor
-
     for name, v in (("a", a), ("b", b)):
         if not isinstance(v, Tensor) and np.asarray(v).dtype.kind not in "biuf":
             raise TypeError(f"{op}: {name} expects a clnn.Tensor, a number or a numeric array; got {v!r}")
@@ -120,18 +120,6 @@ def _binary(op: str, a: Any, b: Any) -> Tensor:
         )
 
     return record(out, (a, b), backward, op)
-
-
-def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """Sum a broadcast gradient back down to ``shape``."""
-    from .reduce import sum as reduce_sum
-    from .shape import reshape
-
-    if g.shape == shape:
-        return g
-    pad = g.ndim - len(shape)
-    axes = tuple(range(pad)) + tuple(pad + i for i, n in enumerate(shape) if n == 1 and g.shape[pad + i] != 1)
-    return reshape(reduce_sum(g, axes), shape)
 
 
 def _is_scalar(x: Any) -> bool:

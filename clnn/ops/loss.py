@@ -13,6 +13,7 @@ from ..tensor import Tensor
 from ..validation import require_choice, require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import empty, record
 from .activation import row_launch
+from .creation import tensor
 from .elementwise import unary
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -44,8 +45,6 @@ def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int,
     NumPy targets are checked on the host; device targets by a one-work-group min/max reduction whose
     two values are read back.
     """
-    from .creation import tensor
-
     if isinstance(target, Tensor):
         if target.dtype not in (np.int32, np.int64):
             raise TypeError(f"{op}: target must hold integer class indices (int32/int64); got dtype {target.dtype}")
@@ -159,8 +158,6 @@ def nll_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
 
 def _pair(op: str, x: Any, target: Any) -> tuple[Tensor, Tensor]:
     """``input`` and a same-shaped floating ``target`` (NumPy targets are uploaded beside the input)."""
-    from .creation import tensor
-
     require_tensor(f"{op}: input", x)
     require_float(f"{op}: input", x)
     if not isinstance(target, Tensor):

@@ -12,8 +12,11 @@ from ..device import Device
 from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
 from ..tensor import Tensor
-from ..validation import require_float, require_tensor, same_device, same_dtype
+from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
 from ._core import empty, record
+from .creation import tensor
+from .reduce import broadcast_to, sum_to_shape
+from .shape import reshape
 
 _KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "APAD", "DB")
 _FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "APAD": 0, "DB": 0}  # 16 work-items
@@ -227,9 +230,6 @@ def gemm(
     _check_pair("gemm", a, b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
-    from .elementwise import broadcast_shapes, sum_to_shape
-    from .shape import reshape
-
     m, ka = (a.shape[1], a.shape[0]) if trans_a else a.shape
     kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
     if ka != kb:
@@ -286,10 +286,6 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         >>> clnn.matmul(clnn.ones((2, 1, 5, 7)), clnn.ones((3, 7, 4))).shape
         (2, 3, 5, 4)
     """
-    from .creation import tensor
-    from .elementwise import broadcast_shapes, sum_to_shape
-    from .shape import broadcast_to, reshape
-
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"matmul: expected a clnn.Tensor operand; got {type(a).__name__} and {type(b).__name__}")
     if not isinstance(a, Tensor):

@@ -13,6 +13,7 @@ from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import empty, record
+from .random import dropout_mask
 from .reduce import FOLD, split_chunk
 
 AFF_W, AFF_B, AFF_INNER = (kernels.op_codes("norm.cl", "AFF_")[k] for k in ("w", "b", "inner"))  # affine bits
@@ -240,8 +241,6 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     Raises:
         ValueError: ``p`` outside [0, 1].
     """
-    from .random import dropout_mask
-
     require_tensor("dropout: x", x)
     require_float("dropout: x", x)
     require_number("dropout: p", p, 0, 1)

@@ -1,4 +1,7 @@
-"""Reductions over axes: sum, mean, max, min, argmax, argmin, logsumexp (``kernels_cl/reduce.cl``)."""
+"""Reductions over axes: sum, mean, max, min, argmax, argmin, logsumexp (``kernels_cl/reduce.cl``).
+
+``broadcast_to`` lives here too: it and ``sum`` are each other's gradient.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +12,12 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device
-from ..kernels import defines, group_size, launch_1d
+from ..kernels import broadcast_strides, contiguous_strides, defines, group_size, launch_1d
 from ..profiler import profiled
 from ..tensor import Tensor
-from ..validation import normalize_axis, require_float, require_tensor
+from ..validation import broadcast_shapes, normalize_axis, require_float, require_tensor
 from ._core import empty, record
+from .shape import permute, reshape, strided_copy
 
 OPS = kernels.op_codes("reduce.cl", "R_")
 ARG = ("argmax", "argmin")
@@ -87,8 +91,6 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
 
 def _launch(op: str, x: Tensor, axes: tuple[int, ...]) -> tuple[Tensor, Tensor | None]:
     """Reduce ``axes`` of ``x``; returns values and (for arg ops) int64 indices, shaped with kept dims."""
-    from .shape import permute
-
     kept = _kept_shape(x.shape, axes)  # the output's memory order is the same before and after a permute
     if axes and axes != tuple(range(axes[0], axes[-1] + 1)):  # not one block: move reduced axes last
         rest = tuple(i for i in range(x.ndim) if i not in axes)
@@ -107,8 +109,6 @@ def _launch(op: str, x: Tensor, axes: tuple[int, ...]) -> tuple[Tensor, Tensor |
 
 
 def _finish(t: Tensor, x_shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> Tensor:
-    from .shape import reshape
-
     return t if keepdims else reshape(t, tuple(n for i, n in enumerate(x_shape) if i not in axes))
 
 
@@ -120,8 +120,6 @@ def _reduce(op: str, x: Tensor, axis: int | Sequence[int] | None, keepdims: bool
     kept = values.detach()
 
     def backward(g: Tensor) -> tuple[Tensor]:
-        from .shape import broadcast_to, reshape
-
         g = reshape(g, kept.shape)
         if op == "sum":
             return (broadcast_to(g, x.shape),)
@@ -167,8 +165,6 @@ def logsumexp(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool
 
 
 def _arg(op: str, x: Tensor, axis: int | None, keepdims: bool) -> Tensor:
-    from .shape import reshape
-
     require_tensor(f"{op}: x", x)
     require_float(f"{op}: x", x)
     if axis is None:
@@ -190,3 +186,25 @@ def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
 def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index (int64) of the first smallest value over ``axis``, or of the flattened tensor when None."""
     return _arg("argmin", x, axis, keepdims)
+
+
+@profiled
+def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """A copy of ``x`` repeated along broadcast dims to ``shape`` (NumPy's rules)."""
+    shape = tuple(int(s) for s in shape)
+    if broadcast_shapes("broadcast_to", x.shape, shape) != shape:
+        raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
+    if x.shape == shape:
+        return x
+    out = empty(shape, x.dtype, x.device)
+    strided_copy(x, out, shape, broadcast_strides(x.shape, shape), contiguous_strides(shape))
+    return record(out, (x,), lambda g: (sum_to_shape(g, x.shape),), "broadcast_to")
+
+
+def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum a broadcast gradient back down to ``shape``."""
+    if g.shape == shape:
+        return g
+    pad = g.ndim - len(shape)
+    axes = tuple(range(pad)) + tuple(pad + i for i, n in enumerate(shape) if n == 1 and g.shape[pad + i] != 1)
+    return reshape(sum(g, axes), shape)

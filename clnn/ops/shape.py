@@ -1,4 +1,4 @@
-"""Shape and layout ops: reshape, permute, transpose, broadcast_to, slicing, dtype and device moves.
+"""Shape and layout ops: reshape, permute, transpose, slicing, dtype and device moves.
 
 Tensors are always contiguous: ``reshape`` shares memory, the rest copy through ``kernels_cl/copy.cl``.
 """
@@ -12,11 +12,12 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device, device
-from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
+from ..kernels import contiguous_strides, descriptor, launch_1d
 from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
 from ..validation import check_dtype_on, normalize_axis, require_tensor
 from ._core import empty, record
+from .creation import tensor, zeros
 
 
 def _copy_defines(src: np.dtype, dst: np.dtype) -> dict[str, object]:
@@ -134,21 +135,6 @@ def transpose(x: Tensor, dim0: int = 0, dim1: int = 1) -> Tensor:
     return permute(x, axes)
 
 
-@profiled
-def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
-    """A copy of ``x`` repeated along broadcast dims to ``shape`` (NumPy's rules)."""
-    from .elementwise import broadcast_shapes, sum_to_shape
-
-    shape = tuple(int(s) for s in shape)
-    if broadcast_shapes("broadcast_to", x.shape, shape) != shape:
-        raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
-    if x.shape == shape:
-        return x
-    out = empty(shape, x.dtype, x.device)
-    strided_copy(x, out, shape, broadcast_strides(x.shape, shape), contiguous_strides(shape))
-    return record(out, (x,), lambda g: (sum_to_shape(g, x.shape),), "broadcast_to")
-
-
 def _view_of_index(shape: tuple[int, ...], index: Any) -> tuple[int, tuple[int, ...], list[int], list[int]]:
     """Offset, out shape, source strides and kept-dim map for basic indexing (ints, slices, None, ...)."""
     items = index if isinstance(index, tuple) else (index,)
@@ -201,8 +187,6 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     strided_copy(x, out, out_shape, src_strides, contiguous_strides(out_shape), src_offset=offset)
 
     def backward(g: Tensor) -> tuple[Tensor]:
-        from .creation import zeros
-
         gx = zeros(x.shape, dtype=x.dtype, device=x.device)
         strided_copy(g, gx, out_shape, contiguous_strides(out_shape), src_strides, dst_offset=offset)
         return (gx,)
@@ -227,8 +211,6 @@ def astype(x: Tensor, dtype: Any, copy: bool = False) -> Tensor:
 @profiled
 def to(x: Tensor, dev: str | int | Device | None = None, dtype: Any = None) -> Tensor:
     """``x`` on device ``dev`` and/or with ``dtype``; crossing devices copies through the host."""
-    from .creation import tensor
-
     target = x.device if dev is None else device(dev)
     out = x
     if target is not x.device:

@@ -17,7 +17,7 @@ from .. import kernels, profiler
 from ..io import to_numpy
 from ..kernels import defines, launch_1d, real_scalar
 from ..ops.creation import tensor, zeros_like
-from ..tensor import FLOAT_DTYPES, Tensor
+from ..tensor import FLOAT_DTYPES, Tensor, enable_grad
 from ..validation import require_number
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop"]
@@ -83,8 +83,6 @@ class Optimizer:
         """Update every parameter that has a gradient; ``closure`` re-evaluates the loss first if given."""
         loss = None
         if closure is not None:
-            from ..tensor import enable_grad
-
             with enable_grad():
                 loss = closure()
         with profiler.scope(f"{type(self).__name__}.step"):
