@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .ops.creation import empty
 from .tensor import Tensor
 from .validation import require_choice, require_int, require_tensor
 
@@ -154,6 +155,11 @@ def all_reduce(tensors: Tensor | Sequence[Tensor], op: str = "sum") -> None:
         unpack(host, group)
 
 
+def allreduce_host(values: np.ndarray) -> np.ndarray:
+    """The element-wise sum of a small host array over every rank (a collective: every rank calls it)."""
+    return _comm().allreduce(values)
+
+
 def broadcast(tensors: Tensor | Sequence[Tensor], src: int = 0) -> None:
     """Overwrite each tensor with rank ``src``'s (in place); a list travels as one message per dtype."""
     comm = _comm()
@@ -175,8 +181,6 @@ def all_gather(tensor: Tensor) -> list[Tensor]:
     Raises:
         ValueError: the ranks' tensors differ in shape or dtype (every rank raises).
     """
-    from .ops.creation import empty
-
     require_tensor("all_gather: tensor", tensor)
     comm = _comm()
     metas = comm.allgather((tensor.shape, tensor.dtype.str))

@@ -81,6 +81,15 @@ def _quiet(fn: Callable, *args: Any) -> Any:
 T = TypeError
 V = ValueError
 CASES: list[Case] = [
+    Case("cat along axis 1", lambda c: clnn.cat([c.x(2, 3), c.x(2, 1)], axis=1),
+         expect=lambda c: np.concatenate([c.a(2, 3), c.a(2, 1)], axis=1)),
+    Case("cat a bare tensor", lambda c: clnn.cat(c.x(2, 3)), T, "cat: tensors expects a non-empty sequence"),
+    Case("cat nothing", lambda c: clnn.cat([]), T, "cat: tensors expects a non-empty sequence"),
+    Case("cat mismatched dims", lambda c: clnn.cat([c.x(2, 3), c.x(3, 3)], axis=1), V,
+         r"cat: tensors\[1\] expects shape \(2, 3\) except along axis 1; got \(3, 3\)"),
+    Case("cat mixed dtypes", lambda c: clnn.cat([c.x(2), c.x(2).astype(np.float16)]), T, "has dtype float32 but"),
+    Case("cat axis out of range", lambda c: clnn.cat([c.x(2)], axis=1), V, "axis"),
+    Case("cat across devices", lambda c: clnn.cat([c.x(2), c.other(2)]), V, "is on"),
     # ---- creation ----------------------------------------------------------------------------------
     Case("tensor non-contiguous columns", lambda c: clnn.tensor(c.a(6, 8)[:, ::3], device=c.dev),
          expect=lambda c: c.a(6, 8)[:, ::3]),

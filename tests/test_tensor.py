@@ -7,7 +7,9 @@ import operator
 
 import numpy as np
 import pytest
+import torch
 from helpers import assert_close
+from torch_ref import check_against_torch
 
 import clnn
 
@@ -473,3 +475,14 @@ def test_permutes_copy_exactly(dev, rng, dtype, shape, axes):
     g = rng.standard_normal(y.shape).astype(dtype)
     y.backward(clnn.tensor(g, device=dev))
     np.testing.assert_array_equal(t.grad.numpy(), g.transpose(np.argsort(axes)))
+
+
+CATS = [([(3,), (1,), (5,)], 0), ([(2, 3), (2, 1)], 1), ([(2, 3, 4), (5, 3, 4)], 0),
+        ([(2, 3, 4), (2, 3, 7), (2, 3, 1)], -1), ([(1, 1)], 0)]
+
+
+@pytest.mark.parametrize(("shapes", "axis"), CATS)
+def test_cat_matches_torch(rng, shapes, axis):
+    """cat's output and each part's gradient (a slice of the upstream gradient), against torch in float64."""
+    check_against_torch(lambda *ts: clnn.cat(ts, axis=axis), lambda *ts: torch.cat(ts, dim=axis),
+                        [rng.standard_normal(s) for s in shapes], rng)

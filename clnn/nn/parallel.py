@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import distributed as dist
-from ..ops._core import empty
+from ..ops.creation import empty
 from ..tensor import Tensor, grad_hooks, is_grad_enabled
 from .module import Module, Parameter
 
@@ -132,7 +132,8 @@ class DistributedDataParallel(Module):
         for b in self._buckets:
             np.divide(b.host, self.world, out=b.host)
             for i, p in enumerate(b.params):
-                g = empty(p.shape, p.dtype, p.device)  # a new tensor: a backward may share one grad between leaves
+                # a new tensor: a backward may share one grad between leaves
+                g = empty(p.shape, dtype=p.dtype, device=p.device)
                 p.device.upload(g.data, b.view(i))
                 p.grad = g
             b.ready, b.request = 0, None

@@ -17,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import distributed as dist
 from .. import functional as F
+from .. import nn as _nn  # late binding: nn.parallel's DistributedDataParallel is a Module, which mixes this module in
 from .. import optim
 from ..data import DataLoader
 from ..device import default_device
 from ..ops.creation import tensor, zeros
 from ..tensor import Tensor, no_grad
-from .callbacks import Callback, History
+from .callbacks import Callback, History, ModelCheckpoint
 
 try:
     from tqdm.auto import tqdm
@@ -202,11 +204,7 @@ class TrainingMixin:
         net: Any = self
         shard = None
         if distributed:
-            from .. import distributed as dist
-            from .callbacks import ModelCheckpoint
-            from .parallel import DistributedDataParallel
-
-            net = DistributedDataParallel(self)
+            net = _nn.DistributedDataParallel(self)
             shard = (dist.rank(), dist.world_size())
             if shard[0] != 0:
                 verbose = 0
@@ -374,9 +372,7 @@ class _Sums:
         """The means so far; ``across_ranks``: over every rank's samples (a collective: every rank calls it)."""
         values = np.array([self.count] + [float(v.item()) for v in self.sums.values()])
         if across_ranks:
-            from .. import distributed as dist
-
-            values = dist._state["comm"].allreduce(values)
+            values = dist.allreduce_host(values)
         return {k: float(v) / max(values[0], 1) for k, v in zip(self.sums, values[1:])}
 
 

@@ -26,4 +26,4 @@ from .elementwise import (
 from .matmul import gemm, matmul
 from .random import manual_seed
 from .reduce import argmax, argmin, broadcast_to, logsumexp, max, mean, min, sum
-from .shape import astype, flatten, getitem, permute, reshape, to, transpose
+from .shape import astype, cat, flatten, getitem, permute, reshape, to, transpose

@@ -15,7 +15,7 @@ from ..device import Device, device
 from ..kernels import contiguous_strides, descriptor, launch_1d
 from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
-from ..validation import check_dtype_on, normalize_axis, require_tensor
+from ..validation import check_dtype_on, normalize_axis, require_tensor, same_device, same_dtype
 from ._core import empty, record
 from .creation import tensor, zeros
 
@@ -177,6 +177,39 @@ def _view_of_index(shape: tuple[int, ...], index: Any) -> tuple[int, tuple[int, 
             offset += (i % n) * strides[dim]
         dim += 1
     return offset, tuple(out_shape), out_strides, strides
+
+
+@profiled
+def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """``tensors`` joined along ``axis`` (``torch.cat``/``np.concatenate``); every other dim must match.
+
+    Raises:
+        TypeError: ``tensors`` is not a non-empty sequence of tensors, or dtypes differ.
+        ValueError: devices, ranks or the other dims differ, or ``axis`` is out of range.
+    """
+    if isinstance(tensors, Tensor) or not isinstance(tensors, Sequence) or not tensors:
+        raise TypeError(f"cat: tensors expects a non-empty sequence of clnn.Tensor; got {type(tensors).__name__}")
+    parts = tuple(require_tensor(f"cat: tensors[{i}]", t) for i, t in enumerate(tensors))
+    named = {f"tensors[{i}]": t for i, t in enumerate(parts)}
+    dev, dt = same_device("cat", **named), same_dtype("cat", **named)
+    first = parts[0]
+    ax = normalize_axis(axis, first.ndim)
+    for i, t in enumerate(parts):
+        if t.ndim != first.ndim or t.shape[:ax] + t.shape[ax + 1:] != first.shape[:ax] + first.shape[ax + 1:]:
+            raise ValueError(f"cat: tensors[{i}] expects shape {first.shape} except along axis {ax}; got {t.shape}")
+    shape = first.shape[:ax] + (sum(t.shape[ax] for t in parts),) + first.shape[ax + 1:]
+    out = empty(shape, dt, dev)
+    strides = contiguous_strides(shape)
+    offset = 0
+    for t in parts:  # each part lands in its slab of the output: a strided copy
+        strided_copy(t, out, t.shape, contiguous_strides(t.shape), strides, dst_offset=offset * strides[ax])
+        offset += t.shape[ax]
+    bounds = np.cumsum([0] + [t.shape[ax] for t in parts]).tolist()
+
+    def backward(g: Tensor) -> tuple[Tensor, ...]:
+        return tuple(getitem(g, (slice(None),) * ax + (slice(a, b),)) for a, b in zip(bounds, bounds[1:]))
+
+    return record(out, parts, backward, "cat")
 
 
 @profiled
