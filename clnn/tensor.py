@@ -8,6 +8,7 @@ inputs and a closure that maps the output's gradient to the inputs' gradients.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -95,7 +96,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def numel(self) -> int:
         return self.size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +31,7 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     if any(s < 0 for s in shape):
         raise ValueError(f"shape: dimensions must be >= 0; got {shape}")
     dt = check_dtype_on(dtype, dev)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n > INT_MAX:
         raise ValueError(f"shape: tensors hold at most 2**31 - 1 elements; got {shape} ({n} elements)")
     nbytes = n * dt.itemsize
