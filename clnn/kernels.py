@@ -198,10 +198,7 @@ def launch(
 
 def group_size(dev: Device, preferred: int = 256) -> int:
     """A power-of-two work-group size no larger than ``preferred`` and the device's limit."""
-    wg = 1
-    while wg * 2 <= min(preferred, dev.max_work_group_size):
-        wg *= 2
-    return wg
+    return 1 << (max(min(preferred, dev.max_work_group_size), 1).bit_length() - 1)
 
 
 def launch_1d(dev: Device, k: cl.Kernel, n: int, *args: object) -> None:
