@@ -142,7 +142,7 @@ def program(dev: Device, file: str, defines: dict[str, object] | None = None) ->
 def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None = None) -> cl.Kernel:
     """The cached ``cl.Kernel`` ``name`` from ``kernels_cl/<file>`` built with ``defines`` on ``dev``."""
     defines = defines or {}
-    key = (dev.context.int_ptr, file, name, tuple(sorted((k, str(v)) for k, v in defines.items())))
+    key = (dev.context.int_ptr, file, name, tuple(sorted([(k, str(v)) for k, v in defines.items()])))
     k = _kernels.get(key)
     if k is None:
         prg = program(dev, file, defines)
@@ -178,7 +178,11 @@ def launch(
     local_size: tuple[int, ...] | None,
     *args: object,
 ) -> cl.Event | None:
-    """Enqueue ``k(*args)`` on ``dev``'s queue; ``global_size`` is rounded up to ``local_size``."""
+    """Enqueue ``k(*args)`` on ``dev``'s queue; ``global_size`` is rounded up to ``local_size``.
+
+    The first launch of a kernel from :func:`kernel` fixes the types of its by-value arguments to those of
+    this call's NumPy scalars and structs (later calls' values are converted to them).
+    """
     if local_size is not None:
         wg = math.prod(local_size)
         if wg > dev.max_work_group_size:

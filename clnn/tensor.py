@@ -81,7 +81,7 @@ class Tensor:
 
     def __init__(self, data: cl.MemoryObjectHolder, shape: tuple[int, ...], dtype: np.dtype, device: Device):
         self.data = data
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple([int(s) for s in shape])
         self.dtype = np.dtype(dtype)
         self.device = device
         self.requires_grad = False

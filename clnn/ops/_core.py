@@ -27,8 +27,8 @@ def poison_new_tensors(on: bool = True) -> None:
 
 def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     """An uninitialized tensor (memory from the device's pool)."""
-    shape = tuple(int(s) for s in shape)
-    if any(s < 0 for s in shape):
+    shape = tuple([int(s) for s in shape])
+    if shape and min(shape) < 0:
         raise ValueError(f"shape: dimensions must be >= 0; got {shape}")
     dt = check_dtype_on(dtype, dev)
     n = math.prod(shape)
