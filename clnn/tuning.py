@@ -79,7 +79,7 @@ def load_db(path: Path | None = None) -> dict[str, Any]:
     """The database's ``{device key: {kernel: entry}}`` (empty when there is none); re-read when it changes."""
     path = path or db_path()
     try:
-        st = path.stat()
+        st = os.stat(path)  # cheaper than Path.stat: it runs on every elementwise op
     except FileNotFoundError:
         return {}
     stamp = (st.st_mtime_ns, st.st_size)

@@ -35,9 +35,10 @@ def unary(op: str, x: Tensor, a: float = 0.0, b: float = 0.0) -> Tensor:
     """``y = f(x; a, b)`` for the ``U_*`` op ``op``, differentiable."""
     require_float(f"{op}: x", x)
     y = empty(x.shape, x.dtype, x.device)
+    n = x.size
     launch_1d(
-        x.device, *_kernel(x, "unary", x.size),
-        np.int32(UNARY[op]), np.int32(x.size), x.data, y.data, real_scalar(x.dtype, a), real_scalar(x.dtype, b),
+        x.device, *_kernel(x, "unary", n),
+        np.int32(UNARY[op]), np.int32(n), x.data, y.data, real_scalar(x.dtype, a), real_scalar(x.dtype, b),
     )
     saved_y = y.detach()
     return record(y, (x,), lambda g: (unary_grad(op, x, saved_y, g, a, b),), op)
