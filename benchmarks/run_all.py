@@ -114,28 +114,23 @@ def kernel_rows(dev: clnn.Device, tdev: torch.device, full: bool, reps: int, onl
             row.note = f"{gb / row.ours_ms:.2f} vs {gb / row.theirs_ms:.2f} TB/s"
             rows.append(row)
     if want("host"):
-        rows.append(host_row(dev, tdev))
+        rows += host_rows(dev, tdev)
     return rows
 
 
-def host_row(dev: clnn.Device, tdev: torch.device) -> Row:
-    """Host time per tiny op: clnn ``a + b`` on 16 elements, the same kernel enqueued raw with PyOpenCL, PyTorch."""
+def host_rows(dev: clnn.Device, tdev: torch.device) -> list[Row]:
+    """Host time per tiny op (16 elements), each beside PyTorch and beside its kernel launches replayed raw
+    with PyOpenCL (``set_args`` + ``enqueue_nd_range_kernel`` on the same kernel objects and arguments)."""
     a, ta = _pair(np.ones(16, np.float32), dev, tdev)
-    captured = []
-    launch = kernels.launch
-
-    def capture(*args: object, **kw: object) -> object:
-        captured.append(args)
-        return launch(*args, **kw)
-
-    kernels.launch = capture
-    try:
-        a + a
-    finally:
-        kernels.launch = launch
-    _, k, global_size, local_size, *args = captured[0]
-    if local_size is not None:
-        global_size = tuple(kernels.round_up(g, n) for g, n in zip(global_size, local_size))
+    m, tm = _pair(np.ones((4, 4), np.float32), dev, tdev)
+    g, tg = clnn.tensor(np.ones(16, np.float32), device=dev).requires_grad_(), ta.clone().requires_grad_()
+    ops = [
+        ("add", lambda: a + a, lambda: ta + ta),
+        ("relu", lambda: a.relu(), lambda: ta.relu()),
+        ("scalar multiply", lambda: a * 2.0, lambda: ta * 2.0),
+        ("add recording autograd", lambda: g + g, lambda: tg + tg),
+        ("sum (4, 4) axis 1", lambda: m.sum(axis=1), lambda: tm.sum(dim=1)),
+    ]
 
     def per_op(op: Callable[[], object], sync: Callable[[], None]) -> float:
         best = float("inf")
@@ -148,15 +143,43 @@ def host_row(dev: clnn.Device, tdev: torch.device) -> Row:
             best = min(best, (time.perf_counter() - t0) / HOST_OPS)
         return best * 1e3
 
-    def raw() -> None:
-        k.set_args(*args)
-        cl.enqueue_nd_range_kernel(dev.queue, k, global_size, local_size)
+    rows = []
+    for name, ours, theirs in ops:
+        launches = _launches_of(ours)
 
-    ours = per_op(lambda: a + a, dev.synchronize)
-    theirs = per_op(lambda: ta + ta, lambda: torch_sync(tdev))
-    raw_ms = per_op(raw, dev.synchronize)
-    note = f"raw PyOpenCL enqueue {raw_ms * 1e3:.1f} µs"
-    return Row("host time per small op (add of 16 elements)", ours, theirs, note)
+        def raw(launches: list[tuple] = launches) -> None:
+            for k, global_size, local_size, args in launches:
+                k.set_args(*args)
+                cl.enqueue_nd_range_kernel(dev.queue, k, global_size, local_size)
+
+        ours_ms = per_op(ours, dev.synchronize)
+        theirs_ms = per_op(theirs, lambda: torch_sync(tdev))
+        raw_ms = per_op(raw, dev.synchronize)
+        note = (f"clnn {ours_ms * 1e3:.1f} µs, PyTorch {theirs_ms * 1e3:.1f} µs, raw PyOpenCL {raw_ms * 1e3:.1f} µs "
+                f"({len(launches)} launch{'es' if len(launches) > 1 else ''})")
+        rows.append(Row(f"host time per small op: {name}", ours_ms, theirs_ms, note))
+    return rows
+
+
+def _launches_of(op: Callable[[], object]) -> list[tuple]:
+    """The kernel launches one call of ``op`` makes: (kernel, rounded global size, local size, arguments)."""
+    captured = []
+    launch = kernels.launch
+
+    def capture(dev: clnn.Device, k: cl.Kernel, global_size: tuple, local_size: tuple | None, *args: object) -> object:
+        if local_size is not None:
+            captured.append((k, tuple(kernels.round_up(g, n) for g, n in zip(global_size, local_size)), local_size,
+                             args))
+        else:
+            captured.append((k, global_size, local_size, args))
+        return launch(dev, k, global_size, local_size, *args)
+
+    kernels.launch = capture
+    try:
+        op()
+    finally:
+        kernels.launch = launch
+    return captured
 
 
 def training_rows(dev: clnn.Device, tdev: torch.device, full: bool, reps: int, only: set[str] | None) -> list[Row]:

@@ -8,6 +8,7 @@ inputs and a closure that maps the output's gradient to the inputs' gradients.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -85,7 +86,7 @@ class Tensor:
 
     def __init__(self, data: cl.MemoryObjectHolder, shape: tuple[int, ...], dtype: np.dtype, device: Device):
         self.data = data
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple([int(s) for s in shape])
         self.dtype = np.dtype(dtype)
         self.device = device
         self.requires_grad = False
@@ -100,7 +101,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def numel(self) -> int:
         return self.size

@@ -13,6 +13,7 @@ device's real limits.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -52,22 +53,32 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
 _cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
 
 
+@functools.cache
+def _default_db() -> Path:
+    return Path(platformdirs.user_cache_dir("clnn")) / "tuning.json"
+
+
 def db_path() -> Path:
     """The tuning database: ``$CLNN_TUNING_DB`` if set, else ``tuning.json`` in the user's cache directory."""
     env = os.environ.get("CLNN_TUNING_DB")
-    return Path(env) if env else Path(platformdirs.user_cache_dir("clnn")) / "tuning.json"
+    return Path(env) if env else _default_db()
+
+
+@functools.cache
+def _driver_version(cl_device: object) -> str:
+    return cl_device.driver_version  # a driver query: ~1 µs, asked for on every op while a database exists
 
 
 def device_key(dev: Device) -> str:
     """The database key of ``dev``: its name, driver version and the clnn version."""
-    return f"{dev.name} | driver {dev.cl_device.driver_version} | clnn {__version__}"
+    return f"{dev.name} | driver {_driver_version(dev.cl_device)} | clnn {__version__}"
 
 
 def load_db(path: Path | None = None) -> dict[str, Any]:
     """The database's ``{device key: {kernel: entry}}`` (empty when there is none); re-read when it changes."""
     path = path or db_path()
     try:
-        st = path.stat()
+        st = os.stat(path)  # cheaper than Path.stat: it runs on every elementwise op
     except FileNotFoundError:
         return {}
     stamp = (st.st_mtime_ns, st.st_size)

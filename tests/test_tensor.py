@@ -451,6 +451,23 @@ def test_float16_arithmetic_is_native_half_where_the_device_has_fp16(dev, rng):
     assert half and all(d["REAL_T"] == ("half" if dev.fp16 else "float") for d in half)
 
 
+def test_a_kernels_first_launch_fixes_its_scalar_types(dev, rng):
+    """The first launch declares the by-value argument types to PyOpenCL (its fast packing path); later
+    launches pass other sizes, and plain Python floats, which are converted to those types."""
+    from clnn import kernels
+    from clnn.ops._core import empty
+    from clnn.ops.elementwise import UNARY
+
+    k = kernels.kernel(dev, "elementwise.cl", "unary", kernels.defines(np.float32, EW_VEC=1, TYPES_PROBE=1))
+    assert k in kernels._untyped
+    for n, scale in ((37, np.float32(2.5)), (1, -3.0), (4097, 0.1)):
+        x = rng.standard_normal(n).astype(np.float32)
+        src, dst = clnn.tensor(x, device=dev), empty((n,), np.float32, dev)
+        kernels.launch_1d(dev, k, n, np.int32(UNARY["mul_s"]), np.int32(n), src.data, dst.data, scale, np.float32(0))
+        assert k not in kernels._untyped
+        assert_close(dst.numpy(), x.astype(np.float64) * np.float32(scale), 1e-6)
+
+
 def test_zero_size_tensors(dev):
     t = clnn.zeros((0, 4), device=dev)
     assert (t + 1).shape == (0, 4)

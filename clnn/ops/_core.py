@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,11 +27,11 @@ def poison_new_tensors(on: bool = True) -> None:
 
 def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     """An uninitialized tensor (memory from the device's pool)."""
-    shape = tuple(int(s) for s in shape)
-    if any(s < 0 for s in shape):
+    shape = tuple([int(s) for s in shape])
+    if shape and min(shape) < 0:
         raise ValueError(f"shape: dimensions must be >= 0; got {shape}")
     dt = check_dtype_on(dtype, dev)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n > INT_MAX:
         raise ValueError(f"shape: tensors hold at most 2**31 - 1 elements; got {shape} ({n} elements)")
     nbytes = n * dt.itemsize

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -94,9 +95,9 @@ def _geometry(x: Tensor, axis: int) -> tuple[int, int, int]:
     """(outer, R, inner) of ``x`` viewed around ``axis``."""
     shape = x.shape or (1,)
     return (
-        int(np.prod(shape[:axis], dtype=np.int64)),
+        math.prod(shape[:axis]),
         shape[axis],
-        int(np.prod(shape[axis + 1 :], dtype=np.int64)),
+        math.prod(shape[axis + 1 :]),
     )
 
 

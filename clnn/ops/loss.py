@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ def _class_geometry(op: str, x: Tensor) -> tuple[tuple[int, int, int], tuple[int
         raise ValueError(f"{op}: input must have shape (C,), (N, C) or (N, C, d1, ...); got a 0-d tensor")
     if x.ndim == 1:
         return (1, x.shape[0], 1), ()
-    inner = int(np.prod(x.shape[2:], dtype=np.int64))
+    inner = math.prod(x.shape[2:])
     return (x.shape[0], x.shape[1], inner), (x.shape[0], *x.shape[2:])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -307,11 +308,11 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         raise ValueError(
             f"matmul: batch dimensions of a {a.shape} and b {b.shape} cannot be broadcast together"
         ) from None
-    batch = int(np.prod(batch_shape, dtype=np.int64))
+    batch = math.prod(batch_shape)
 
     def operand(t: Tensor, rows: int, cols: int) -> tuple[Tensor, int]:
         """``t`` over the whole batch, and its batch stride (0 when one matrix serves every batch)."""
-        if int(np.prod(t.shape[:-2], dtype=np.int64)) == 1:
+        if math.prod(t.shape[:-2]) == 1:
             return t, 0
         return broadcast_to(t, batch_shape + (rows, cols)), rows * cols
 

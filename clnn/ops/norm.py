@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -148,7 +149,7 @@ def batch_norm(
     if x.ndim < 2:
         raise ValueError(f"{op}: x must have shape (N, C, *) with at least 2 dims; got {x.shape}")
     n, c = x.shape[:2]
-    inner = int(np.prod(x.shape[2:], dtype=np.int64))
+    inner = math.prod(x.shape[2:])
     rm = _check_param(op, "running_mean", running_mean, x, (c,))
     rv = _check_param(op, "running_var", running_var, x, (c,))
     w = _check_param(op, "weight", weight, x, (c,))
@@ -211,7 +212,7 @@ def layer_norm(
     w = _check_param(op, "weight", weight, x, shape)
     b = _check_param(op, "bias", bias, x, shape)
     eps = require_number(f"{op}: eps", eps, 0)
-    d = int(np.prod(shape, dtype=np.int64))
+    d = math.prod(shape)
     rows = x.size // d if d else 0
     affine = AFF_INNER | (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
     grp = _Groups(x, 1, rows, d, affine & (AFF_W | AFF_INNER), eps)

@@ -6,6 +6,7 @@ max-pool gradient goes to, and the averaging divisor.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -67,7 +68,7 @@ def _geom(
 def _pool(op: str, x: Tensor, geom: np.ndarray, name: str) -> Tensor:
     """Launch ``pool_fwd`` and record a backward that launches ``pool_bwd``."""
     dev = x.device
-    planes = int(np.prod(x.shape[:-2], dtype=np.int64))
+    planes = math.prod(x.shape[:-2])
     out = empty((*x.shape[:-2], int(geom["OH"]), int(geom["OW"])), x.dtype, dev)
     idx = empty(out.shape, np.int32, dev) if op == "max" else None  # argmax (h * W + w) per output
     # GPUs: a work-item per pixel (coalesced, fills the device); CPUs: per row (measured 3-10x faster there)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -96,9 +97,9 @@ def _launch(op: str, x: Tensor, axes: tuple[int, ...]) -> tuple[Tensor, Tensor |
         rest = tuple(i for i in range(x.ndim) if i not in axes)
         x = permute(x, rest + axes)
         axes = tuple(range(len(rest), x.ndim))
-    outer = int(np.prod(x.shape[: axes[0]] if axes else x.shape, dtype=np.int64))
-    length = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    inner = int(np.prod(x.shape[axes[-1] + 1 :], dtype=np.int64)) if axes else 1
+    outer = math.prod(x.shape[: axes[0]] if axes else x.shape)
+    length = math.prod([x.shape[a] for a in axes])
+    inner = math.prod(x.shape[axes[-1] + 1 :]) if axes else 1
     if length == 0 and op != "sum":
         raise ValueError(f"{op}: cannot reduce an empty axis of a tensor of shape {x.shape}")
     out = empty(kept, x.dtype, x.device)
@@ -142,7 +143,7 @@ def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
 def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all axes when None)."""
     require_tensor("mean: x", x)
-    count = int(np.prod([x.shape[a] for a in _axes(x, axis)], dtype=np.int64))
+    count = math.prod([x.shape[a] for a in _axes(x, axis)])
     return _reduce("sum", x, axis, keepdims) * (1.0 / count if count else float("nan"))
 
 

@@ -5,6 +5,7 @@ Tensors are always contiguous: ``reshape`` shares memory, the rest copy through 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +42,7 @@ def strided_copy(
     dst_offset: int = 0,
 ) -> None:
     """``dst[dst_offset + idx . dst_strides] = src[src_offset + idx . src_strides]`` over ``shape``."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n == 0:
         return
     d = descriptor(shape, src_strides, dst_strides)
@@ -78,12 +79,12 @@ def _resolve_shape(x: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
     unknown = [i for i, s in enumerate(shape) if s == -1]
     if len(unknown) > 1 or any(s < -1 for s in shape):
         raise ValueError(f"reshape: shape may hold one -1 and no other negative size; got {shape}")
-    known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+    known = math.prod([s for s in shape if s != -1])
     if unknown:
         if known == 0 or x.size % known:
             raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} into {shape}")
         shape = tuple(x.size // known if s == -1 else s for s in shape)
-    if int(np.prod(shape, dtype=np.int64)) != x.size:
+    if math.prod(shape) != x.size:
         raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} ({x.size} elements) into {shape}")
     return shape
 
@@ -105,7 +106,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     s, e = normalize_axis(start_dim, x.ndim, "start_dim"), normalize_axis(end_dim, x.ndim, "end_dim")
     if s > e:
         raise ValueError(f"flatten: start_dim ({start_dim}) comes after end_dim ({end_dim})")
-    merged = int(np.prod(x.shape[s : e + 1], dtype=np.int64))
+    merged = math.prod(x.shape[s : e + 1])
     return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1 :])
 
 
