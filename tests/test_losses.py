@@ -68,9 +68,10 @@ def test_cross_entropy_target_kinds(kind, rng):
 def test_nll_loss(shape, reduction, rng):
     classes = shape[0] if len(shape) == 1 else shape[1]
     target = rng.integers(0, classes, _target_shape(shape))
+    # log-probabilities (<= 0, as nll_loss expects): the picked terms share a sign, so their sum cannot cancel
     check_against_torch(lambda x: F.nll_loss(x, clnn.tensor(target), reduction=reduction),
                         lambda x: TF.nll_loss(x, torch.tensor(target), reduction=reduction),
-                        [rng.standard_normal(shape)], rng)
+                        [-np.abs(rng.standard_normal(shape))], rng)
 
 
 def test_log_softmax_nll_equals_cross_entropy(rng):
@@ -95,7 +96,21 @@ def test_pair_loss(name, fn, ref, shape, reduction, rng):
     x = rng.standard_normal(shape) * 3
     y = rng.random(shape) if name == "bce_logits" else rng.standard_normal(shape)
     check_against_torch(lambda a, b: fn(a, b, reduction=reduction), lambda a, b: ref(a, b, reduction=reduction),
-                        [x, y], rng)
+                        [x, y], rng, sum_magnitudes=_difference_magnitudes(name, reduction))
+
+
+def _difference_magnitudes(name: str, reduction: str) -> dict:
+    """mse's gradients 2 (x - y) g / n and bce-with-logits' (sigmoid(x) - y) g / n are differences that cancel
+    when the two sides nearly agree (a one-element draw then misses 1e-5 relative to the result in ~1% of
+    runs): they are checked against |each side| * |g| / n instead."""
+    def sides(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (torch.sigmoid(x), y) if name == "bce_logits" else (2 * x, 2 * y)
+
+    def magnitude(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        a, b = sides(x, y)
+        return (a.abs() + b.abs()) * g.abs() / (x.numel() if reduction == "mean" else 1)
+
+    return {"mse": {0: magnitude, 1: magnitude}, "bce_logits": {0: magnitude}}.get(name, {})
 
 
 @pytest.mark.parametrize("pw_shape", [(5,), (1,), (4, 5)], ids=str)
