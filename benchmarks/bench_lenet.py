@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import numpy as np
 import torch
-from common import header, peer_name, torch_peer, torch_sync
+from common import header, median_time, peer_name, torch_peer, torch_sync
 
 import clnn
 import clnn.functional as F
@@ -33,17 +31,6 @@ def lenet(lib):
         lib.Conv2d(32, 64, 3, padding=1), lib.ReLU(), lib.MaxPool2d(2),
         lib.Flatten(), lib.Linear(3136, 128), lib.ReLU(), lib.Linear(128, 10),
     )
-
-
-def time_steps(step, steps: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def main() -> None:
@@ -87,8 +74,8 @@ def main() -> None:
         opt.step()
         dev.synchronize()
 
-    ours = statistics.median(time_steps(clnn_step, args.steps, args.warmup)) * 1e3
-    theirs = statistics.median(time_steps(torch_step, args.steps, args.warmup)) * 1e3
+    ours = median_time(clnn_step, args.steps, args.warmup) * 1e3
+    theirs = median_time(torch_step, args.steps, args.warmup) * 1e3
     ratio = ours / theirs
     target = 1.5 if tdev.type == "cuda" else 2.0
     verdict = "pass" if ratio <= target else "above target"

@@ -85,15 +85,18 @@ def _torch_and_clnn_opt(dev):
     return optim.SGD([p], lr=0.5), torch.optim.SGD([tp], lr=0.5)
 
 
-@pytest.mark.parametrize(
-    "make, tmake",
-    [
-        (lambda o: optim.StepLR(o, step_size=3, gamma=0.5),
-         lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)),
-        (lambda o: optim.CosineAnnealingLR(o, T_max=7, eta_min=0.01),
-         lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=7, eta_min=0.01)),
-    ],
-)
+# (clnn scheduler, torch scheduler) factories on an optimizer of each
+SCHEDULERS = [
+    (lambda o: optim.StepLR(o, step_size=3, gamma=0.5),
+     lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)),
+    (lambda o: optim.CosineAnnealingLR(o, T_max=7, eta_min=0.01),
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=7, eta_min=0.01)),
+]
+PLATEAU = (lambda o: optim.ReduceLROnPlateau(o, factor=0.5, patience=1),
+           lambda o: torch.optim.lr_scheduler.ReduceLROnPlateau(o, factor=0.5, patience=1))
+
+
+@pytest.mark.parametrize("make, tmake", SCHEDULERS)
 def test_schedulers_match_torch(dev, make, tmake):
     opt, topt = _torch_and_clnn_opt(dev)
     sched, tsched = make(opt), tmake(topt)
@@ -197,17 +200,7 @@ def test_load_state_dict_checks_before_changing(dev):
     assert opt.param_groups[0]["lr"] == 0.1 and opt.state == {}
 
 
-@pytest.mark.parametrize(
-    "make, tmake",
-    [
-        (lambda o: optim.StepLR(o, step_size=3, gamma=0.5),
-         lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)),
-        (lambda o: optim.CosineAnnealingLR(o, T_max=7, eta_min=0.01),
-         lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=7, eta_min=0.01)),
-        (lambda o: optim.ReduceLROnPlateau(o, factor=0.5, patience=1),
-         lambda o: torch.optim.lr_scheduler.ReduceLROnPlateau(o, factor=0.5, patience=1)),
-    ],
-)
+@pytest.mark.parametrize("make, tmake", [*SCHEDULERS, PLATEAU])
 def test_scheduler_state_dict_resumes_and_moves_to_torch(dev, make, tmake):
     """Five epochs, then the scheduler's state into a fresh clnn scheduler and a fresh torch one: both go on
     exactly as the uninterrupted scheduler."""
