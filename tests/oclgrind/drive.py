@@ -355,7 +355,8 @@ def signal(dt: np.dtype, rng: np.random.Generator) -> None:
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         check(f"convolve2d {mode}", sig.convolve(a, b, mode), _np_convolve2d(a, b, mode), dt)
     finite("correlate2d grads", dt, a.grad, b.grad)
-    long, taps = data(rng, (sig.SPLIT_TAPS + 3,), dt, -1, 1), data(rng, (sig.SPLIT_TAPS,), dt, -1, 1)
+    split = sys.modules["clnn.ops.signal"].SPLIT_TAPS  # taps from which a work-group sums each output
+    long, taps = data(rng, (split + 3,), dt, -1, 1), data(rng, (split,), dt, -1, 1)
     y = sig.correlate(clnn.tensor(long), clnn.tensor(taps), "valid")  # few outputs, long sums: work-groups
     ref = np.correlate(long.astype(np.float64), taps.astype(np.float64), "valid")
     check("correlate (work-group)", y, ref, dt if dt != F16 else np.dtype(np.float16))
