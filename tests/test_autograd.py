@@ -13,9 +13,11 @@ from torch_ref import check_against_torch
 import clnn
 import clnn.functional as F
 
-POS = "pos"  # input drawn from [0.5, 2.5): for log, sqrt, pow bases, divisors
+POS = "pos"  # input drawn from [0.5, 2.5): for log, sqrt, pow bases, divisors, and sums
 
-# (name, function of clnn or torch tensors (the same code serves both), input shapes, positive inputs)
+# (name, function of clnn or torch tensors (the same code serves both), input shapes, positive inputs).
+# Sums and means take positive inputs: a signed sum of 21 values can cancel past what float32 can meet at 1e-5
+# relative (seen once in 20 Intel runs), while positive terms keep it well-conditioned.
 OPS = [
     ("getitem-steps", lambda x: x[1:5:2, ::3], [(6, 7)], False),
     ("getitem-negative-step", lambda x: x.flip(0)[::2, 1:] if isinstance(x, torch.Tensor) else x[::-2, 1:],
@@ -28,12 +30,12 @@ OPS = [
     ("reshape", lambda x: x.reshape(4, -1), [(2, 3, 4)], False),
     ("flatten", lambda x: x.flatten(1), [(2, 3, 4)], False),
     ("broadcast_to", lambda x: x.broadcast_to((2, 3, 5)), [(3, 1)], False),
-    ("sum-all", lambda x: x.sum(), [(3, 7)], False),
-    ("sum-axis0", lambda x: x.sum(0), [(3, 7)], False),
-    ("sum-axes02-keepdims", lambda x: x.sum((0, 2), keepdims=True), [(3, 4, 5)], False),
-    ("sum-long-axis", lambda x: x.sum(-1), [(3, 1031)], False),
-    ("mean-all", lambda x: x.mean(), [(5, 3)], False),
-    ("mean-axis-1", lambda x: x.mean(-1), [(2, 3, 7)], False),
+    ("sum-all", lambda x: x.sum(), [(3, 7)], POS),
+    ("sum-axis0", lambda x: x.sum(0), [(3, 7)], POS),
+    ("sum-axes02-keepdims", lambda x: x.sum((0, 2), keepdims=True), [(3, 4, 5)], POS),
+    ("sum-long-axis", lambda x: x.sum(-1), [(3, 1031)], POS),
+    ("mean-all", lambda x: x.mean(), [(5, 3)], POS),
+    ("mean-axis-1", lambda x: x.mean(-1), [(2, 3, 7)], POS),
     ("max-axis1", lambda x: x.amax(1) if isinstance(x, torch.Tensor) else x.max(1), [(4, 9)], False),
     ("max-all", lambda x: x.amax() if isinstance(x, torch.Tensor) else x.max(), [(4, 9)], False),
     ("min-axes", lambda x: x.amin((0, 2)) if isinstance(x, torch.Tensor) else x.min((0, 2)), [(3, 4, 5)], False),
