@@ -175,12 +175,21 @@ def test_summary_like_keras(dev):
 
 
 def test_pytorch_style_loop_matches_torch(dev, digits):
-    """Same initial weights and batches: 20 SGD-momentum steps, then 20 Adam steps give torch's losses."""
+    """20 SGD-momentum steps, then 20 Adam steps over the same batches; each step from the same state gives torch's.
+
+    Before every step torch's model and optimizer take clnn's weights and optimizer state, so each step is compared
+    from one state: two independent float32 trajectories drift apart step by step (1.3e-4 after 40 steps once), and
+    that drift is a property of float32 training, not of clnn.
+    """
     (x, y), _ = digits
 
     def build(lib):
         return lib.Sequential(lib.Conv2d(1, 8, 3, padding=1), lib.ReLU(), lib.MaxPool2d(2), lib.Flatten(),
                               lib.Linear(8 * 4 * 4, 32), lib.ReLU(), lib.Linear(32, 10))
+
+    def as_torch(state):
+        return {k: torch.as_tensor(clnn.io.to_numpy(v)) if isinstance(v, clnn.Tensor) else v
+                for k, v in state.items()}
 
     ref = build(torch.nn)
     model = build(nn).to(dev)
@@ -192,10 +201,13 @@ def test_pytorch_style_loop_matches_torch(dev, digits):
                        ("adam", lambda p, lib: lib.Adam(p, lr=2e-3, eps=1e-6))]:
         opt, topt = make(model.parameters(), clnn.optim), make(ref.parameters(), torch.optim)
         loader = clnn.data.DataLoader(x, y, batch_size=32, shuffle=True, seed=1, device=dev)
-        losses, tlosses = [], []
+        losses = []
         for step, (xb, yb) in enumerate(loader):
             if step == 20:
                 break
+            ref.load_state_dict(as_torch(model.state_dict()))
+            state = opt.state_dict()
+            topt.load_state_dict({**state, "state": {i: as_torch(s) for i, s in state["state"].items()}})
             loss = F.cross_entropy(model(xb), yb)
             opt.zero_grad()
             loss.backward()
@@ -204,11 +216,11 @@ def test_pytorch_style_loop_matches_torch(dev, digits):
             topt.zero_grad()
             tloss.backward()
             topt.step()
+            assert abs(loss.item() - tloss.item()) < 1e-5 * tloss.item(), (name, step)
+            for k, v in model.state_dict().items():
+                assert rel_err(v.numpy(), ref.state_dict()[k].numpy()) < 1e-5, (name, step, k)
             losses.append(loss.item())
-            tlosses.append(tloss.item())
-        assert rel_err(np.array(losses), np.array(tlosses)) < 1e-4, name
-        for k, v in model.state_dict().items():
-            assert rel_err(v.numpy(), ref.state_dict()[k].numpy()) < 1e-4, (name, k)
+        assert np.mean(losses[-5:]) < np.mean(losses[:5]), name  # the loop trains
 
 
 def test_device_memory_flat_over_500_steps(dev, rng):
