@@ -139,6 +139,37 @@ class Device:
             with self._lock:
                 cl.enqueue_fill_buffer(self.queue, buf, pattern, 0, nbytes)
 
+    def copy(self, dst: cl.Buffer, src: cl.Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
+        """Copy ``nbytes`` from ``src`` to ``dst`` on the device, in queue order (does not wait)."""
+        if nbytes:
+            with self._lock:
+                cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, dst_offset=dst_offset,
+                                src_offset=src_offset)
+
+    def host_buffer(self, nbytes: int) -> cl.Buffer:
+        """A device buffer the host can map cheaply (``ALLOC_HOST_PTR``: the same memory on CPUs, pinned
+        memory on GPUs), for data that crosses to the host often."""
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
+        return cl.Buffer(self.context, flags, max(int(nbytes), 1))
+
+    @property
+    def base_align(self) -> int:
+        """The byte alignment a sub-buffer's origin needs (``CL_DEVICE_MEM_BASE_ADDR_ALIGN``)."""
+        return max(self.cl_device.mem_base_addr_align // 8, 1)
+
+    def map(self, buf: cl.Buffer, dtype: np.dtype, n: int, offset: int = 0) -> np.ndarray:
+        """``n`` elements of ``buf`` from byte ``offset`` as a host array to read and write, once every command
+        queued before has run (no copy on CPU devices). The device must not use ``buf`` until :meth:`unmap`."""
+        with self._lock:
+            host, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, offset,
+                                            (n,), dtype, is_blocking=True)
+        return host
+
+    def unmap(self, host: np.ndarray) -> None:
+        """Hand an array from :meth:`map` back to the device; commands queued afterwards see its changes."""
+        with self._lock:
+            host.base.release(self.queue)
+
     def enqueue(
         self, kernel: cl.Kernel, global_size: tuple[int, ...], local_size: tuple[int, ...] | None, args: Sequence
     ) -> cl.Event:

@@ -2,7 +2,7 @@
 
 Launch the same program on every rank (``mpiexec -n 2 python train.py``, ``srun python train.py``) and call
 :func:`init` once. Collectives take a tensor or a list of tensors (a *bucket*): a bucket's tensors of one
-dtype travel as one MPI message through a host staging array that is kept and reused between calls.
+device and dtype travel as one MPI message, through a mapping of their device memory (:func:`on_host`).
 Results are written back into the tensors' own device memory, as PyTorch's collectives do.
 
 After :func:`init`, an exception nobody catches on one rank aborts every rank (``MPI_Abort``) after printing
@@ -11,13 +11,15 @@ its traceback, so the others exit with that error instead of waiting forever in 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
 import numpy as np
+import pyopencl as cl
 
 from .ops.creation import empty
 from .tensor import Tensor
@@ -26,7 +28,7 @@ from .validation import require_choice, require_int, require_tensor
 __all__ = ["init", "is_initialized", "rank", "world_size", "all_reduce", "broadcast", "all_gather", "barrier"]
 
 _state: dict[str, Any] = {"comm": None, "MPI": None}
-_staging: dict[np.dtype, np.ndarray] = {}  # dtype -> host array, grown as needed, reused by every collective
+_staging: dict[int, cl.Buffer] = {}  # id(device) -> host-visible device buffer, grown as needed, reused
 _OPS = ("sum", "mean", "max")
 
 
@@ -102,41 +104,72 @@ def _bucket(op: str, tensors: Tensor | Sequence[Tensor]) -> list[Tensor]:
     return items
 
 
-def _by_dtype(items: list[Tensor]) -> dict[np.dtype, list[Tensor]]:
-    groups: dict[np.dtype, list[Tensor]] = {}
+def _groups(items: list[Tensor]) -> list[list[Tensor]]:
+    """``items`` grouped by (device, dtype), each group in the given order: one message per group."""
+    groups: dict[tuple[int, np.dtype], list[Tensor]] = {}
     for t in items:
-        groups.setdefault(t.dtype, []).append(t)
-    return groups
+        groups.setdefault((id(t.device), t.dtype), []).append(t)
+    return list(groups.values())
 
 
-def staging(dtype: np.dtype, n: int) -> np.ndarray:
-    """A host array of ``n`` elements of ``dtype``, reused between calls (the contents are not kept)."""
-    buf = _staging.get(dtype)
-    if buf is None or buf.size < n:
-        buf = _staging[dtype] = np.empty(max(n, 1), dtype)
-    return buf[:n]
-
-
-def pack(group: Sequence[Tensor], host: np.ndarray) -> None:
-    """Copy each tensor of ``group`` into consecutive slices of ``host``."""
-    at = 0
+def _region(group: Sequence[Tensor]) -> tuple[Any, int, int] | None:
+    """``(buffer, byte offset, elements)`` when ``group`` is one stretch of one buffer: a lone tensor, or
+    sub-buffers of one parent back to back in the group's order (the layout packing would give)."""
+    if len(group) == 1:
+        return group[0].data, 0, group[0].size
+    info = cl.mem_info
+    parent = group[0].data.get_info(info.ASSOCIATED_MEMOBJECT)
+    if parent is None:
+        return None
+    start = end = group[0].data.get_info(info.OFFSET)
     for t in group:
-        t.device.download(t.data, host[at:at + t.size])
-        at += t.size
+        sub = t.data.get_info(info.ASSOCIATED_MEMOBJECT)
+        if sub is None or sub.int_ptr != parent.int_ptr or t.data.get_info(info.OFFSET) != end:
+            return None
+        end += t.nbytes
+    return parent, start, (end - start) // group[0].dtype.itemsize
 
 
-def unpack(host: np.ndarray, group: Sequence[Tensor]) -> None:
-    """Copy consecutive slices of ``host`` back into each tensor of ``group`` (in place)."""
-    at = 0
-    for t in group:
-        t.device.upload(t.data, host[at:at + t.size])
-        at += t.size
+@contextlib.contextmanager
+def on_host(group: Sequence[Tensor], load: bool = True, store: bool = True) -> Iterator[np.ndarray]:
+    """The contents of ``group`` (one device, one dtype) as one host array, in order; with ``store``, what the
+    block leaves in it becomes the tensors' contents.
+
+    A group that fills one stretch of a buffer (:func:`_region`) is mapped in place: no copy on CPU devices,
+    one transfer each way on GPUs. Other groups are first gathered on the device into a reused host-visible
+    staging buffer (and scattered back after), so the host sees one mapping, never one copy per tensor.
+    """
+    dev, dtype = group[0].device, group[0].dtype
+    region = _region(group)
+    staged = region is None
+    if staged:
+        total = sum(t.nbytes for t in group)
+        key = id(dev)
+        buf = _staging.get(key)
+        if buf is None or buf.size < total:
+            buf = _staging[key] = dev.host_buffer(total)
+        if load:
+            at = 0
+            for t in group:
+                dev.copy(buf, t.data, t.nbytes, dst_offset=at)
+                at += t.nbytes
+        region = (buf, 0, total // dtype.itemsize)
+    host = dev.map(region[0], dtype, region[2], region[1])
+    try:
+        yield host
+    finally:
+        dev.unmap(host)
+    if store and staged:
+        at = 0
+        for t in group:
+            dev.copy(t.data, region[0], t.nbytes, src_offset=at)
+            at += t.nbytes
 
 
 def all_reduce(tensors: Tensor | Sequence[Tensor], op: str = "sum") -> None:
     """Replace each tensor by the elementwise ``"sum"``, ``"mean"`` or ``"max"`` of it over all ranks (in place).
 
-    A list is reduced as one message per dtype. ``"mean"`` needs floating tensors.
+    A list is reduced as one message per device and dtype. ``"mean"`` needs floating tensors.
 
     Example:
         >>> dist.all_reduce(grad, op="mean")
@@ -146,13 +179,11 @@ def all_reduce(tensors: Tensor | Sequence[Tensor], op: str = "sum") -> None:
     if op == "mean" and any(t.dtype.kind != "f" for t in items):
         raise TypeError(f"all_reduce: op='mean' expects floating tensors; got {[t.dtype.name for t in items]}")
     comm, mpi = _comm(), _state["MPI"]
-    for dtype, group in _by_dtype(items).items():
-        host = staging(dtype, sum(t.size for t in group))
-        pack(group, host)
-        comm.Allreduce(mpi.IN_PLACE, host, op=mpi.MAX if op == "max" else mpi.SUM)
-        if op == "mean":
-            np.divide(host, comm.Get_size(), out=host)
-        unpack(host, group)
+    for group in _groups(items):
+        with on_host(group) as host:
+            comm.Allreduce(mpi.IN_PLACE, host, op=mpi.MAX if op == "max" else mpi.SUM)
+            if op == "mean":
+                np.divide(host, comm.Get_size(), out=host)
 
 
 def allreduce_host(values: np.ndarray) -> np.ndarray:
@@ -166,13 +197,10 @@ def broadcast(tensors: Tensor | Sequence[Tensor], src: int = 0) -> None:
     require_int("broadcast: src", src, 0)
     if src >= comm.Get_size():
         raise ValueError(f"broadcast: src expects a rank below the world size {comm.Get_size()}; got {src}")
-    for dtype, group in _by_dtype(_bucket("broadcast", tensors)).items():
-        host = staging(dtype, sum(t.size for t in group))
-        if comm.Get_rank() == src:
-            pack(group, host)
-        comm.Bcast(host, root=src)
-        if comm.Get_rank() != src:
-            unpack(host, group)
+    source = comm.Get_rank() == src
+    for group in _groups(_bucket("broadcast", tensors)):
+        with on_host(group, load=source, store=not source) as host:
+            comm.Bcast(host, root=src)
 
 
 def all_gather(tensor: Tensor) -> list[Tensor]:
@@ -187,11 +215,11 @@ def all_gather(tensor: Tensor) -> list[Tensor]:
     if any(m != metas[0] for m in metas):
         raise ValueError(f"all_gather: tensor expects the same shape and dtype on every rank; got "
                          f"{[(s, np.dtype(d).name) for s, d in metas]} on ranks 0..{len(metas) - 1}")
-    world, n = comm.Get_size(), tensor.size
-    host = staging(tensor.dtype, n * (world + 1))
-    mine, gathered = host[:n], host[n:]
-    pack([tensor], mine)
-    comm.Allgather(mine, gathered)
+    world = comm.Get_size()
+    gathered = np.empty((world, tensor.size), tensor.dtype)
+    with on_host([tensor], store=False) as mine:
+        comm.Allgather(mine, gathered)
     outs = [empty(*tensor.shape, dtype=tensor.dtype, device=tensor.device) for _ in range(world)]
-    unpack(gathered, outs)
+    for out, host in zip(outs, gathered):
+        out.device.upload(out.data, host)
     return outs

@@ -2,10 +2,11 @@
 
 Construction checks that every rank built the same parameters (names, shapes, dtypes) and copies rank 0's
 parameters and buffers to the others. Gradients are grouped into buckets of at most ``bucket_cap_mb``, in
-reverse parameter order (roughly the order backward produces them). During ``backward()``, as soon as every
-gradient of a bucket is set, the bucket is copied into its own host array and its sum starts as a
-non-blocking ``MPI_Iallreduce``, so communication overlaps the rest of the backward; as backward ends, the
-sums are awaited, divided by the world size and written back as the parameters' gradients.
+reverse parameter order (roughly the order backward produces them). Each bucket is one host-visible device
+buffer with a view per gradient. During ``backward()`` each gradient is copied into its view on the device;
+as soon as a bucket is full it is mapped (no copy on CPU devices) and its sum starts as a non-blocking
+``MPI_Iallreduce``, so communication overlaps the rest of the backward; as backward ends, the sums are
+awaited and divided by the world size, and the views become the parameters' gradients.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from .. import distributed as dist
-from ..ops.creation import empty
 from ..tensor import Tensor, grad_hooks, is_grad_enabled
 from .module import Module, Parameter
 
@@ -25,17 +25,23 @@ __all__ = ["DistributedDataParallel"]
 
 
 class _Bucket:
-    """Parameters whose gradients travel as one message, and the host array they travel in (kept)."""
+    """Parameters whose gradients travel as one message, and the device buffer that holds them: one
+    host-visible buffer with a sub-buffer view per gradient (PyTorch's ``gradient_as_bucket_view``), so the
+    message is a mapping of device memory, not a copy per gradient."""
 
-    def __init__(self, params: list[Parameter]) -> None:
+    def __init__(self, params: list[Parameter], align: int) -> None:
         self.params = params
-        self.offsets = np.cumsum([0] + [p.size for p in params]).tolist()
-        self.host = np.empty(self.offsets[-1], params[0].dtype)
+        dev = params[0].device
+        starts = [0]
+        for p in params[:-1]:
+            starts.append(-(-(starts[-1] + p.nbytes) // align) * align)
+        self.buffer = dev.host_buffer(starts[-1] + params[-1].nbytes)
+        dev.fill(self.buffer, np.zeros(1, np.uint8), self.buffer.size)  # the padding travels too
+        self.views = [Tensor(self.buffer.get_sub_region(at, p.nbytes), p.shape, p.dtype, dev)
+                      for at, p in zip(starts, params)]
         self.ready = 0
+        self.host: np.ndarray | None = None  # the mapped message while its all-reduce runs
         self.request: Any = None
-
-    def view(self, i: int) -> np.ndarray:
-        return self.host[self.offsets[i]:self.offsets[i + 1]]
 
 
 class DistributedDataParallel(Module):
@@ -76,7 +82,9 @@ class DistributedDataParallel(Module):
         if self.world > 1 and state:
             dist.broadcast(state, src=0)
         trained = [p for _, p in reversed(named) if p.requires_grad]
-        self._buckets = _buckets(trained, int(bucket_cap_mb * 2**20))
+        # one padding rule on every rank, so the buckets' messages have one layout
+        align = max(dist._state["comm"].allgather(max((p.device.base_align for p in trained), default=1)))
+        self._buckets = _buckets(trained, int(bucket_cap_mb * 2**20), align)
         self._where = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -107,50 +115,53 @@ class DistributedDataParallel(Module):
         if where is None:
             return
         bucket, i = where
-        leaf.device.download(leaf.grad.data, bucket.view(i))
+        view = bucket.views[i]
+        leaf.device.copy(view.data, leaf.grad.data, view.nbytes)
         bucket.ready += 1
         if bucket.ready == len(bucket.params):
             self._launch(bucket)
 
     def _launch(self, bucket: _Bucket) -> None:
-        mpi = dist._state["MPI"]
+        """Map the bucket (once its gradients' copies have run) and start its non-blocking sum."""
+        mpi, dtype = dist._state["MPI"], bucket.params[0].dtype
+        bucket.host = bucket.params[0].device.map(bucket.buffer, dtype, bucket.buffer.size // dtype.itemsize)
         bucket.request = dist._state["comm"].Iallreduce(mpi.IN_PLACE, bucket.host, op=mpi.SUM)
 
     def _finish(self) -> None:
         """Backward ended: launch what unused parameters held back (their gradient counts as zero), await
-        every sum and write the averages back as gradients."""
+        every sum, and make the averages (the bucket views) the parameters' gradients."""
         grad_hooks.remove(self._on_grad)
         if not any(b.ready for b in self._buckets):
             return  # a backward through another graph
+        zero = np.zeros(1, np.uint8)
         for b in self._buckets:
             if b.request is None:
-                for i, p in enumerate(b.params):
+                for view, p in zip(b.views, b.params):
                     if p.grad is None:
-                        b.view(i)[:] = 0
+                        view.device.fill(view.data, zero, view.nbytes)
                 self._launch(b)
         dist._state["MPI"].Request.Waitall([b.request for b in self._buckets])
         for b in self._buckets:
             np.divide(b.host, self.world, out=b.host)
-            for i, p in enumerate(b.params):
-                # a new tensor: a backward may share one grad between leaves
-                g = empty(p.shape, dtype=p.dtype, device=p.device)
-                p.device.upload(g.data, b.view(i))
-                p.grad = g
-            b.ready, b.request = 0, None
+            b.params[0].device.unmap(b.host)
+            for view, p in zip(b.views, b.params):
+                p.grad = view
+            b.ready, b.host, b.request = 0, None, None
 
 
-def _buckets(params: list[Parameter], cap: int) -> list[_Bucket]:
-    """``params`` in order, cut into buckets of one dtype and at most ``cap`` bytes (or one parameter)."""
+def _buckets(params: list[Parameter], cap: int, align: int) -> list[_Bucket]:
+    """``params`` in order, cut into buckets of one device and dtype and at most ``cap`` bytes (or one
+    parameter), each gradient starting at a multiple of ``align`` bytes."""
     out: list[list[Parameter]] = []
     size = 0
     for p in params:
-        if out and out[-1][0].dtype == p.dtype and size + p.nbytes <= cap:
+        if out and out[-1][0].dtype == p.dtype and out[-1][0].device is p.device and size + p.nbytes <= cap:
             out[-1].append(p)
             size += p.nbytes
         else:
             out.append([p])
             size = p.nbytes
-    return [_Bucket(group) for group in out]
+    return [_Bucket(group, align) for group in out]
 
 
 def _check_same_everywhere(named: list[tuple[str, Tensor]]) -> None:

@@ -35,6 +35,23 @@ ints = clnn.tensor(everyone[rank][2])
 dist.all_reduce([ints], op="sum")
 np.testing.assert_array_equal(ints.numpy(), sum(e[2] for e in everyone))
 
+# sub-buffers of one buffer back to back travel as one mapping of it; out of order, through staging
+dev = clnn.device()
+n0 = dev.base_align // 4
+parent = dev.host_buffer(dev.base_align + 13 * 4)
+views = [clnn.Tensor(parent.get_sub_region(0, n0 * 4), (n0,), np.dtype(np.float32), dev),
+         clnn.Tensor(parent.get_sub_region(n0 * 4, 13 * 4), (13,), np.dtype(np.float32), dev)]
+assert dist._region(views) is not None and dist._region(views[::-1]) is None
+for order in (views, views[::-1]):
+    mine = [np.random.default_rng((seed, rank, t.size)).standard_normal(t.size).astype(np.float32) for t in views]
+    for t, a in zip(views, mine):
+        dev.upload(t.data, a)
+    dist.all_reduce(order, op="sum")
+    for t in views:
+        want = sum(np.random.default_rng((seed, r, t.size)).standard_normal(t.size).astype(np.float32)
+                   for r in range(world))
+        np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)
+
 src = world - 1
 bucket = [clnn.tensor(a) for a in everyone[rank]]
 dist.broadcast(bucket, src=src)
