@@ -1,5 +1,7 @@
 """Optimizers and schedulers against torch.optim on the same gradients (fresh random values each run)."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -86,7 +88,9 @@ def _torch_and_clnn_opt(dev):
 
 
 # (clnn scheduler, torch scheduler) factories on an optimizer of each
+WARMUP_COSINE = lambda step: min(1.0, (step + 1) / 4) * 0.5 * (1 + math.cos(math.pi * min(step, 20) / 20))  # noqa: E731
 SCHEDULERS = [
+    (lambda o: optim.LambdaLR(o, WARMUP_COSINE), lambda o: torch.optim.lr_scheduler.LambdaLR(o, WARMUP_COSINE)),
     (lambda o: optim.StepLR(o, step_size=3, gamma=0.5),
      lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)),
     (lambda o: optim.CosineAnnealingLR(o, T_max=7, eta_min=0.01),

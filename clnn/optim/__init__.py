@@ -1,7 +1,7 @@
 """``clnn.optim``: optimizers whose updates run on the device, and learning-rate schedulers."""
 
 from . import lr_scheduler
-from .lr_scheduler import CosineAnnealingLR, LRScheduler, ReduceLROnPlateau, StepLR
+from .lr_scheduler import CosineAnnealingLR, LambdaLR, LRScheduler, ReduceLROnPlateau, StepLR
 from .optimizers import SGD, Adam, AdamW, Optimizer, RMSprop
 
 __all__ = [
@@ -14,5 +14,6 @@ __all__ = [
     "RMSprop",
     "ReduceLROnPlateau",
     "StepLR",
+    "LambdaLR",
     "lr_scheduler",
 ]

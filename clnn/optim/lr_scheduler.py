@@ -6,12 +6,14 @@ They only change ``group["lr"]`` on the host; the update kernels read it as an a
 from __future__ import annotations
 
 import math
+import types
+from collections.abc import Callable
 from typing import Any
 
 from ..validation import require_instance, require_int
 from .optimizers import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "ReduceLROnPlateau"]
+__all__ = ["LRScheduler", "LambdaLR", "StepLR", "CosineAnnealingLR", "ReduceLROnPlateau"]
 
 
 def _require_optimizer(name: str, optimizer: Any) -> None:
@@ -59,6 +61,44 @@ class LRScheduler(_Stateful):
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+class LambdaLR(LRScheduler):
+    """Set each group's learning rate to its initial value times ``lr_lambda(epoch)`` (one function, or one
+    per group), e.g. a warm-up followed by a decay.
+
+    Example:
+        >>> sched = clnn.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / 100))
+    """
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
+                 last_epoch: int = -1) -> None:
+        _require_optimizer("LambdaLR", optimizer)
+        groups = len(optimizer.param_groups)
+        lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * groups
+        if len(lambdas) != groups or not all(callable(f) for f in lambdas):
+            raise ValueError(f"LambdaLR: lr_lambda expects a function or a list of {groups} functions (one per "
+                             f"param group); got {lr_lambda!r}")
+        self.lr_lambdas = lambdas
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+
+    def state_dict(self) -> dict[str, Any]:
+        """As torch's: a plain function is code, not state (``None``); a callable object keeps its ``__dict__``."""
+        state = super().state_dict()
+        state["lr_lambdas"] = [None if isinstance(f, types.FunctionType) else dict(f.__dict__)
+                               for f in self.lr_lambdas]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (clnn's or torch's LambdaLR's); the functions stay this scheduler's."""
+        state = dict(state)
+        for f, saved in zip(self.lr_lambdas, state.pop("lr_lambdas", [])):
+            if saved is not None:
+                f.__dict__.update(saved)
+        super().load_state_dict(state)
 
 
 class StepLR(LRScheduler):
