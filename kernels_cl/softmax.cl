@@ -119,7 +119,7 @@ __kernel void softmax_bwd_wg(int log_out, int outer, int R, int inner, __global 
  * Kept relative to m, so logits of 1e4 lose no digits to the size of m + ls. Both write
  * stats[3g] = m, stats[3g + 1] = ls, stats[3g + 2] = S for the backward, which is
  *   gx[c] = gloss[g] * (S p[c] - coef[c]),  S = sum(coef),
- *   coef[c] = (1 - eps) w[t] (c == t) + eps / C w[c] (0 for ignored rows), or w[c] y'[c] for probabilities.
+ *   coef[c] = (1 - eps) w[t] (c == t) + eps / C w[c], or w[c] y'[c] for probabilities; ignored rows get 0.
  * Targets are int64, checked by the host (target_range) to lie in [0, C) unless equal to `ignore`. */
 inline real class_weight(__global const store_t *w, int weighted, long c) { return weighted ? LOAD(w, c) : 1; }
 
@@ -231,11 +231,12 @@ __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long i
     int c, g;
     real p = ce_prob(i, C, inner, x, stats, &c, &g);
     long tg = target[g];
-    real coef = 0;
-    if (tg != ignore) {
-        coef = eps / C * class_weight(w, weighted, c);
-        if (c == tg) coef += (1 - eps) * class_weight(w, weighted, tg);
+    if (tg == ignore) {  /* 0 whatever the upstream gradient: an all-ignored mean's is NaN, as is its value */
+        STORE(gx, i, 0);
+        return;
     }
+    real coef = eps / C * class_weight(w, weighted, c);
+    if (c == tg) coef += (1 - eps) * class_weight(w, weighted, tg);
     STORE(gx, i, LOAD(gloss, g) * (LOAD(stats, 3 * g + 2) * p - coef));
 }
 
