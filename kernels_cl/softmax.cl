@@ -1,9 +1,11 @@
 /* softmax.cl: softmax / log_softmax over one axis, their backward, and the fused losses built on
- * them (cross-entropy = log_softmax + nll in one pass; nll; a target range check).
+ * them (cross-entropy = log_softmax + nll + label smoothing + class weights in one pass, for class-index
+ * or probability targets; nll; a target range check).
  *
  * Layout: a contiguous tensor viewed as (outer, R, inner); the softmax axis has length R and
  * stride inner. Row g = o * inner + j (o < outer, j < inner) starts at o * R * inner + j. For the
- * losses R is the class count C and row g is sample (o, j); targets are int64, one per row.
+ * losses R is the class count C and row g is sample (o, j); class-index targets are int64, one per
+ * row; probability targets have the input's layout; class weights are C values.
  * Two launch shapes per op:
  *   *_small: one work-item per row walking it (short rows, or many rows with inner > 1, where
  *            neighbouring work-items read neighbouring addresses);
@@ -106,92 +108,193 @@ __kernel void softmax_bwd_wg(int log_out, int outer, int R, int inner, __global 
     write_grad(log_out, y + base, g + base, gx + base, R, inner, t, n, dot);
 }
 
-/* cross-entropy with label smoothing eps, per row, with m = max(x) and ls = log(sum(exp(x - m))):
- *   loss = ls - (1 - eps) * (x[target] - m) - eps * mean(x - m)   (= lse - (1 - eps) x[t] - eps mean(x))
- * Kept relative to m, so logits of 1e4 lose no digits to the size of m + ls. Writes loss[g] and
- * stats[2g] = m, stats[2g + 1] = ls for the backward. */
-inline real share_sum_shifted(__global const store_t *p, int R, int inner, int t, int n, real m) {
+/* ---- losses over class rows ------------------------------------------------------------------------
+ * Per row g with m = max(x), ls = log(sum(exp(x - m))), so log p[c] = x[c] - m - ls; w[c] the class
+ * weights (all 1 unless `weighted`), eps the label smoothing:
+ *   class-index targets t (ce_fwd): a row whose target equals `ignore` has loss 0 and weight 0, else
+ *     loss = (1 - eps) w[t] (ls - (x[t] - m)) + eps / C * (ls * sum(w) - sum(w (x - m))),
+ *     rowweight[g] = w[t] (the mean's denominator is the sum of rowweight);
+ *   probability targets y of the input's shape (ce_soft_fwd), with y' = (1 - eps) y + eps / C:
+ *     loss = ls * sum(w y') - sum(w y' (x - m)).
+ * Kept relative to m, so logits of 1e4 lose no digits to the size of m + ls. Both write
+ * stats[3g] = m, stats[3g + 1] = ls, stats[3g + 2] = S for the backward, which is
+ *   gx[c] = gloss[g] * (S p[c] - coef[c]),  S = sum(coef),
+ *   coef[c] = (1 - eps) w[t] (c == t) + eps / C w[c], or w[c] y'[c] for probabilities; ignored rows get 0.
+ * Targets are int64, checked by the host (target_range) to lie in [0, C) unless equal to `ignore`. */
+inline real class_weight(__global const store_t *w, int weighted, long c) { return weighted ? LOAD(w, c) : 1; }
+
+/* sum over the share of coef[r] * (centered ? x[r] - m : 1), coef[r] = w[r] (y == 0) or w[r] y'[r] */
+inline real share_coef_sum(__global const store_t *p, __global const store_t *y, __global const store_t *w,
+                           int weighted, real eps, int C, int inner, int t, int n, real m, int centered) {
     real s = 0;
-    for (int r = t; r < R; r += n) s += LOAD(p, (size_t)r * inner) - m;
+    for (int r = t; r < C; r += n) {
+        size_t k = (size_t)r * inner;
+        real c = class_weight(w, weighted, r);
+        if (y) c *= (1 - eps) * LOAD(y, k) + eps / C;
+        s += centered ? c * (LOAD(p, k) - m) : c;
+    }
     return s;
 }
 
-inline void ce_store(int g, int C, int inner, real eps, __global const store_t *p, __global const long *target,
-                     real m, real ls, real centered_sum, __global store_t *loss, __global store_t *stats) {
-    STORE(stats, 2 * g, m);
-    STORE(stats, 2 * g + 1, ls);
-    real xt = LOAD(p, (size_t)target[g] * inner) - m;
-    STORE(loss, g, ls - (1 - eps) * xt - eps * centered_sum / C);
+inline void ce_store(int g, int C, int inner, real eps, int weighted, long ignore, __global const store_t *p,
+                     __global const long *target, __global const store_t *w, real m, real ls, real wsum,
+                     real wcentered, __global store_t *loss, __global store_t *rowweight, __global store_t *stats) {
+    long tg = target[g];
+    int valid = tg != ignore;
+    real wt = valid ? class_weight(w, weighted, tg) : 0;
+    real xt = valid ? LOAD(p, (size_t)tg * inner) - m : 0;
+    real smooth = valid ? eps / C * (ls * wsum - wcentered) : 0;
+    STORE(loss, g, (1 - eps) * wt * (ls - xt) + smooth);
+    STORE(rowweight, g, wt);
+    STORE(stats, 3 * g, m);
+    STORE(stats, 3 * g + 1, ls);
+    STORE(stats, 3 * g + 2, valid ? (1 - eps) * wt + eps / C * wsum : 0);
 }
 
-__kernel void ce_fwd_small(int outer, int C, int inner, real eps, __global const store_t *x,
-                           __global const long *target, __global store_t *loss, __global store_t *stats) {
+__kernel void ce_fwd_small(int outer, int C, int inner, real eps, int weighted, long ignore,
+                           __global const store_t *x, __global const long *target, __global const store_t *w,
+                           __global store_t *loss, __global store_t *rowweight, __global store_t *stats) {
     int g = get_global_id(0);
     if (g >= outer * inner) return;
     __global const store_t *p = x + row_start(g, C, inner);
     real m = shift(share_max(p, C, inner, 0, 1));
     real ls = log(share_sum_exp(p, C, inner, 0, 1, m));
-    real cs = eps != 0 ? share_sum_shifted(p, C, inner, 0, 1, m) : 0;
-    ce_store(g, C, inner, eps, p, target, m, ls, cs, loss, stats);
+    real ws = eps != 0 ? share_coef_sum(p, 0, w, weighted, eps, C, inner, 0, 1, m, 0) : 0;
+    real wc = eps != 0 ? share_coef_sum(p, 0, w, weighted, eps, C, inner, 0, 1, m, 1) : 0;
+    ce_store(g, C, inner, eps, weighted, ignore, p, target, w, m, ls, ws, wc, loss, rowweight, stats);
 }
 
-__kernel void ce_fwd_wg(int outer, int C, int inner, real eps, __global const store_t *x,
-                        __global const long *target, __global store_t *loss, __global store_t *stats) {
+__kernel void ce_fwd_wg(int outer, int C, int inner, real eps, int weighted, long ignore,
+                        __global const store_t *x, __global const long *target, __global const store_t *w,
+                        __global store_t *loss, __global store_t *rowweight, __global store_t *stats) {
     __local real scratch[RED_WG];
     int t = get_local_id(0), n = get_local_size(0), g = get_group_id(0);
     __global const store_t *p = x + row_start(g, C, inner);
     real m = shift(group_reduce(scratch, share_max(p, C, inner, t, n), 1));
     real ls = log(group_reduce(scratch, share_sum_exp(p, C, inner, t, n, m), 0));
-    real cs = eps != 0 ? group_reduce(scratch, share_sum_shifted(p, C, inner, t, n, m), 0) : 0;
-    if (t == 0) ce_store(g, C, inner, eps, p, target, m, ls, cs, loss, stats);
+    real ws = 0, wc = 0;
+    if (eps != 0) {
+        ws = group_reduce(scratch, share_coef_sum(p, 0, w, weighted, eps, C, inner, t, n, m, 0), 0);
+        wc = group_reduce(scratch, share_coef_sum(p, 0, w, weighted, eps, C, inner, t, n, m, 1), 0);
+    }
+    if (t == 0) ce_store(g, C, inner, eps, weighted, ignore, p, target, w, m, ls, ws, wc, loss, rowweight, stats);
 }
 
-/* gx[o, c, j] = gloss[g] * (softmax(x)[c] - (1 - eps) * (c == target[g]) - eps / C), g = o * inner + j */
-__kernel void ce_bwd(int outer, int C, int inner, real eps, __global const store_t *x,
-                     __global const long *target, __global const store_t *stats, __global const store_t *gloss,
-                     __global store_t *gx) {
-    int i = get_global_id(0);
-    if (i >= outer * C * inner) return;
-    int j = i % inner, oc = i / inner, c = oc % C, o = oc / C;
-    int g = o * inner + j;
-    real p = exp(LOAD(x, i) - LOAD(stats, 2 * g) - LOAD(stats, 2 * g + 1));
-    real hit = c == target[g] ? 1 - eps : 0;
-    STORE(gx, i, LOAD(gloss, g) * (p - hit - eps / C));
+inline void ce_soft_store(int g, real m, real ls, real a, real b, __global store_t *loss,
+                          __global store_t *stats) {
+    STORE(loss, g, ls * a - b);
+    STORE(stats, 3 * g, m);
+    STORE(stats, 3 * g + 1, ls);
+    STORE(stats, 3 * g + 2, a);
 }
 
-/* nll: loss[g] = -logp[o, target[g], j] */
-__kernel void nll_fwd(int outer, int C, int inner, __global const store_t *logp, __global const long *target,
-                      __global store_t *loss) {
+__kernel void ce_soft_fwd_small(int outer, int C, int inner, real eps, int weighted, __global const store_t *x,
+                                __global const store_t *y, __global const store_t *w, __global store_t *loss,
+                                __global store_t *stats) {
     int g = get_global_id(0);
     if (g >= outer * inner) return;
-    STORE(loss, g, -LOAD(logp, row_start(g, C, inner) + (size_t)target[g] * inner));
+    size_t base = row_start(g, C, inner);
+    real m = shift(share_max(x + base, C, inner, 0, 1));
+    real ls = log(share_sum_exp(x + base, C, inner, 0, 1, m));
+    real a = share_coef_sum(x + base, y + base, w, weighted, eps, C, inner, 0, 1, m, 0);
+    real b = share_coef_sum(x + base, y + base, w, weighted, eps, C, inner, 0, 1, m, 1);
+    ce_soft_store(g, m, ls, a, b, loss, stats);
 }
 
-__kernel void nll_bwd(int outer, int C, int inner, __global const long *target, __global const store_t *gloss,
-                      __global store_t *gx) {
+__kernel void ce_soft_fwd_wg(int outer, int C, int inner, real eps, int weighted, __global const store_t *x,
+                             __global const store_t *y, __global const store_t *w, __global store_t *loss,
+                             __global store_t *stats) {
+    __local real scratch[RED_WG];
+    int t = get_local_id(0), n = get_local_size(0), g = get_group_id(0);
+    size_t base = row_start(g, C, inner);
+    real m = shift(group_reduce(scratch, share_max(x + base, C, inner, t, n), 1));
+    real ls = log(group_reduce(scratch, share_sum_exp(x + base, C, inner, t, n, m), 0));
+    real a = group_reduce(scratch, share_coef_sum(x + base, y + base, w, weighted, eps, C, inner, t, n, m, 0), 0);
+    real b = group_reduce(scratch, share_coef_sum(x + base, y + base, w, weighted, eps, C, inner, t, n, m, 1), 0);
+    if (t == 0) ce_soft_store(g, m, ls, a, b, loss, stats);
+}
+
+/* p[c] of element i = (o, c, j) and its row g = o * inner + j, from the forward's stats */
+inline real ce_prob(int i, int C, int inner, __global const store_t *x, __global const store_t *stats, int *c,
+                    int *g) {
+    int j = i % inner, oc = i / inner, o = oc / C;
+    *c = oc - o * C;
+    *g = o * inner + j;
+    return exp(LOAD(x, i) - LOAD(stats, 3 * *g) - LOAD(stats, 3 * *g + 1));
+}
+
+__kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long ignore, __global const store_t *x,
+                     __global const long *target, __global const store_t *w, __global const store_t *stats,
+                     __global const store_t *gloss, __global store_t *gx) {
     int i = get_global_id(0);
     if (i >= outer * C * inner) return;
-    int j = i % inner, oc = i / inner, c = oc % C, o = oc / C;
-    int g = o * inner + j;
-    STORE(gx, i, c == target[g] ? -LOAD(gloss, g) : 0);
+    int c, g;
+    real p = ce_prob(i, C, inner, x, stats, &c, &g);
+    long tg = target[g];
+    if (tg == ignore) {  /* 0 whatever the upstream gradient: an all-ignored mean's is NaN, as is its value */
+        STORE(gx, i, 0);
+        return;
+    }
+    real coef = eps / C * class_weight(w, weighted, c);
+    if (c == tg) coef += (1 - eps) * class_weight(w, weighted, tg);
+    STORE(gx, i, LOAD(gloss, g) * (LOAD(stats, 3 * g + 2) * p - coef));
 }
 
-/* range[0] = min(target), range[1] = max(target): one work-group, checked by the host before a loss */
-__kernel void target_range(int n, __global const long *target, __global long *range) {
-    __local long lo[RED_WG], hi[RED_WG];
+__kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, __global const store_t *x,
+                          __global const store_t *y, __global const store_t *w, __global const store_t *stats,
+                          __global const store_t *gloss, __global store_t *gx) {
+    int i = get_global_id(0);
+    if (i >= outer * C * inner) return;
+    int c, g;
+    real p = ce_prob(i, C, inner, x, stats, &c, &g);
+    real coef = class_weight(w, weighted, c) * ((1 - eps) * LOAD(y, i) + eps / C);
+    STORE(gx, i, LOAD(gloss, g) * (LOAD(stats, 3 * g + 2) * p - coef));
+}
+
+/* nll: loss[g] = -w[t] logp[o, t, j] with t = target[g]; ignored rows have loss 0 and rowweight 0 */
+__kernel void nll_fwd(int outer, int C, int inner, int weighted, long ignore, __global const store_t *logp,
+                      __global const long *target, __global const store_t *w, __global store_t *loss,
+                      __global store_t *rowweight) {
+    int g = get_global_id(0);
+    if (g >= outer * inner) return;
+    long tg = target[g];
+    real wt = tg != ignore ? class_weight(w, weighted, tg) : 0;
+    STORE(loss, g, tg != ignore ? -wt * LOAD(logp, row_start(g, C, inner) + (size_t)tg * inner) : 0);
+    STORE(rowweight, g, wt);
+}
+
+__kernel void nll_bwd(int outer, int C, int inner, int weighted, long ignore, __global const long *target,
+                      __global const store_t *w, __global const store_t *gloss, __global store_t *gx) {
+    int i = get_global_id(0);
+    if (i >= outer * C * inner) return;
+    int j = i % inner, oc = i / inner, o = oc / C, c = oc - o * C;
+    int g = o * inner + j;
+    long tg = target[g];
+    STORE(gx, i, c == tg && tg != ignore ? -class_weight(w, weighted, tg) * LOAD(gloss, g) : 0);
+}
+
+/* over the targets other than `ignore`: range[0] = min, range[1] = max, range[2] = how many; one
+ * work-group, read by the host before a loss launches */
+__kernel void target_range(int n, long ignore, __global const long *target, __global long *range) {
+    __local long lo[RED_WG], hi[RED_WG], count[RED_WG];
     int t = get_local_id(0);
-    long a = LONG_MAX, b = LONG_MIN;
+    long a = LONG_MAX, b = LONG_MIN, k = 0;
     for (int i = t; i < n; i += get_local_size(0)) {
-        a = min(a, target[i]);
-        b = max(b, target[i]);
+        long v = target[i];
+        if (v == ignore) continue;
+        a = min(a, v);
+        b = max(b, v);
+        k++;
     }
     lo[t] = a;
     hi[t] = b;
-#define RANGE_(u, v) { lo[u] = min(lo[u], lo[v]); hi[u] = max(hi[u], hi[v]); }
+    count[t] = k;
+#define RANGE_(u, v) { lo[u] = min(lo[u], lo[v]); hi[u] = max(hi[u], hi[v]); count[u] += count[v]; }
     GROUP_TREE(RANGE_);
 #undef RANGE_
     if (t == 0) {
         range[0] = lo[0];
         range[1] = hi[0];
+        range[2] = count[0];
     }
 }

@@ -218,3 +218,145 @@ def test_bad_device_target_raises_before_any_loss_kernel(rng):
     assert x.grad is None
     assert_close(F.cross_entropy(x, np.array([0, 3, 1])).numpy(),
                  TF.cross_entropy(torch.tensor(x.numpy().astype(np.float64)), torch.tensor([0, 3, 1])).numpy())
+
+
+# ---- class weights, ignore_index, probability targets, smooth L1, BCE weight ------------------------------
+# (N, C, ...) shapes: N = 1, primes, C = 1, C longer than a work-group (1031 > 1024), K-dimensional
+WEIGHTED_SHAPES = [(5,), (1, 7), (7, 13), (3, 1031), (3, 5, 4), (2, 4, 3, 5), (4, 1)]
+
+
+def _ignored_targets(shape, ignore_index, rng):
+    """Class indices with about a third of them set to ``ignore_index`` (at least one kept)."""
+    classes = shape[0] if len(shape) == 1 else shape[1]
+    target = rng.integers(0, classes, _target_shape(shape))
+    flat = target.reshape(-1)
+    flat[rng.random(flat.size) < 0.35] = ignore_index
+    kept = [c for c in range(min(classes, 3)) if c != ignore_index]
+    if not kept:
+        pytest.skip("one class, and it is ignored: test_all_ignored covers every target ignored")
+    flat[0] = rng.choice(kept)
+    return target
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+@pytest.mark.parametrize("ignore_index", [-100, 0])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("shape", WEIGHTED_SHAPES, ids=str)
+def test_cross_entropy_weight_ignore(shape, weighted, ignore_index, smoothing, reduction, rng):
+    classes = shape[0] if len(shape) == 1 else shape[1]
+    target = _ignored_targets(shape, ignore_index, rng)
+    kw = dict(ignore_index=ignore_index, reduction=reduction, label_smoothing=smoothing)
+    w = rng.random(classes) + 0.1
+    check_against_torch(
+        lambda x, w: F.cross_entropy(x, clnn.tensor(target), w if weighted else None, **kw),
+        lambda x, w: TF.cross_entropy(x, torch.tensor(target), w if weighted else None, **kw),
+        [rng.standard_normal(shape) * LOGIT_SCALE, w], rng, grads=[True, False])
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("ignore_index", [-100, 2])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("shape", [(5,), (1, 7), (7, 13), (3, 1031), (3, 5, 4), (4, 1)], ids=str)
+def test_nll_loss_weight_ignore(shape, weighted, ignore_index, reduction, rng):
+    classes = shape[0] if len(shape) == 1 else shape[1]
+    target = _ignored_targets(shape, ignore_index, rng)
+    kw = dict(ignore_index=ignore_index, reduction=reduction)
+    # log-probabilities (<= 0): the picked terms share a sign, so their (weighted) sum cannot cancel
+    check_against_torch(
+        lambda x, w: F.nll_loss(x, target, w if weighted else None, **kw),
+        lambda x, w: TF.nll_loss(x, torch.tensor(target), w if weighted else None, **kw),
+        [-np.abs(rng.standard_normal(shape)), rng.random(classes) + 0.1], rng, grads=[True, False])
+
+
+@pytest.mark.parametrize("fn,ref", [(F.cross_entropy, TF.cross_entropy), (F.nll_loss, TF.nll_loss)],
+                         ids=["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_all_ignored(fn, ref, weighted, rng):
+    """Every target ignored: the mean is 0 / 0 = NaN and the gradient 0, the sum 0, as PyTorch."""
+    x = rng.standard_normal((4, 3, 2)).astype(np.float32)
+    target = np.full((4, 2), -100)
+    w = rng.random(3).astype(np.float32) if weighted else None
+    for reduction in REDUCTIONS:
+        t = clnn.tensor(x, requires_grad=True)
+        out = fn(t, clnn.tensor(target), None if w is None else clnn.tensor(w), reduction=reduction)
+        want = ref(torch.tensor(x), torch.tensor(target), None if w is None else torch.tensor(w), reduction=reduction)
+        np.testing.assert_array_equal(out.numpy(), want.numpy())
+        out.backward(clnn.ones(*out.shape))
+        np.testing.assert_array_equal(t.grad.numpy(), np.zeros_like(x))
+
+
+def test_weighted_mean_divides_by_kept_weights(rng):
+    """The weighted mean is sum(w[t] l) / sum(w[t]) over kept targets, not over N (PyTorch's definition)."""
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    target, w = np.array([0, 1, 3, -100, 2, 3]), np.array([0.5, 1.0, 2.0, 4.0], np.float32)
+    per_row = F.cross_entropy(clnn.tensor(x), target, clnn.tensor(w), reduction="none").numpy()
+    mean = F.cross_entropy(clnn.tensor(x), target, clnn.tensor(w)).item()
+    kept = target != -100
+    assert per_row[~kept] == 0
+    assert abs(mean - per_row.sum() / w[target[kept]].sum()) <= 1e-6 * abs(mean)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("shape", [(5,), (1, 7), (7, 13), (3, 1031), (3, 5, 4), (2, 4, 3, 5)], ids=str)
+def test_cross_entropy_probabilities(shape, weighted, smoothing, reduction, rng):
+    classes = shape[0] if len(shape) == 1 else shape[1]
+    axis = 0 if len(shape) == 1 else 1
+    p = rng.random(shape) + 0.05
+    p /= p.sum(axis=axis, keepdims=True)
+    kw = dict(reduction=reduction, label_smoothing=smoothing)
+    check_against_torch(
+        lambda x, y, w: F.cross_entropy(x, y, w if weighted else None, **kw),
+        lambda x, y, w: TF.cross_entropy(x, y, w if weighted else None, **kw),
+        [rng.standard_normal(shape) * LOGIT_SCALE, p, rng.random(classes) + 0.1], rng, grads=[True, False, False])
+
+
+def test_cross_entropy_numpy_probabilities(rng):
+    p = rng.dirichlet(np.ones(6), 5).astype(np.float32)
+    check_against_torch(lambda x: F.cross_entropy(x, p), lambda x: TF.cross_entropy(x, torch.tensor(p).double()),
+                        [rng.standard_normal((5, 6))], rng)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("beta", [1.0, 0.3, 0.0])
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 37), (2, 3, 5)], ids=str)
+def test_smooth_l1_loss(shape, beta, reduction, rng):
+    x, y = rng.standard_normal(shape), rng.standard_normal(shape)
+    check_against_torch(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=beta),
+                        lambda a, b: TF.smooth_l1_loss(a, b, reduction=reduction, beta=beta), [x, y], rng)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("w_shape,pw_shape", [((5,), None), ((4, 5), (5,)), ((1,), (1,)), ((4, 1), (4, 5))],
+                         ids=str)
+def test_bce_with_logits_weight(w_shape, pw_shape, reduction, rng):
+    x, y = rng.standard_normal((4, 5)) * 3, rng.random((4, 5))
+    w = rng.random(w_shape) + 0.1
+    pw = rng.random(pw_shape or (1,)) * 3
+    pos = (lambda p: p) if pw_shape else (lambda p: None)
+
+    def terms(g, x, p):  # the gradients are differences of two terms each, scaled by w g / n
+        return g.abs() / (x.numel() if reduction == "mean" else 1), p if pw_shape else torch.ones(1, dtype=p.dtype)
+
+    def of_input(g, x, y, w, p):  # w (sigmoid(x) (1 + (p - 1) y) - p y)
+        scale, p = terms(g, x, p)
+        return (torch.sigmoid(x) * (1 + (p - 1) * y).abs() + (p * y).abs()) * w.abs() * scale
+
+    def of_target(g, x, y, w, p):  # w ((p - 1) softplus(-x) - x)
+        scale, p = terms(g, x, p)
+        return ((p - 1).abs() * TF.softplus(-x) + x.abs()) * w.abs() * scale
+
+    check_against_torch(
+        lambda a, b, c, p: F.binary_cross_entropy_with_logits(a, b, c, reduction=reduction, pos_weight=pos(p)),
+        lambda a, b, c, p: TF.binary_cross_entropy_with_logits(a, b, c, reduction=reduction, pos_weight=pos(p)),
+        [x, y, w, pw], rng, grads=[True, True, False, False], sum_magnitudes={0: of_input, 1: of_target})
+
+
+def test_bce_with_logits_single_class(rng):
+    """C = 1 (a column of logits), the usual binary classifier's output."""
+    x, y = rng.standard_normal((9, 1)), rng.integers(0, 2, (9, 1)).astype(np.float64)
+    check_against_torch(lambda a: F.binary_cross_entropy_with_logits(a, y.astype(np.float32)),
+                        lambda a: TF.binary_cross_entropy_with_logits(a, torch.tensor(y)), [x], rng,
+                        sum_magnitudes={0: lambda g, a: (torch.sigmoid(a) + torch.tensor(y)) * g.abs() / 9})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import utils
 from .callbacks import Callback, EarlyStopping, History, LearningRateScheduler, ModelCheckpoint
+from .containers import ModuleDict, ModuleList
 from .data_parallel import DataParallel
 from .layers import (
     GELU,
@@ -34,6 +35,7 @@ from .layers import (
     Softmax,
     Tanh,
 )
+from .losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter, Sequential
 from .parallel import DistributedDataParallel
 from .saving import load
@@ -41,7 +43,8 @@ from .saving import load
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
     "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Flatten", "History",
-    "Identity", "LayerNorm",
+    "Identity", "LayerNorm", "ModuleDict", "ModuleList",
+    "BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss",
     "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",
 ]

@@ -11,15 +11,22 @@ from .. import kernels
 from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..profiler import profiled
 from ..tensor import Tensor
-from ..validation import require_choice, require_float, require_number, require_tensor, same_device, same_dtype
+from ..validation import (
+    require_choice,
+    require_float,
+    require_int,
+    require_number,
+    require_tensor,
+    same_device,
+    same_dtype,
+)
 from ._core import empty, record
 from .activation import row_launch
 from .creation import tensor
 from .elementwise import unary
 
 REDUCTIONS = ("mean", "sum", "none")
-
-
+IGNORE_INDEX = -100  # PyTorch's default: targets equal to it add nothing to the loss or its mean
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -40,21 +47,39 @@ def _class_geometry(op: str, x: Tensor) -> tuple[tuple[int, int, int], tuple[int
     return (x.shape[0], x.shape[1], inner), (x.shape[0], *x.shape[2:])
 
 
-def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int, ...]) -> Tensor:
-    """``target`` as an int64 tensor beside ``x``, its shape and range checked before any loss kernel runs.
+def _class_weight(op: str, weight: Tensor | None, x: Tensor, classes: int) -> tuple[np.int32, Any]:
+    """(weighted flag, buffer) for the kernels; without weights the input's buffer stands in, unread."""
+    if weight is None:
+        return np.int32(0), x.data
+    require_tensor(f"{op}: weight", weight)
+    same_device(op, input=x, weight=weight)
+    same_dtype(op, input=x, weight=weight)
+    if weight.shape != (classes,):
+        raise ValueError(f"{op}: weight expects one value per class, shape ({classes},); got shape {weight.shape}")
+    return np.int32(1), weight.data
 
-    NumPy targets are checked on the host; device targets by a one-work-group min/max reduction whose
-    two values are read back.
+
+def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int, ...], ignore_index: int,
+             alternative: str = "") -> tuple[Tensor, int]:
+    """``target`` as an int64 tensor beside ``x`` and how many of its values are not ``ignore_index``
+    (``alternative`` names what else the op would accept, for the type error).
+
+    Shape and range (``[0, C)``, ``ignore_index`` excepted) are checked before any loss kernel runs: NumPy
+    targets on the host; device targets by one work-group's min/max/count (``target_range``) whose three
+    values are read back. That read waits for the queue, the price of an error raised at the call rather
+    than a NaN or an out-of-bounds read later; the count it brings makes the unweighted mean a scale on
+    the host instead of a second reduction on the device.
     """
     if isinstance(target, Tensor):
         if target.dtype not in (np.int32, np.int64):
-            raise TypeError(f"{op}: target must hold integer class indices (int32/int64); got dtype {target.dtype}")
+            raise TypeError(f"{op}: target must hold integer class indices (int32/int64){alternative}; "
+                            f"got dtype {target.dtype} of shape {target.shape}")
         same_device(op, input=x, target=target)
     else:
         arr = np.asarray(target)
         if arr.dtype.kind not in "iu":
-            raise TypeError(f"{op}: target must hold integer class indices; got a {type(target).__name__} "
-                            f"of dtype {arr.dtype}")
+            raise TypeError(f"{op}: target must hold integer class indices{alternative}; got a "
+                            f"{type(target).__name__} of dtype {arr.dtype} and shape {arr.shape}")
     shape = target.shape if isinstance(target, Tensor) else arr.shape
     if shape != expected:
         batch = f"batch {x.shape[0]}" if x.ndim > 1 else "no batch dim"
@@ -62,99 +87,169 @@ def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int,
                          f"expected target shape {expected}")
     if isinstance(target, Tensor):
         t = target.astype(np.int64)
-        lo, hi = _device_range(t)
+        lo, hi, count = _device_range(t, ignore_index)
     else:
-        lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+        kept = arr[arr != ignore_index]
+        lo, hi, count = (int(kept.min()), int(kept.max()), kept.size) if kept.size else (0, 0, 0)
         t = tensor(arr.astype(np.int64), device=x.device)
-    if t.size and (lo < 0 or hi >= classes):
+    if count and (lo < 0 or hi >= classes):
         bad = lo if lo < 0 else hi
-        raise ValueError(f"{op}: target values must be class indices in [0, {classes - 1}]; got {bad}")
-    return t
+        raise ValueError(f"{op}: target values must be class indices in [0, {classes - 1}]; got {bad} "
+                         f"(ignore_index is {ignore_index})")
+    return t, count
 
 
-def _device_range(t: Tensor) -> tuple[int, int]:
+def _device_range(t: Tensor, ignore_index: int) -> tuple[int, int, int]:
     if t.size == 0:
-        return 0, 0
+        return 0, 0, 0
     dev = t.device
     wg = group_size(dev)
-    out = empty((2,), np.int64, dev)
+    out = empty((3,), np.int64, dev)
     k = kernels.kernel(dev, "softmax.cl", "target_range", defines(np.float32, RED_WG=wg))
-    kernels.launch(dev, k, (wg,), (wg,), np.int32(t.size), t.data, out.data)
-    lo, hi = out.numpy()
-    return int(lo), int(hi)
+    kernels.launch(dev, k, (wg,), (wg,), np.int32(t.size), np.int64(ignore_index), t.data, out.data)
+    lo, hi, count = out.numpy()
+    return int(lo), int(hi), int(count)
 
 
 def _softmax_kernel(x: Tensor, name: str) -> Any:
     return kernels.kernel(x.device, "softmax.cl", name, defines(x.dtype, RED_WG=group_size(x.device)))
 
 
+def _weighted_reduce(loss: Tensor, rowweight: Tensor, count: int, weighted: bool, reduction: str) -> Tensor:
+    """PyTorch's reductions of class-index losses: the mean divides by the summed weights of the targets
+    that are not ignored (their count without weights; NaN when every target is ignored)."""
+    if reduction != "mean":
+        return _reduce(loss, reduction)
+    if weighted:
+        return loss.sum() / rowweight.sum()
+    return loss.sum() * (1.0 / count if count else float("nan"))
+
+
 @profiled
 def cross_entropy(
     input: Tensor,  # noqa: A002  (PyTorch's name)
     target: Any,
+    weight: Tensor | None = None,
+    ignore_index: int = IGNORE_INDEX,
     reduction: str = "mean",
     label_smoothing: float = 0.0,
 ) -> Tensor:
-    """Cross-entropy between logits and integer class targets, as ``torch.nn.functional.cross_entropy``.
+    """Cross-entropy between logits and class targets, as ``torch.nn.functional.cross_entropy``.
 
-    One fused pass computes each row's logsumexp and loss; the backward is ``softmax - onehot``
-    (smoothed), one elementwise kernel.
+    One fused pass per row computes its logsumexp, the smoothed and weighted loss and what the backward
+    needs; the backward is ``S * softmax - coef`` (see ``kernels_cl/softmax.cl``), one elementwise kernel.
 
     Args:
         input: logits (C,), (N, C) or (N, C, d1, ...).
-        target: class indices () / (N,) / (N, d1, ...), an int32/int64 tensor or a NumPy array.
-        reduction: "mean" (over all target elements), "sum" or "none".
-        label_smoothing: in [0, 1]; mixes the one-hot target with the uniform distribution.
+        target: class indices () / (N,) / (N, d1, ...) (an int32/int64 tensor or a NumPy array), or class
+            probabilities of the input's shape (a floating tensor or array; not differentiated).
+        weight: (C,) per-class weights, the input's dtype and device.
+        ignore_index: class-index targets equal to it add no loss, no gradient and no weight to the mean
+            (probability targets take only the default).
+        reduction: "mean", "sum" or "none". With class indices the mean divides by the summed weights of
+            the targets not ignored (NaN when all are); with probabilities by the number of rows.
+        label_smoothing: in [0, 1]; mixes the target with the uniform distribution.
 
     Raises:
-        ValueError: shapes that don't match, target values outside [0, C - 1], bad reduction/smoothing.
-        TypeError: non-integer targets.
+        ValueError: shapes that don't match, targets outside [0, C - 1] (other than ``ignore_index``),
+            a weight not of shape (C,), bad reduction/smoothing, ``ignore_index`` with probabilities.
+        TypeError: targets neither integer nor floating probabilities of the input's shape.
 
     Example:
-        >>> loss = F.cross_entropy(model(x), np.array([3, 0, 7]))
+        >>> loss = F.cross_entropy(model(x), np.array([3, 0, 7]), label_smoothing=0.1)
     """
     op = "cross_entropy"
     geometry, expected = _class_geometry(op, input)
     reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
     require_number(f"{op}: label_smoothing", label_smoothing, 0, 1)
+    ignore_index = require_int(f"{op}: ignore_index", ignore_index)
     outer, classes, inner = geometry
-    t = _targets(op, target, input, classes, expected)
-    eps = real_scalar(input.dtype, label_smoothing)
-    loss = empty(expected, input.dtype, input.device)
-    stats = empty((loss.size, 2), input.dtype, input.device)  # per row: max, log(sum(exp(x - max)))
-    if classes == 0 and loss.size:
+    weighted, w = _class_weight(op, weight, input, classes)
+    if classes == 0 and outer * inner:
         raise ValueError(f"{op}: input has 0 classes (shape {input.shape})")
-    row_launch(input.device, input.dtype, "ce_fwd", geometry, eps, input.data, t.data, loss.data, stats.data)
+    if _is_probabilities(target, input):
+        if ignore_index != IGNORE_INDEX:
+            raise ValueError(f"{op}: ignore_index applies to class-index targets only; got ignore_index "
+                             f"{ignore_index} with probability targets of shape {input.shape}")
+        return _reduce(_soft_cross_entropy(input, target, geometry, weighted, w, label_smoothing), reduction)
+    t, count = _targets(op, target, input, classes, expected, ignore_index,
+                        f" or class probabilities of the input's shape {input.shape}")
+    args = (real_scalar(input.dtype, label_smoothing), weighted, np.int64(ignore_index))
+    loss = empty(expected, input.dtype, input.device)
+    rowweight = empty(expected, input.dtype, input.device)
+    stats = empty((loss.size, 3), input.dtype, input.device)  # per row: max, log(sum(exp(x - max))), S
+    row_launch(input.device, input.dtype, "ce_fwd", geometry, *args, input.data, t.data, w, loss.data,
+               rowweight.data, stats.data)
 
     def backward(g: Tensor) -> tuple[Tensor]:
         gx = empty(input.shape, input.dtype, input.device)
         launch_1d(input.device, _softmax_kernel(input, "ce_bwd"), input.size, np.int32(outer), np.int32(classes),
-                  np.int32(inner), eps, input.data, t.data, stats.data, g.data, gx.data)
+                  np.int32(inner), *args, input.data, t.data, w, stats.data, g.data, gx.data)
         return (gx,)
 
-    return _reduce(record(loss, (input,), backward, op), reduction)
+    return _weighted_reduce(record(loss, (input,), backward, op), rowweight, count, bool(weighted), reduction)
+
+
+def _is_probabilities(target: Any, x: Tensor) -> bool:
+    """Whether ``target`` holds class probabilities: floating values of the input's shape."""
+    if isinstance(target, Tensor):
+        floating, shape = target.dtype.kind == "f", target.shape
+    else:
+        arr = np.asarray(target)
+        floating, shape = arr.dtype.kind == "f", arr.shape
+    return floating and shape == x.shape
+
+
+def _soft_cross_entropy(x: Tensor, target: Any, geometry: tuple[int, int, int], weighted: np.int32, w: Any,
+                        label_smoothing: float) -> Tensor:
+    """Per-row cross-entropy against probabilities ``target`` (already known to have ``x``'s shape)."""
+    op = "cross_entropy"
+    _, y = _pair(op, x, target)
+    outer, classes, inner = geometry
+    args = (real_scalar(x.dtype, label_smoothing), weighted)
+    loss = empty(x.shape[:1] + x.shape[2:] if x.ndim > 1 else (), x.dtype, x.device)
+    stats = empty((loss.size, 3), x.dtype, x.device)  # per row: max, log(sum(exp(x - max))), sum(w y')
+    row_launch(x.device, x.dtype, "ce_soft_fwd", geometry, *args, x.data, y.data, w, loss.data, stats.data)
+
+    def backward(g: Tensor) -> tuple[Tensor]:
+        gx = empty(x.shape, x.dtype, x.device)
+        launch_1d(x.device, _softmax_kernel(x, "ce_soft_bwd"), x.size, np.int32(outer), np.int32(classes),
+                  np.int32(inner), *args, x.data, y.data, w, stats.data, g.data, gx.data)
+        return (gx,)
+
+    return record(loss, (x,), backward, op)
 
 
 @profiled
-def nll_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # noqa: A002
-    """Negative log-likelihood ``-input[n, target[n]]`` for log-probabilities, as ``torch.nn.functional.nll_loss``.
+def nll_loss(
+    input: Tensor,  # noqa: A002
+    target: Any,
+    weight: Tensor | None = None,
+    ignore_index: int = IGNORE_INDEX,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood ``-weight[t] * input[n, t]`` for log-probabilities, as ``torch.nn.functional.nll_loss``.
 
-    Shapes and targets as :func:`cross_entropy`.
+    Shapes, ``weight``, ``ignore_index`` and the weighted mean as :func:`cross_entropy` with class indices.
     """
     op = "nll_loss"
     (outer, classes, inner), expected = _class_geometry(op, input)
     reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
-    t = _targets(op, target, input, classes, expected)
-    sizes = (np.int32(outer), np.int32(classes), np.int32(inner))
+    ignore_index = require_int(f"{op}: ignore_index", ignore_index)
+    weighted, w = _class_weight(op, weight, input, classes)
+    t, count = _targets(op, target, input, classes, expected, ignore_index)
+    args = (np.int32(outer), np.int32(classes), np.int32(inner), weighted, np.int64(ignore_index))
     loss = empty(expected, input.dtype, input.device)
-    launch_1d(input.device, _softmax_kernel(input, "nll_fwd"), loss.size, *sizes, input.data, t.data, loss.data)
+    rowweight = empty(expected, input.dtype, input.device)
+    launch_1d(input.device, _softmax_kernel(input, "nll_fwd"), loss.size, *args, input.data, t.data, w, loss.data,
+              rowweight.data)
 
     def backward(g: Tensor) -> tuple[Tensor]:
         gx = empty(input.shape, input.dtype, input.device)
-        launch_1d(input.device, _softmax_kernel(input, "nll_bwd"), input.size, *sizes, t.data, g.data, gx.data)
+        launch_1d(input.device, _softmax_kernel(input, "nll_bwd"), input.size, *args, t.data, w, g.data, gx.data)
         return (gx,)
 
-    return _reduce(record(loss, (input,), backward, op), reduction)
+    return _weighted_reduce(record(loss, (input,), backward, op), rowweight, count, bool(weighted), reduction)
 
 
 def _pair(op: str, x: Any, target: Any) -> tuple[Tensor, Tensor]:
@@ -188,18 +283,47 @@ def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # n
 
 
 @profiled
+def smooth_l1_loss(input: Tensor, target: Any, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
+    """Huber-like error: ``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``).
+
+    ``beta = 0`` is :func:`l1_loss`, as PyTorch. Built as ``c (|d| - c / 2) / beta`` with ``c = min(|d|, beta)``,
+    whose gradient is ``d / beta`` inside and ``sign(d)`` outside.
+    """
+    op = "smooth_l1_loss"
+    reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
+    beta = require_number(f"{op}: beta", beta, 0)
+    x, y = _pair(op, input, target)
+    a = (x - y).abs()
+    if beta == 0:
+        return _reduce(a, reduction)
+    c = a.clip(max=beta)
+    return _reduce(c * (a - c * 0.5) * (1.0 / beta), reduction)
+
+
+def _broadcastable(op: str, name: str, t: Tensor, x: Tensor) -> Tensor:
+    require_tensor(f"{op}: {name}", t)
+    same_device(op, input=x, **{name: t})
+    same_dtype(op, input=x, **{name: t})
+    if t.ndim > x.ndim or any(p not in (1, n) for p, n in zip(t.shape[::-1], x.shape[::-1])):
+        raise ValueError(f"{op}: {name} of shape {t.shape} does not broadcast to input {x.shape}")
+    return t
+
+
+@profiled
 def binary_cross_entropy_with_logits(
     input: Tensor,  # noqa: A002
     target: Any,
+    weight: Tensor | None = None,
     reduction: str = "mean",
     pos_weight: Tensor | None = None,
 ) -> Tensor:
     """Sigmoid + binary cross-entropy in one stable expression, as PyTorch's function of that name.
 
-    ``loss = (1 - y) * x + (1 + (pos_weight - 1) * y) * softplus(-x)``; softplus never overflows.
+    ``loss = weight * ((1 - y) * x + (1 + (pos_weight - 1) * y) * softplus(-x))``; softplus never overflows.
 
     Args:
         input: logits of any shape; target: probabilities of the same shape.
+        weight: rescales each element's loss, broadcast against input (the mean still divides by its size).
         pos_weight: weights of positive examples, broadcast against input (e.g. (C,) for (N, C)).
     """
     op = "binary_cross_entropy_with_logits"
@@ -208,12 +332,8 @@ def binary_cross_entropy_with_logits(
     if pos_weight is None:
         loss = unary("softplus", x, 1.0, np.inf) - x * y
     else:
-        require_tensor(f"{op}: pos_weight", pos_weight)
-        same_device(op, input=x, pos_weight=pos_weight)
-        same_dtype(op, input=x, pos_weight=pos_weight)
-        if pos_weight.ndim > x.ndim or any(
-            p not in (1, n) for p, n in zip(pos_weight.shape[::-1], x.shape[::-1])
-        ):
-            raise ValueError(f"{op}: pos_weight of shape {pos_weight.shape} does not broadcast to input {x.shape}")
-        loss = (1 - y) * x + ((pos_weight - 1) * y + 1) * unary("softplus", -x, 1.0, np.inf)
+        pw = _broadcastable(op, "pos_weight", pos_weight, x)
+        loss = (1 - y) * x + ((pw - 1) * y + 1) * unary("softplus", -x, 1.0, np.inf)
+    if weight is not None:
+        loss = loss * _broadcastable(op, "weight", weight, x)
     return _reduce(loss, reduction)

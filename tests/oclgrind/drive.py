@@ -267,10 +267,20 @@ def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
         # a device tensor of targets is range-checked on the device (target_range)
         F.nll_loss(F.log_softmax(x, 1), clnn.tensor(target), reduction="sum").backward()
         finite(f"cross_entropy/nll C={classes}", dt, x.grad)
+    for classes in (5, 70):  # class weights, ignore_index and probability targets, per row and per work-group
+        x = _leaf(rng, (4, classes), dt)
+        w = clnn.tensor(data(rng, (classes,), dt, 0.1, 1))
+        target = clnn.tensor(np.array([0, -100, classes - 1, 2]))
+        F.cross_entropy(x, target, w, label_smoothing=0.2).backward()
+        p = F.softmax(clnn.tensor(data(rng, (4, classes), dt)), 1)
+        F.cross_entropy(x, p, w, label_smoothing=0.1, reduction="sum").backward()
+        F.nll_loss(F.log_softmax(x, 1), target, w).backward()
+        finite(f"weighted cross_entropy/nll C={classes}", dt, x.grad)
     x = _leaf(rng, (3, 4, 2), dt)
     F.cross_entropy(x, np.array([[0, 3], [1, 1], [2, 0]]), reduction="none").sum().backward()
     y = clnn.tensor(data(rng, (3, 4, 2), dt, 0, 1))
-    (F.mse_loss(x, y) + F.l1_loss(x, y) + F.binary_cross_entropy_with_logits(x, y)).backward()
+    (F.mse_loss(x, y) + F.l1_loss(x, y) + F.binary_cross_entropy_with_logits(x, y, y)
+     + F.smooth_l1_loss(x, y)).backward()
     finite("losses", dt, x.grad)
 
 
