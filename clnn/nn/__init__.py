@@ -36,12 +36,13 @@ from .layers import (
 )
 from .module import Module, Parameter, Sequential
 from .parallel import DistributedDataParallel
+from .rnn import GRU, LSTM
 from .saving import load
 
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
     "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Flatten", "History",
-    "Identity", "LayerNorm",
+    "GRU", "Identity", "LSTM", "LayerNorm",
     "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",
 ]
