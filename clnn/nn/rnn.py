@@ -40,7 +40,8 @@ class _RNNBase(Module):
             names = []
             for suffix in ("", "_reverse")[: self.num_directions]:
                 keys = tuple(f"{kind}_l{layer}{suffix}" for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
-                shapes = ((g * hidden_size, n_in), (g * hidden_size, hidden_size), (g * hidden_size,), (g * hidden_size,))
+                gh = g * hidden_size
+                shapes = ((gh, n_in), (gh, hidden_size), (gh,), (gh,))
                 for key, shape in zip(keys if bias else keys[:2], shapes):
                     setattr(self, key, _uniform(shape, bound, device, dtype))
                 names.append(keys)
