@@ -248,6 +248,20 @@ def test_two_launches_per_step(mode, monkeypatch, rng):
         assert len(one_gemm) == (t_len - 1) * layers * dirs, f"{step}: launches between steps {between}"
 
 
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_gradient_through_final_state_only(mode, rng):
+    """A classifier's use: the loss reads h_n alone, the output sequence gets no gradient."""
+    ref, mine = _pair(mode, 3, 5, 2, True, True, True)
+    x = rng.standard_normal((4, 6, 3)).astype(np.float32)
+    tx, cx = torch.tensor(x, dtype=torch.float64, requires_grad=True), clnn.tensor(x, requires_grad=True)
+    t_fin, c_fin = ref(tx)[1], mine(cx)[1]
+    t_h, c_h = (t_fin[0], c_fin[0]) if mode == "LSTM" else (t_fin, c_fin)
+    up = rng.standard_normal(tuple(t_h.shape)).astype(np.float32)
+    (t_h * torch.tensor(up, dtype=torch.float64)).sum().backward()
+    (c_h * clnn.tensor(up)).sum().backward()
+    assert_close(cx.grad.numpy(), tx.grad.numpy(), F32_TOL, "input grad")
+
+
 def test_deterministic(rng):
     net = nn.LSTM(5, 7, num_layers=2, bidirectional=True)
     x = rng.standard_normal((9, 3, 5)).astype(np.float32)
@@ -280,6 +294,7 @@ BAD = [
      r"h_0 expects shape \(1, 4\)"),
     (lambda: nn.GRU(3, 4), _x(0, 2, 3), ValueError, r"sequence length and batch size of at least 1"),
     (lambda: nn.GRU(3, 4), _x(5, 2, 3, dtype=np.int32), TypeError, r"GRU: input"),
+    (lambda: nn.GRU(3, 4), _x(5, 2, 3, dtype=np.float16), TypeError, r"GRU: .*float16"),
     (lambda: nn.LSTM(3, 4, dropout=1.5), None, ValueError, r"LSTM: dropout"),
     (lambda: nn.GRU(3, 4, dropout=-0.1), None, ValueError, r"GRU: dropout"),
     (lambda: nn.LSTM(3, 4, proj_size=2), None, ValueError, r"LSTM: proj_size is not supported .* got 2"),

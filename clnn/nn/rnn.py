@@ -67,6 +67,8 @@ class _RNNBase(Module):
         name, lstm = type(self).__name__, self._mode == "lstm"
         require_tensor(f"{name}: input", input)
         require_float(f"{name}: input", input)
+        same_device(name, input=input, weight_ih_l0=self.weight_ih_l0)
+        same_dtype(name, input=input, weight_ih_l0=self.weight_ih_l0)
         if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
             raise ValueError(f"{name}: input expects shape (L, {self.input_size}) or "
                              f"{'(N, L' if self.batch_first else '(L, N'}, {self.input_size}); got {input.shape}")
