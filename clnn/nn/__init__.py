@@ -38,12 +38,13 @@ from .layers import (
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter, Sequential
 from .parallel import DistributedDataParallel
+from .rnn import GRU, LSTM
 from .saving import load
 
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
     "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Flatten", "History",
-    "Identity", "LayerNorm", "ModuleDict", "ModuleList",
+    "GRU", "Identity", "LSTM", "LayerNorm", "ModuleDict", "ModuleList",
     "BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss",
     "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",

@@ -378,6 +378,22 @@ def _np_convolve2d(a, b, mode: str) -> np.ndarray:
     return convolve2d(np.asarray(a, np.float64), np.asarray(b, np.float64), mode)
 
 
+def rnn(dt: np.dtype, rng: np.random.Generator) -> None:
+    """Bidirectional two-layer LSTM and GRU with initial states: every step kernel, forward and backward."""
+    for mode in (clnn.nn.LSTM, clnn.nn.GRU):
+        net = mode(3, 5, num_layers=2, bidirectional=True, dtype=dt)
+        x, h0, c0 = _leaf(rng, (3, 2, 3), dt), _leaf(rng, (4, 2, 5), dt), _leaf(rng, (4, 2, 5), dt)
+        y, hn = net(x, (h0, c0) if mode is clnn.nn.LSTM else h0)
+        states = hn if isinstance(hn, tuple) else (hn,)
+        loss = (y * clnn.tensor(data(rng, y.shape, dt))).sum()
+        for s in states:
+            loss = loss + (s * clnn.tensor(data(rng, s.shape, dt))).sum()
+        loss.backward()
+        finite(mode.__name__, dt, y, *states, x.grad, h0.grad, *(p.grad for p in net.parameters()))
+        if mode is clnn.nn.LSTM:
+            finite("LSTM c_0", dt, c0.grad)
+
+
 def optim(dt: np.dtype, rng: np.random.Generator) -> None:
     """One step of every optimizer in its richest configuration (the fused update kernel)."""
     from clnn import optim as opt
@@ -412,6 +428,7 @@ FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple
     "conv": (conv, (F32, F16, F64)),
     "signal": (signal, (F32, F16, F64)),
     "optim": (optim, (F32, F16, F64)),
+    "rnn": (rnn, (F32, F64)),
 }
 
 

@@ -1,0 +1,155 @@
+"""Recurrent layers: one LSTM or GRU layer over a whole sequence, both directions (``kernels_cl/rnn.cl``).
+
+Per direction the input projection of every time step is one GEMM; each step is then two launches, the
+recurrent GEMM ``h_{t-1} @ W_hh^T + b_hh`` and a fused gate kernel that writes ``h_t`` (and ``c_t``)
+straight into the output sequence and the running state. The backward (BPTT) is one graph node per layer:
+per step a gate-backward kernel and the GEMM carrying the gradient to ``h_{t-1}``, then the weight
+gradients as single GEMMs over all steps and the bias gradients as column sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .. import kernels
+from ..kernels import defines, launch_1d
+from ..profiler import profiled
+from ..tensor import Tensor, is_grad_enabled
+from ._core import empty, record
+from .creation import zeros
+from .matmul import gemm_raw, plan
+from .norm import channel_sum
+from .shape import cat, getitem
+
+RNN_SAVE, RNN_LAST, RNN_DY = (kernels.op_codes("rnn.cl", "RNN_")[k] for k in ("save", "last", "dy"))
+GATES = {"lstm": 4, "gru": 3}
+
+# (W_ih (G*H, I), W_hh (G*H, H), b_ih (G*H,) or None, b_hh (G*H,) or None) of one direction
+Weights = tuple[Tensor, Tensor, Tensor | None, Tensor | None]
+
+
+def _record_outputs(outs: Sequence[Tensor], inputs: tuple[Tensor, ...],
+                    backward: Callable[[list[Tensor | None]], Sequence[Tensor | None]], name: str) -> None:
+    """Make ``outs`` the outputs of one graph node: ``backward`` gets one gradient (or None) per output.
+
+    The engine's nodes have one output, so each output gets a small node that hands its gradient to a
+    shared one-element token; the token's node (run after all of them, as the graph is walked in
+    topological order) is the real backward.
+    """
+    if not (is_grad_enabled() and any(t.requires_grad for t in inputs)):
+        return
+    token = zeros((1,), dtype=outs[0].dtype, device=outs[0].device)
+    zero = token.detach()
+    got: dict[int, Tensor] = {}
+    record(token, inputs, lambda _: backward([got.pop(i, None) for i in range(len(outs))]), name)
+
+    def stash(i: int) -> Callable[[Tensor], tuple[Tensor]]:
+        def hand_over(g: Tensor) -> tuple[Tensor]:
+            got[i] = g
+            return (zero,)
+        return hand_over
+
+    for i, out in enumerate(outs):
+        record(out, (token,), stash(i), f"{name}_output")
+
+
+def _state(s: Tensor | None, d: int, b: int, h: int, like: Tensor) -> Tensor:
+    """A fresh (B, H) copy of direction ``d`` of the (D, B, H) state ``s``, zeros without one."""
+    return getitem(s.detach(), d) if s is not None else zeros((b, h), dtype=like.dtype, device=like.device)
+
+
+def _stack(parts: list[Tensor]) -> Tensor:
+    """(B, H) tensors (or (1, B, H)) as one (D, B, H)."""
+    parts = [p.reshape(1, *p.shape[-2:]) for p in parts]
+    return parts[0] if len(parts) == 1 else cat(parts)
+
+
+@profiled
+def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weights: Sequence[Weights]
+              ) -> tuple[Tensor, Tensor, Tensor | None]:
+    """One ``mode`` ("lstm" or "gru") layer over the sequence ``x``, as PyTorch's, in each direction given.
+
+    ``weights`` holds one :data:`Weights` per direction (forward, then reverse). The caller
+    (:class:`clnn.nn.LSTM`, :class:`clnn.nn.GRU`) validates shapes, dtypes and devices.
+
+    Shapes: x (T, B, I), h0 and c0 (D, B, H) or None (zeros) -> output (T, B, D*H), h_n (D, B, H),
+    c_n (D, B, H) for the LSTM (None for the GRU). Differentiable in x, h0, c0 and every weight.
+    """
+    t_len, batch, n_in = x.shape
+    dirs, hid, g = len(weights), weights[0][1].shape[1], GATES[mode]
+    gh, dev, dt = g * hid, x.device, x.dtype
+    lstm = mode == "lstm"
+    candidates = (x, h0, c0, *(w for ws in weights for w in ws))
+    inputs = tuple(t for t in candidates if t is not None)
+    save = is_grad_enabled() and any(t.requires_grad for t in inputs)
+    y = empty((t_len, batch, dirs * hid), dt, dev)
+    hn = empty((dirs, batch, hid), dt, dev)
+    cn = empty((dirs, batch, hid), dt, dev) if lstm else None
+    step = kernels.kernel(dev, "rnn.cl", f"{mode}_step", defines(dt))
+    how = plan(dev, dt, 1, batch, gh, hid, max_splits=1)  # one launch per recurrent GEMM
+    saved = []
+    for d, (w_ih, w_hh, b_ih, b_hh) in enumerate(weights):
+        xp = gemm_raw(x, (0, n_in, 1), w_ih, (0, 1, n_in), 1, t_len * batch, gh, n_in,
+                      beta=float(b_ih is not None), c=b_ih, c_strides=(0, 0, 1))
+        h = _state(h0, d, batch, hid, x)
+        c = _state(c0, d, batch, hid, x) if lstm else None
+        act = empty((t_len, batch, 4 * hid), dt, dev) if save else xp
+        hprev = empty((t_len, batch, hid), dt, dev) if save else xp
+        cprev = empty((t_len, batch, hid), dt, dev) if save and lstm else xp
+        order = range(t_len) if d == 0 else range(t_len - 1, -1, -1)
+        for s, t in enumerate(order):
+            hp = gemm_raw(h, (0, hid, 1), w_hh, (0, 1, hid), 1, batch, gh, hid,
+                          beta=float(b_hh is not None), c=b_hh, c_strides=(0, 0, 1), how=how)
+            flags = np.int32((RNN_SAVE if save else 0) | (RNN_LAST if s == t_len - 1 else 0))
+            sizes = (np.int32(batch), np.int32(hid), np.int32(t), np.int32(dirs), np.int32(d), flags)
+            if lstm:
+                launch_1d(dev, step, batch * hid, *sizes, xp.data, hp.data, h.data, c.data, y.data, hn.data,
+                          cn.data, act.data, hprev.data, cprev.data)
+            else:
+                launch_1d(dev, step, batch * hid, *sizes, xp.data, hp.data, h.data, y.data, hn.data, act.data,
+                          hprev.data)
+        saved.append((act, hprev, cprev, order))
+
+    def backward(grads: list[Tensor | None]) -> list[Tensor | None]:
+        gy, ghn, gcn = grads if lstm else (*grads, None)
+        back = kernels.kernel(dev, "rnn.cl", f"{mode}_step_bwd", defines(dt))
+        how_b = plan(dev, dt, 1, batch, hid, gh, max_splits=1)
+        gx, dh0, dc0, dw = None, [], [], []
+        for d, ((w_ih, w_hh, b_ih, b_hh), (act, hprev, cprev, order)) in enumerate(zip(weights, saved)):
+            dh = _state(ghn, d, batch, hid, x)
+            dc = _state(gcn, d, batch, hid, x) if lstm else None
+            dg = empty((t_len, batch, gh), dt, dev)
+            dgx = dg if lstm else empty((t_len, batch, gh), dt, dev)
+            dgc = empty((batch, gh), dt, dev)
+            dhz = None if lstm else empty((batch, hid), dt, dev)
+            flags = np.int32(RNN_DY if gy is not None else 0)
+            dy = (gy if gy is not None else dg).data
+            for t in reversed(order):
+                sizes = (np.int32(batch), np.int32(hid), np.int32(t), np.int32(dirs), np.int32(d), flags)
+                if lstm:
+                    launch_1d(dev, back, batch * hid, *sizes, act.data, cprev.data, dy, dh.data, dc.data, dg.data,
+                              dgc.data)
+                else:
+                    launch_1d(dev, back, batch * hid, *sizes, act.data, hprev.data, dy, dh.data, dgx.data, dg.data,
+                              dgc.data, dhz.data)
+                dh = gemm_raw(dgc, (0, gh, 1), w_hh, (0, hid, 1), 1, batch, hid, gh,
+                              beta=0.0 if lstm else 1.0, c=dhz, how=how_b)  # dh_{t-1} = dgc @ W_hh (+ dh_t z)
+            dh0.append(dh)
+            dc0.append(dc)
+            rows = t_len * batch
+            if x.requires_grad:  # summed over directions through the GEMM's addend
+                gx = gemm_raw(dgx, (0, gh, 1), w_ih, (0, n_in, 1), 1, rows, n_in, gh, beta=float(gx is not None), c=gx)
+            dw += [
+                gemm_raw(dgx, (0, 1, gh), x, (0, n_in, 1), 1, gh, n_in, rows).reshape(gh, n_in),
+                gemm_raw(dg, (0, 1, gh), hprev, (0, hid, 1), 1, gh, hid, rows).reshape(gh, hid),
+                channel_sum(dgx, rows, gh, 1) if b_ih is not None else None,
+                channel_sum(dg, rows, gh, 1) if b_hh is not None else None,
+            ]
+        every = (gx.reshape(x.shape) if gx is not None else None, _stack(dh0) if h0 is not None else None,
+                 _stack(dc0) if c0 is not None else None, *dw)
+        return [gi for t, gi in zip(candidates, every) if t is not None]
+
+    _record_outputs([y, hn] + ([cn] if lstm else []), inputs, backward, mode)
+    return y, hn, cn

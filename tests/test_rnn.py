@@ -1,0 +1,315 @@
+"""nn.LSTM and nn.GRU against PyTorch's (float64, with the same weights): outputs, final states and the
+gradients of the input, the initial states and every parameter; the launch budget of a step; bad input.
+
+The weight and bias gradients (and the input's) are sums of signed terms over time, batch and gates: they
+are checked against float32's summation bound, each element's sum of absolute terms taken from a float64
+unrolled twin of the layers (:func:`unrolled`, itself checked against PyTorch's result).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from helpers import F32_TOL, assert_close, assert_sum_close
+
+import clnn
+import clnn.functional as F
+from clnn import kernels, nn
+
+# mode, seq len, batch, input size, hidden size, layers, bidirectional, batch_first, initial states, bias
+CASES = [
+    ("LSTM", 1, 1, 1, 3, 1, False, False, False, True),
+    ("LSTM", 7, 3, 5, 6, 2, True, False, True, True),
+    ("LSTM", 5, 2, 4, 5, 3, True, True, True, False),
+    ("LSTM", 11, 1, 3, 9, 1, False, True, False, True),
+    ("LSTM", 13, 5, 33, 37, 1, True, False, True, True),  # sizes past a GEMM tile
+    ("GRU", 1, 1, 1, 3, 1, False, False, False, True),
+    ("GRU", 7, 3, 5, 6, 2, True, False, True, True),
+    ("GRU", 5, 2, 4, 5, 3, True, True, False, False),
+    ("GRU", 13, 2, 2, 7, 1, False, False, True, True),
+    ("GRU", 13, 5, 33, 37, 1, True, True, True, True),
+]
+
+
+def _pair(mode: str, n_in: int, hid: int, layers: int, bidir: bool, batch_first: bool, bias: bool):
+    """A PyTorch float64 module and a clnn one loaded from its state_dict."""
+    ref = getattr(torch.nn, mode)(n_in, hid, num_layers=layers, bidirectional=bidir, batch_first=batch_first,
+                                  bias=bias).double()
+    with torch.no_grad():  # weights rounded to float32, so both sides compute with the same values
+        for p in ref.parameters():
+            p.copy_(p.float().double())
+    mine = getattr(nn, mode)(n_in, hid, num_layers=layers, bidirectional=bidir, batch_first=batch_first, bias=bias)
+    mine.load_state_dict({k: v.numpy().astype(np.float32) for k, v in ref.state_dict().items()})
+    return ref, mine
+
+
+def unrolled(mode: str, ref: torch.nn.Module, x: torch.Tensor, hx: list[torch.Tensor] | None):
+    """PyTorch's recurrence written out step by step (time-major, batched input) in float64.
+
+    Returns (output, final states, steps): steps[(layer, direction)] lists per time step the layer input,
+    h_{t-1}, and the input and recurrent pre-activations (retaining their gradients).
+    """
+    d_count = 2 if ref.bidirectional else 1
+    hid = ref.hidden_size
+    t_len, batch = x.shape[:2]
+    finals: list[list[torch.Tensor]] = [[], []]
+    steps = {}
+    inp = x
+    for layer in range(ref.num_layers):
+        outs = []
+        for d in range(d_count):
+            sfx = f"_l{layer}" + ("_reverse" if d else "")
+            w_ih, w_hh = getattr(ref, "weight_ih" + sfx), getattr(ref, "weight_hh" + sfx)
+            b_ih = getattr(ref, "bias_ih" + sfx) if ref.bias else 0
+            b_hh = getattr(ref, "bias_hh" + sfx) if ref.bias else 0
+            k = layer * d_count + d
+            h = hx[0][k] if hx else torch.zeros(batch, hid, dtype=x.dtype)
+            c = hx[1][k] if hx and mode == "LSTM" else torch.zeros(batch, hid, dtype=x.dtype)
+            ys = [None] * t_len
+            rec = steps[(layer, d)] = []
+            for t in (range(t_len) if d == 0 else range(t_len - 1, -1, -1)):
+                gx = inp[t] @ w_ih.T + b_ih
+                gh = h @ w_hh.T + b_hh
+                gx.retain_grad()
+                gh.retain_grad()
+                rec.append((inp[t], h, gx, gh))
+                if mode == "LSTM":
+                    i, f, g, o = (gx + gh).chunk(4, 1)
+                    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                    h = torch.sigmoid(o) * torch.tanh(c)
+                else:
+                    xr, xz, xn = gx.chunk(3, 1)
+                    hr, hz, hn = gh.chunk(3, 1)
+                    r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+                    h = (1 - z) * torch.tanh(xn + r * hn) + z * h
+                ys[t] = h
+            finals[0].append(h)
+            finals[1].append(c)
+            outs.append(torch.stack(ys))
+        inp = torch.cat(outs, 2)
+    return inp, [torch.stack(f) for f in finals[: 2 if mode == "LSTM" else 1]], steps
+
+
+def _magnitudes(mode: str, ref: torch.nn.Module, steps: dict) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Each parameter gradient's and the layer-0 input gradient's per-element sum of absolute terms."""
+    mags = {}
+    gx_mag = 0
+    for (layer, d), rec in steps.items():
+        sfx = f"_l{layer}" + ("_reverse" if d else "")
+        xs, hs, gxs, ghs = zip(*rec)
+        xs, hs = torch.stack(xs).detach(), torch.stack(hs).detach()
+        dgx, dgh = torch.stack([g.grad for g in gxs]).abs(), torch.stack([g.grad for g in ghs]).abs()
+        mags["weight_ih" + sfx] = torch.einsum("tbg,tbi->gi", dgx, xs.abs())
+        mags["weight_hh" + sfx] = torch.einsum("tbg,tbh->gh", dgh, hs.abs())
+        mags["bias_ih" + sfx] = dgx.sum((0, 1))
+        mags["bias_hh" + sfx] = dgh.sum((0, 1))
+        if layer == 0:  # in processing order: reverse direction's steps run backward in time
+            rows = dgx @ getattr(ref, "weight_ih" + sfx).abs()
+            gx_mag = gx_mag + (rows if d == 0 else rows.flip(0))
+    return {k: v.detach().numpy() for k, v in mags.items()}, gx_mag.detach().numpy()
+
+
+def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, bias, rng, unbatched=False):
+    ref, mine = _pair(mode, n_in, hid, layers, bidir, batch_first, bias)
+    d_count = 2 if bidir else 1
+    shape = (t_len, n_in) if unbatched else (batch, t_len, n_in) if batch_first else (t_len, batch, n_in)
+    s_shape = (layers * d_count, hid) if unbatched else (layers * d_count, batch, hid)
+    x = rng.standard_normal(shape).astype(np.float32)
+    states = [rng.standard_normal(s_shape).astype(np.float32) for _ in range(2 if mode == "LSTM" else 1)]
+    tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    ts = [torch.tensor(s, dtype=torch.float64, requires_grad=True) for s in states]
+    cx = clnn.tensor(x, requires_grad=True)
+    cs = [clnn.tensor(s, requires_grad=True) for s in states]
+    pack = (lambda s: tuple(s)) if mode == "LSTM" else (lambda s: s[0])
+    t_out, t_fin = ref(tx, pack(ts) if with_state else None)
+    c_out, c_fin = mine(cx, pack(cs) if with_state else None)
+    t_fin, c_fin = (list(t_fin), list(c_fin)) if mode == "LSTM" else ([t_fin], [c_fin])
+    ups = [rng.standard_normal(tuple(t.shape)).astype(np.float32) for t in [t_out, *t_fin]]
+    sum(((a * torch.tensor(u, dtype=torch.float64)).sum() for a, u in zip([t_out, *t_fin], ups))).backward()
+    sum((a * clnn.tensor(u)).sum() for a, u in zip([c_out, *c_fin], ups)).backward()
+    for what, a, b in zip(["output", "h_n", "c_n"], [c_out, *c_fin], [t_out, *t_fin]):
+        assert a.shape == tuple(b.shape), f"{what}: shape {a.shape} != {tuple(b.shape)}"
+        assert_close(a.numpy(), b.detach().numpy(), F32_TOL, what)
+
+    # the twin, time-major and batched, with the same upstream gradients
+    twin = {k: v.detach().clone().requires_grad_() for k, v in ref.named_parameters()}
+    tm = tx.detach().clone()
+    tm = tm.unsqueeze(1) if unbatched else tm.transpose(0, 1) if batch_first else tm
+    th = [s.detach().clone() for s in ts]
+    th = [s.unsqueeze(1) for s in th] if unbatched else th
+    proxy = type("Twin", (), {**twin, "bidirectional": bidir, "hidden_size": hid, "num_layers": layers,
+                              "bias": bias})()
+    u_out, u_fin, steps = unrolled(mode, proxy, tm, th if with_state else None)
+    up_out = torch.tensor(ups[0], dtype=torch.float64)
+    up_out = up_out.unsqueeze(1) if unbatched else up_out.transpose(0, 1) if batch_first else up_out
+    t_ref_out = t_out.detach().unsqueeze(1) if unbatched else t_out.detach().transpose(0, 1) if batch_first \
+        else t_out.detach()
+    assert_close(u_out.detach().numpy(), t_ref_out.numpy(), 1e-12, "unrolled twin")
+    loss = (u_out * up_out).sum()
+    for f, u in zip(u_fin, ups[1:]):
+        loss = loss + (f * torch.tensor(u, dtype=torch.float64).reshape(f.shape)).sum()
+    loss.backward()
+    mags, gx_mag = _magnitudes(mode, proxy, steps)
+    gx_mag = gx_mag[:, 0] if unbatched else gx_mag.transpose(1, 0, 2) if batch_first else gx_mag
+    assert_sum_close(cx.grad.numpy(), tx.grad.numpy(), gx_mag + np.abs(tx.grad.numpy()), F32_TOL, "input grad")
+    if with_state:
+        for i, (a, b) in enumerate(zip(cs, ts)):
+            assert_close(a.grad.numpy(), b.grad.numpy(), F32_TOL, f"hx[{i}] grad")
+    names = dict(ref.named_parameters())
+    assert sorted(names) == sorted(k for k, _ in mine.named_parameters())
+    for k, p in mine.named_parameters():
+        if not mags[k].any():  # W_hh over one step from a zero state: every term is 0
+            np.testing.assert_array_equal(p.grad.numpy(), 0, f"{k} grad")
+        else:
+            assert_sum_close(p.grad.numpy(), names[k].grad.numpy(), mags[k], F32_TOL, f"{k} grad")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_against_torch(case, rng):
+    _run(*case, rng)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_unbatched(mode, with_state, rng):
+    _run(mode, 6, 1, 3, 5, 2, True, False, with_state, True, rng, unbatched=True)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_state_dict_to_torch_and_init(mode, rng):
+    hid = 11
+    mine = getattr(nn, mode)(4, hid, num_layers=2, bidirectional=True)
+    ref = getattr(torch.nn, mode)(4, hid, num_layers=2, bidirectional=True)
+    assert {k: tuple(v.shape) for k, v in mine.state_dict().items()} == \
+        {k: tuple(v.shape) for k, v in ref.state_dict().items()}
+    bound = 1 / math.sqrt(hid)
+    for k, v in mine.state_dict().items():
+        a = np.asarray(v)
+        assert np.abs(a).max() <= bound and np.abs(a).max() > 0.5 * bound and a.std() > 0.4 * bound, k
+    ref.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in mine.state_dict().items()})
+    x = rng.standard_normal((4, 2, 4)).astype(np.float32)
+    out, _ = mine(clnn.tensor(x))
+    assert_close(out.numpy(), ref.double()(torch.tensor(x, dtype=torch.float64))[0].detach().numpy(), F32_TOL)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_dropout_between_layers(mode, rng):
+    """Training applies F.dropout to every layer's output but the last, from the global generator."""
+    net = getattr(nn, mode)(3, 5, num_layers=2, dropout=0.5)
+    one, two = (getattr(nn, mode)(n, 5) for n in (3, 5))
+    one.load_state_dict({k: v for k, v in net.state_dict().items() if k.endswith("l0")})
+    two.load_state_dict({k.replace("l1", "l0"): v for k, v in net.state_dict().items() if k.endswith("l1")})
+    x = clnn.tensor(rng.standard_normal((6, 2, 3)).astype(np.float32))
+    clnn.manual_seed(7)
+    got = net(x)[0].numpy()
+    clnn.manual_seed(7)
+    want = two(F.dropout(one(x)[0], 0.5))[0].numpy()
+    np.testing.assert_array_equal(got, want)
+    net.eval()
+    assert not np.array_equal(net(x)[0].numpy(), got)
+    np.testing.assert_array_equal(net(x)[0].numpy(), two(one(x)[0])[0].numpy())
+
+
+def _launched(monkeypatch, fn) -> list[str]:
+    """The kernels ``fn`` launches, in order."""
+    names = []
+    launch = kernels.launch
+
+    def recording(dev, k, *args):
+        names.append(k.function_name)
+        return launch(dev, k, *args)
+
+    monkeypatch.setattr(kernels, "launch", recording)
+    fn()
+    monkeypatch.setattr(kernels, "launch", launch)
+    return names
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_two_launches_per_step(mode, monkeypatch, rng):
+    """Within a layer and direction, consecutive steps' gate kernels (forward and backward) are separated by
+    exactly one launch, the recurrent GEMM (never split into partials): two launches per step. Posing as an
+    H100 (CI's h100 part), these sizes would otherwise take k-split tiled GEMMs plus their partial sums."""
+    t_len, layers, dirs = 4, 2, 2
+    net = getattr(nn, mode)(17, 128, num_layers=layers, bidirectional=True)
+    x = clnn.tensor(rng.standard_normal((t_len, 64, 17)).astype(np.float32), requires_grad=True)
+    out = []
+    forward = _launched(monkeypatch, lambda: out.append(net(x)[0]))
+    g = clnn.tensor(rng.standard_normal(out[0].shape).astype(np.float32))
+    backward = _launched(monkeypatch, lambda: out[0].backward(g))
+    for names, step in ((forward, f"{mode.lower()}_step"), (backward, f"{mode.lower()}_step_bwd")):
+        at = [i for i, n in enumerate(names) if n == step]
+        assert len(at) == t_len * layers * dirs, f"{step}: {len(at)} launches"
+        between = [names[a + 1:b] for a, b in zip(at, at[1:])]
+        one_gemm = [b for b in between if len(b) == 1 and b[0].startswith("gemm") and b[0] != "gemm_sum"]
+        assert len(one_gemm) == (t_len - 1) * layers * dirs, f"{step}: launches between steps {between}"
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_gradient_through_final_state_only(mode, rng):
+    """A classifier's use: the loss reads h_n alone, the output sequence gets no gradient."""
+    ref, mine = _pair(mode, 3, 5, 2, True, True, True)
+    x = rng.standard_normal((4, 6, 3)).astype(np.float32)
+    tx, cx = torch.tensor(x, dtype=torch.float64, requires_grad=True), clnn.tensor(x, requires_grad=True)
+    t_fin, c_fin = ref(tx)[1], mine(cx)[1]
+    t_h, c_h = (t_fin[0], c_fin[0]) if mode == "LSTM" else (t_fin, c_fin)
+    up = rng.standard_normal(tuple(t_h.shape)).astype(np.float32)
+    (t_h * torch.tensor(up, dtype=torch.float64)).sum().backward()
+    (c_h * clnn.tensor(up)).sum().backward()
+    assert_close(cx.grad.numpy(), tx.grad.numpy(), F32_TOL, "input grad")
+
+
+def test_deterministic(rng):
+    net = nn.LSTM(5, 7, num_layers=2, bidirectional=True)
+    x = rng.standard_normal((9, 3, 5)).astype(np.float32)
+    runs = []
+    for _ in range(2):
+        xt = clnn.tensor(x, requires_grad=True)
+        net.zero_grad()
+        net(xt)[0].sum().backward()
+        runs.append([xt.grad.numpy()] + [p.grad.numpy() for p in net.parameters()])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def _x(*shape, dtype=np.float32):
+    return lambda: (clnn.ones(shape, dtype=dtype),)
+
+
+# (module, its call's arguments or None for a constructor error, exception, message)
+BAD = [
+    (lambda: nn.LSTM(3, 4), _x(5, 2, 4), ValueError, r"LSTM: input expects shape .*\(L, N, 3\); got \(5, 2, 4\)"),
+    (lambda: nn.GRU(3, 4, batch_first=True), _x(5, 2), ValueError, r"GRU: input expects shape .*\(N, L, 3\)"),
+    (lambda: nn.GRU(3, 4), lambda: (clnn.ones((5, 2, 3)), clnn.ones((1, 3, 4))), ValueError,
+     r"GRU: h_0 expects shape \(1, 2, 4\) for input of shape \(5, 2, 3\); got \(1, 3, 4\)"),
+    (lambda: nn.LSTM(3, 4, bidirectional=True),
+     lambda: (clnn.ones((5, 2, 3)), (clnn.ones((2, 2, 4)), clnn.ones((1, 2, 4)))),
+     ValueError, r"LSTM: c_0 expects shape \(2, 2, 4\) .* got \(1, 2, 4\)"),
+    (lambda: nn.LSTM(3, 4), lambda: (clnn.ones((5, 2, 3)), clnn.ones((1, 2, 4))), TypeError,
+     r"LSTM: hx expects a tuple"),
+    (lambda: nn.GRU(3, 4), lambda: (clnn.ones((5, 3)), clnn.ones((1, 2, 4))), ValueError,
+     r"h_0 expects shape \(1, 4\)"),
+    (lambda: nn.GRU(3, 4), _x(0, 2, 3), ValueError, r"sequence length and batch size of at least 1"),
+    (lambda: nn.GRU(3, 4), _x(5, 2, 3, dtype=np.int32), TypeError, r"GRU: input"),
+    (lambda: nn.GRU(3, 4), _x(5, 2, 3, dtype=np.float16), TypeError, r"GRU: .*float16"),
+    (lambda: nn.LSTM(3, 4, dropout=1.5), None, ValueError, r"LSTM: dropout"),
+    (lambda: nn.GRU(3, 4, dropout=-0.1), None, ValueError, r"GRU: dropout"),
+    (lambda: nn.LSTM(3, 4, proj_size=2), None, ValueError, r"LSTM: proj_size is not supported .* got 2"),
+    (lambda: nn.GRU(3, 0), None, ValueError, r"GRU: hidden_size"),
+    (lambda: nn.LSTM(3, 4, num_layers=0), None, ValueError, r"LSTM: num_layers"),
+]
+
+
+@pytest.mark.parametrize("build, args, error, pattern", BAD, ids=[p for *_, p in BAD])
+def test_bad_input(build, args, error, pattern, monkeypatch):
+    if args is None:
+        with pytest.raises(error, match=pattern):
+            build()
+        return
+    net, inputs = build(), args()
+    monkeypatch.setattr(kernels, "launch", lambda *a: pytest.fail("launched before the error"))
+    with pytest.raises(error, match=pattern):
+        net(*inputs)
