@@ -16,6 +16,7 @@ from .ops.activation import (
     softplus,
     tanh,
 )
+from .ops.attention import scaled_dot_product_attention
 from .ops.conv import conv1d, conv2d, conv_transpose2d
 from .ops.loss import (
     binary_cross_entropy_with_logits,
@@ -33,4 +34,5 @@ __all__ = [
     "elu", "gelu", "hardswish", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh",
     "batch_norm", "dropout", "layer_norm",
     "binary_cross_entropy_with_logits", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
-    "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d"]
+    "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d",
+    "scaled_dot_product_attention"]

@@ -5,27 +5,10 @@
  * 4i..4i+3 from counter (i, offset_lo, offset_hi, 0) and key (seed_lo, seed_hi).
  * Kernels: uniform [0, 1); normal (Box-Muller, mean 0, std 1); dropout (y = x * mask / (1 - p),
  * mask = u >= p, and the 0/1 mask saved for backward).
- * Defines: the element type (clnn_dtype.h).
+ * Defines: the element type (clnn_dtype.h). The generator itself is philox.h.
  */
 #include "clnn_dtype.h"
-
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-inline uint4 philox(uint4 c, uint2 k) {
-    for (int r = 0; r < 10; ++r) {
-        uint hi0 = mul_hi(PHILOX_M0, c.x), lo0 = PHILOX_M0 * c.x;
-        uint hi1 = mul_hi(PHILOX_M1, c.z), lo1 = PHILOX_M1 * c.z;
-        c = (uint4)(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-        k += (uint2)(PHILOX_W0, PHILOX_W1);
-    }
-    return c;
-}
-
-/* 24 random bits to a float in [0, 1) */
-inline float to_unit(uint v) { return (float)(v >> 8) * (1.0f / 16777216.0f); }
+#include "philox.h"
 
 inline float4 uniform4(uint i, uint2 seed, uint2 offset) {
     uint4 r = philox((uint4)(i, offset.x, offset.y, 0u), seed);

@@ -29,6 +29,7 @@ import clnn.functional as F
 from clnn import signal as sig
 
 NAN = np.float32(np.nan)
+_sdpa = F.scaled_dot_product_attention
 
 
 @dataclass
@@ -267,6 +268,23 @@ CASES: list[Case] = [
     Case("batch_norm one value per channel", lambda c: F.batch_norm(c.x(1, 3), None, None, training=True), V),
     Case("batch_norm weight other device", lambda c: F.batch_norm(c.x(4, 3), None, None, c.other(3),
                                                                   training=True), V),
+    Case("scaled_dot_product_attention key feature mismatch", lambda c: _sdpa(c.x(2, 3, 4), c.x(2, 5, 3), c.x(2, 5, 4)),
+         V, r"key expects 4 features"),
+    Case("scaled_dot_product_attention value rows mismatch", lambda c: _sdpa(c.x(3, 4), c.x(5, 4), c.x(6, 2)),
+         V, r"value expects 5 rows"),
+    Case("scaled_dot_product_attention batch mismatch", lambda c: _sdpa(c.x(2, 3, 4), c.x(3, 5, 4), c.x(3, 5, 4)),
+         V, "same batch dims"),
+    Case("scaled_dot_product_attention mask shape", lambda c: _sdpa(c.x(3, 4), c.x(5, 4), c.x(5, 2), c.x(3, 4)),
+         V, r"attn_mask expects a shape that broadcasts to \(3, 5\); got \(3, 4\)"),
+    Case("scaled_dot_product_attention mask dtype", lambda c: _sdpa(c.x(3, 4), c.x(5, 4), c.x(5, 2), c.i(1, 0, 1)),
+         T, "attn_mask expects bool"),
+    Case("scaled_dot_product_attention mask with is_causal", lambda c: _sdpa(c.x(3, 4), c.x(5, 4), c.x(5, 2),
+         c.x(3, 5), is_causal=True), V, "attn_mask must be None when is_causal"),
+    Case("scaled_dot_product_attention dropout 1", lambda c: _sdpa(c.x(3, 4), c.x(5, 4), c.x(5, 2), dropout_p=1.0),
+         V, "dropout_p"),
+    Case("scaled_dot_product_attention 1-d query", lambda c: _sdpa(c.x(4), c.x(5, 4), c.x(5, 2)), V, "query expects"),
+    Case("scaled_dot_product_attention across devices", lambda c: _sdpa(c.x(3, 4), c.other(5, 4), c.x(5, 2)),
+         V, "is on"),
     Case("layer_norm shape mismatch", lambda c: F.layer_norm(c.x(4, 3), (4,)), V),
     Case("layer_norm negative eps", lambda c: F.layer_norm(c.x(4, 3), 3, eps=-1.0), V),
     Case("layer_norm string eps", lambda c: F.layer_norm(c.x(4, 3), 3, eps="1e-5"), T, "eps"),

@@ -47,7 +47,7 @@ def advance() -> tuple[int, int]:
     return key
 
 
-def _next_key(seed: int | None) -> tuple[np.ndarray, np.ndarray]:
+def next_key(seed: int | None) -> tuple[np.ndarray, np.ndarray]:
     """(seed, offset) for one draw: an explicit ``seed`` starts at offset 0; else the global state advances."""
     s, offset = (int(seed) & (2**64 - 1), 0) if seed is not None else advance()
     return (
@@ -58,14 +58,14 @@ def _next_key(seed: int | None) -> tuple[np.ndarray, np.ndarray]:
 
 def draw(kind: str, out: Tensor, seed: int | None = None) -> None:
     """Fill ``out`` with ``kind`` ("uniform" or "normal") random numbers."""
-    key, offset = _next_key(seed)
+    key, offset = next_key(seed)
     k = kernels.kernel(out.device, "random.cl", kind, defines(out.dtype))
     launch_1d(out.device, k, (out.size + 3) // 4, np.int32(out.size), key, offset, out.data)
 
 
 def dropout_mask(x: Tensor, p: float, y: Tensor, mask: Tensor) -> None:
     """``y = x * mask / (1 - p)`` with a fresh Bernoulli(1 - p) ``mask`` from the global generator."""
-    key, offset = _next_key(None)
+    key, offset = next_key(None)
     k = kernels.kernel(x.device, "random.cl", "dropout", defines(x.dtype))
     launch_1d(x.device, k, (x.size + 3) // 4, np.int32(x.size), key, offset, real_scalar(x.dtype, p),
               x.data, y.data, mask.data)

@@ -284,6 +284,23 @@ def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
     finite("losses", dt, x.grad)
 
 
+def attention(dt: np.dtype, rng: np.random.Generator) -> None:
+    """Fused attention: no mask, bool (a row with no key), broadcast float, causal with L > S, dropout."""
+    import clnn.functional as F
+
+    q, k, v = _leaf(rng, (2, 5, 6), dt), _leaf(rng, (2, 9, 6), dt), _leaf(rng, (2, 9, 3), dt)
+    keep = rng.random((2, 5, 9)) > 0.3
+    keep[0, 1] = False
+    for mask, causal, p in ((None, False, 0.0), (clnn.tensor(keep), False, 0.0),
+                            (clnn.tensor(data(rng, (1, 9), dt)), False, 0.25), (None, True, 0.0)):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
+        (out * clnn.tensor(data(rng, (2, 5, 3), dt))).sum().backward()
+        finite(f"attention mask={mask is not None} causal={causal} p={p}", dt, out, *_grads(q, k, v))
+    out = F.scaled_dot_product_attention(k, q, q, is_causal=True)  # L = 9 > S = 5
+    out.sum().backward()
+    finite("attention causal L > S", dt, out, *_grads(q, k))
+
+
 def norm(dt: np.dtype, rng: np.random.Generator) -> None:
     """batch_norm (training with running statistics, eval), layer_norm and dropout, with gradients."""
     import clnn.functional as F
@@ -423,6 +440,7 @@ FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple
     "random": (random, (F32, F16, F64)),
     "gemm": (gemm, (F32, F16, F64)),
     "softmax": (softmax, (F32, F16, F64)),
+    "attention": (attention, (F32, F16, F64)),
     "norm": (norm, (F32, F16, F64)),
     "pool": (pool, (F32, F16, F64)),
     "conv": (conv, (F32, F16, F64)),

@@ -1,0 +1,140 @@
+"""F.scaled_dot_product_attention against PyTorch (float64): forward, the three input gradients, every mask kind,
+causal, scale, dropout, and the forward's O(L) memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from helpers import assert_sum_close
+
+import clnn
+import clnn.functional as F
+
+# (batch dims, L, S, E, Ev, mask, is_causal, scale); mask: None, "bool", "float", "bool-bcast", "float-bcast"
+CASES = [
+    ((), 1, 1, 1, 1, None, False, None),
+    ((2,), 1, 7, 5, 3, None, False, None),
+    ((3,), 7, 1, 5, 3, None, False, None),
+    ((2, 3), 5, 11, 7, 3, None, False, None),
+    ((), 37, 70, 20, 9, None, True, None),      # causal, L < S; S longer than a small GPU's tile
+    ((3,), 70, 37, 20, 9, None, True, None),    # causal, L > S: rows past S see every key
+    ((2,), 131, 67, 13, 17, None, True, 0.3),   # more than a work-group of rows
+    ((5, 2), 37, 41, 20, 9, "bool", False, None),
+    ((5, 2), 37, 41, 20, 9, "bool-bcast", False, None),   # (5, 1, 1, S): a key padding mask
+    ((2,), 29, 41, 6, 5, "float", False, 0.7),
+    ((5, 2), 37, 41, 20, 9, "float-bcast", False, None),  # (2, 1, S): per head, every row and batch
+    ((3,), 19, 23, 64, 64, "float", False, None),
+]
+
+
+def _mask(kind: str | None, batch: tuple[int, ...], lq: int, s: int, rng: np.random.Generator) -> np.ndarray | None:
+    if kind is None:
+        return None
+    shape = {"bool": (*batch, lq, s), "float": (*batch, lq, s),
+             "bool-bcast": (batch[0], 1, 1, s), "float-bcast": (batch[-1], 1, s)}[kind]
+    if kind.startswith("bool"):
+        m = rng.random(shape) > 0.3
+        m.reshape(-1, s)[0] = False  # a row (or a padded batch) with no key: torch gives 0
+        return m
+    m = rng.standard_normal(shape)
+    m.reshape(-1, s)[0, :2] = -np.inf
+    return m
+
+
+def _magnitudes(q, k, v, g, p, scale):
+    """Sums of absolute terms of out, dq, dk, dv, for float32's summation bound (p: the attention weights)."""
+    aq, ak, av, ag = (np.abs(a) for a in (q, k, v, g))
+    out = p @ av
+    ds = p * (ag @ np.swapaxes(av, -1, -2) + (ag * out).sum(-1, keepdims=True))
+    return out, scale * ds @ ak, scale * np.swapaxes(ds, -1, -2) @ aq, np.swapaxes(p, -1, -2) @ ag
+
+
+def _torch_sdpa(q, k, v, mask, causal, scale):
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    tm = None if mask is None else torch.tensor(mask)
+    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm, is_causal=causal, scale=scale)
+    return out, (tq, tk, tv)
+
+
+def _weights(q, k, mask, causal, scale):
+    s = torch.tensor(q) @ torch.tensor(k).transpose(-1, -2) * scale
+    if causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), -torch.inf)
+    if mask is not None:
+        s = s.masked_fill(~torch.tensor(mask), -torch.inf) if mask.dtype == bool else s + torch.tensor(mask)
+    return torch.nan_to_num(torch.softmax(s, -1), nan=0.0).numpy()
+
+
+@pytest.mark.parametrize("batch, lq, s, e, ev, mask_kind, causal, scale", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sdpa_matches_torch(batch, lq, s, e, ev, mask_kind, causal, scale, dtype):
+    if dtype == np.float64 and not clnn.default_device().fp64:
+        pytest.skip("no fp64 on this device")
+    rng = np.random.default_rng()
+    q, k, v = rng.standard_normal((*batch, lq, e)), rng.standard_normal((*batch, s, e)), rng.standard_normal(
+        (*batch, s, ev))
+    g = rng.standard_normal((*batch, lq, ev))
+    mask = _mask(mask_kind, batch, lq, s, rng)
+    ref, leaves = _torch_sdpa(q, k, v, mask, causal, scale)
+    ref.backward(torch.tensor(g))
+    cq, ck, cv = (clnn.tensor(a.astype(dtype), requires_grad=True) for a in (q, k, v))
+    cm = None if mask is None else clnn.tensor(mask if mask.dtype == bool else mask.astype(dtype))
+    out = F.scaled_dot_product_attention(cq, ck, cv, attn_mask=cm, is_causal=causal, scale=scale)
+    out.backward(clnn.tensor(g.astype(dtype)))
+    sc = 1 / np.sqrt(e) if scale is None else scale
+    mags = _magnitudes(q, k, v, g, _weights(q, k, mask, causal, sc), sc)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for what, got, want, mag in zip(("out", "dq", "dk", "dv"), (out, cq.grad, ck.grad, cv.grad),
+                                    (ref.detach(), *(t.grad for t in leaves)), mags):
+        assert got.shape == tuple(want.shape)
+        assert_sum_close(got.numpy(), want.numpy(), mag + 1e-300, tol, what)
+
+
+def test_sdpa_reruns_are_bit_identical():
+    rng = np.random.default_rng()
+    q, k, v = (clnn.tensor(rng.standard_normal((2, 45, 20)).astype(np.float32), requires_grad=True) for _ in range(3))
+    runs = []
+    for _ in range(2):
+        for t in (q, k, v):
+            t.grad = None
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.sum().backward()
+        runs.append([out.numpy(), q.grad.numpy(), k.grad.numpy(), v.grad.numpy()])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sdpa_dropout_matches_torch_with_its_mask():
+    """v = identity reveals the kept weights: out = P * keep / (1 - p). The same seed then reproduces that mask,
+    and with a real v the forward and gradients equal torch's computation with the mask applied."""
+    rng = np.random.default_rng()
+    lq, s, e, ev, p = 23, 19, 8, 5, 0.3
+    q, k = rng.standard_normal((2, lq, e)), rng.standard_normal((2, s, e))
+    eye = np.broadcast_to(np.eye(s), (2, s, s))
+    clnn.manual_seed(7)
+    shown = F.scaled_dot_product_attention(clnn.tensor(q), clnn.tensor(k), clnn.tensor(eye), dropout_p=p).numpy()
+    keep = shown != 0
+    assert 0.5 < keep.mean() < 0.9
+    v, g = rng.standard_normal((2, s, ev)), rng.standard_normal((2, lq, ev))
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    weights = torch.softmax(tq @ tk.transpose(-1, -2) / np.sqrt(e), -1) * torch.tensor(keep) / (1 - p)
+    np.testing.assert_allclose(shown, weights.detach().numpy(), rtol=1e-12, atol=1e-15)
+    ref = weights @ tv
+    ref.backward(torch.tensor(g))
+    clnn.manual_seed(7)
+    cq, ck, cv = (clnn.tensor(a, requires_grad=True) for a in (q, k, v))
+    out = F.scaled_dot_product_attention(cq, ck, cv, dropout_p=p)
+    out.backward(clnn.tensor(g))
+    for got, want in ((out, ref.detach()), (cq.grad, tq.grad), (ck.grad, tk.grad), (cv.grad, tv.grad)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("lq", [64, 512])
+def test_sdpa_forward_memory_is_linear_in_length(lq):
+    """The forward allocates its output and one logsumexp per row: nothing of size L x S."""
+    rng = np.random.default_rng()
+    q, k, v = (clnn.tensor(rng.standard_normal((2, lq, 16)).astype(np.float32), requires_grad=True) for _ in range(3))
+    with clnn.profiler.profile() as prof:
+        F.scaled_dot_product_attention(q, k, v)
+    assert prof.bytes_allocated == 2 * lq * 16 * 4 + 2 * lq * 4
