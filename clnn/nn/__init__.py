@@ -37,11 +37,12 @@ from .layers import (
 from .module import Module, Parameter, Sequential
 from .parallel import DistributedDataParallel
 from .saving import load
+from .sparse import Embedding
 
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
-    "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Flatten", "History",
-    "Identity", "LayerNorm",
+    "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Embedding", "Flatten",
+    "History", "Identity", "LayerNorm",
     "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",
 ]
