@@ -14,7 +14,7 @@ import pytest
 
 import clnn
 from clnn import kernels
-from clnn.ops import elementwise, norm, pool, reduce, signal
+from clnn.ops import elementwise, index, norm, pool, reduce, scan, signal
 from clnn.optim import optimizers
 
 PACKAGE = Path(clnn.__file__).resolve().parent
@@ -36,6 +36,8 @@ FLAGS = [
     ("reduce.cl", "RF_", reduce, "RF_"),
     ("optim.cl", "F_", optimizers, "_"),
     ("signal.cl", "SIG_FLIP_", signal, "FLIP_"),
+    ("index.cl", "SX_", index, "SX_"),
+    ("index.cl", "SC_", scan, "SC_"),
 ]
 FAMILIES = [(f, p) for f, p, _, _ in NAMED] + [(f, p) for f, p, _, _ in FLAGS]
 

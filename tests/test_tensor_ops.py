@@ -178,9 +178,9 @@ def test_var_std_gradients_against_terms(rng):
 @pytest.mark.parametrize(("shape", "dim"), [((1,), 0), ((7,), 0), ((3, 1024), 1), ((2, 3000), -1), ((5000, 3), 0),
                                             ((1, 70001), 1), ((4, 5, 3), 1)])
 def test_cumsum_against_torch(shape, dim, rng):
-    """Rows shorter and longer than one scan block (the three-pass path, and its recursion at 70001). Positive
-    inputs: the forward's prefix sums then have no cancellation; the gradient's signed ones are checked
-    against their terms' magnitudes."""
+    """Rows shorter and longer than one scan block (the three-pass path; posing as a small GPU, 70001 also
+    recurses on the block totals). Positive inputs: the forward's prefix sums then have no cancellation;
+    the gradient's signed ones are checked against their terms' magnitudes."""
     x = _pos(rng, *shape)
     check_against_torch(lambda a: a.cumsum(dim), lambda a: a.cumsum(dim), [x], rng,
                         sum_magnitudes={0: lambda g, t: g.abs().flip(dim).cumsum(dim).flip(dim)},

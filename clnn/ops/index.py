@@ -251,16 +251,20 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     if _advanced(key):
         idx = _index_key(x, key)
         shape = idx.shape + x.shape[1:]
-        if broadcast_shapes("setitem", value.shape, shape) != shape:
-            raise ValueError(f"setitem: cannot broadcast value of shape {value.shape} to x[index]'s {shape}")
+        _require_fits(value, shape)
         src = value if value.shape == shape else _broadcast(value, shape)
         o, v, i = _around(x.shape, 0)
         _scatter(src, idx, x.shape, (o, v, i), idx.size, (0, 1, 0), base=x, flags=SX_ASSIGN, out=x)
         return
     offset, shape, strides, _ = _view_of_index(x.shape, key)
-    if broadcast_shapes("setitem", value.shape, shape) != shape:
-        raise ValueError(f"setitem: cannot broadcast value of shape {value.shape} to x[key]'s {shape}")
+    _require_fits(value, shape)
     strided_copy(value, x, shape, broadcast_strides(value.shape, shape), strides, dst_offset=offset)
+
+
+def _require_fits(value: Tensor, shape: tuple[int, ...]) -> None:
+    pad = len(shape) - value.ndim
+    if pad < 0 or any(n not in (1, m) for n, m in zip(value.shape, shape[pad:])):
+        raise ValueError(f"setitem: cannot broadcast value of shape {value.shape} to the indexed shape {shape}")
 
 
 def _broadcast(t: Tensor, shape: tuple[int, ...]) -> Tensor:

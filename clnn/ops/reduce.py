@@ -218,22 +218,26 @@ def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     return reshape(sum(g, axes), shape)
 
 
-@profiled
-def var(x: Tensor, dim: int | Sequence[int] | None = None, correction: float = 1, keepdim: bool = False) -> Tensor:
-    """Variance over ``dim`` (all dims when None): ``sum((x - mean)**2) / (n - correction)`` (``torch.var``;
-    ``correction=0`` is the population variance). Two passes: the mean, then the squared deviations."""
-    require_tensor("var: x", x)
-    require_float("var: x", x)
+def _var(op: str, x: Tensor, dim: int | Sequence[int] | None, correction: float, keepdim: bool) -> Tensor:
+    require_tensor(f"{op}: x", x)
+    require_float(f"{op}: x", x)
     axes = _axes(x, dim)
-    dof = math.prod([x.shape[a] for a in axes]) - require_number("var: correction", correction)
+    dof = math.prod([x.shape[a] for a in axes]) - require_number(f"{op}: correction", correction)
     dev = x - mean(x, axes, True)
     return sum(dev * dev, axes, keepdim) * (1.0 / dof if dof > 0 else math.inf)
 
 
 @profiled
+def var(x: Tensor, dim: int | Sequence[int] | None = None, correction: float = 1, keepdim: bool = False) -> Tensor:
+    """Variance over ``dim`` (all dims when None): ``sum((x - mean)**2) / (n - correction)`` (``torch.var``;
+    ``correction=0`` is the population variance). Two passes: the mean, then the squared deviations."""
+    return _var("var", x, dim, correction, keepdim)
+
+
+@profiled
 def std(x: Tensor, dim: int | Sequence[int] | None = None, correction: float = 1, keepdim: bool = False) -> Tensor:
     """Standard deviation over ``dim``: ``sqrt(var(x, dim, correction, keepdim))`` (``torch.std``)."""
-    return var(x, dim, correction, keepdim).sqrt()
+    return _var("std", x, dim, correction, keepdim).sqrt()
 
 
 @profiled
@@ -246,7 +250,10 @@ def expand(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     pad = len(shape) - x.ndim
     if pad < 0 or -1 in shape[:pad]:
         raise ValueError(f"expand: sizes {shape} expect at least {x.ndim} dims and no -1 among new ones")
-    return broadcast_to(x, tuple(x.shape[i - pad] if s == -1 else s for i, s in enumerate(shape)))
+    target = tuple(x.shape[i - pad] if s == -1 else s for i, s in enumerate(shape))
+    if any(n not in (1, t) for n, t in zip(x.shape, target[pad:])):
+        raise ValueError(f"expand: cannot expand shape {x.shape} to {target}: only size-1 dims can grow")
+    return broadcast_to(x, target)
 
 
 @profiled

@@ -160,8 +160,8 @@ def _view_of_index(shape: tuple[int, ...], index: Any) -> tuple[int, tuple[int, 
         n = shape[dim]
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer, slice)):
             raise TypeError(
-                f"tensor indices must be ints, slices, None or ...; got {type(item).__name__} "
-                "(integer and boolean array indexing is not supported)"
+                f"tensor indices must be ints, slices, None, ... or an integer index tensor/array; got "
+                f"{type(item).__name__}"
             )
         if isinstance(item, slice):
             start, stop, step = item.indices(n)
