@@ -7,6 +7,8 @@ IDX_WG * SCAN_K elements take the three-pass path).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -309,9 +311,16 @@ def test_setitem_refuses_tensors_that_require_grad():
 
 
 def test_cpu_tolist_and_to_dtype():
+    """``.cpu()`` is ``.to("cpu")``: the CPU OpenCL device, or its DeviceError where none is (posing as GPUs)."""
     t = clnn.tensor([[1.5, 2.0]])
-    c = t.cpu()
-    assert isinstance(c, clnn.Tensor) and c.device.type == "cpu" and c.tolist() == [[1.5, 2.0]]
+    try:
+        cpu = clnn.device("cpu")
+    except clnn.DeviceError as err:
+        with pytest.raises(clnn.DeviceError, match=re.escape(str(err))):
+            t.cpu()
+    else:
+        c = t.cpu()
+        assert isinstance(c, clnn.Tensor) and c.device is cpu and c.tolist() == [[1.5, 2.0]]
     assert t.to(np.float16).dtype == np.float16
     assert t.to("float64" if t.device.fp64 else "float32").tolist() == [[1.5, 2.0]]
     assert t.to(np.int32).tolist() == [[1, 2]]
