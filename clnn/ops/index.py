@@ -218,7 +218,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 def _index_key(x: Tensor, key: Any) -> Tensor:
     if x.ndim == 0:
         raise IndexError("indexing: a 0-d tensor cannot take an integer index tensor")
-    if isinstance(key, Tensor) and key.dtype == np.bool_ or np.asarray(key).dtype == np.bool_:
+    if (key.dtype if isinstance(key, Tensor) else np.asarray(key).dtype) == np.bool_:  # no download of a Tensor
         raise TypeError("indexing: boolean masks are not supported; use clnn.where or masked_fill")
     idx = as_index("indexing: index", key, x.device)
     check_range("indexing", "index", idx, -x.shape[0], x.shape[0])
