@@ -18,6 +18,7 @@ from .ops.activation import (
 )
 from .ops.attention import scaled_dot_product_attention
 from .ops.conv import conv1d, conv2d, conv_transpose2d
+from .ops.index import embedding
 from .ops.loss import (
     binary_cross_entropy_with_logits,
     cross_entropy,
@@ -30,7 +31,7 @@ from .ops.norm import batch_norm, dropout, layer_norm
 from .ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = [
-    "conv1d", "conv2d", "conv_transpose2d",
+    "conv1d", "conv2d", "conv_transpose2d", "embedding",
     "elu", "gelu", "hardswish", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh",
     "batch_norm", "dropout", "layer_norm",
     "binary_cross_entropy_with_logits", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",

@@ -278,6 +278,9 @@ class Tensor:
     def __getitem__(self, index: Any) -> Tensor:
         return _ops.getitem(self, index)
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        _ops.setitem(self, index, value)
+
     def neg(self) -> Tensor:
         return _ops.neg(self)
 
@@ -359,7 +362,7 @@ class Tensor:
         return _ops.astype(self, np.float32)
 
     def to(self, device: Any = None, dtype: Any = None) -> Tensor:
-        """Copy to another device and/or dtype (``t.to("cpu")``, ``t.to(dtype=np.float16)``)."""
+        """Copy to another device and/or dtype (``t.to("cpu")``, ``t.to(np.float16)``)."""
         return _ops.to(self, device, dtype)
 
     def clone(self) -> Tensor:
@@ -367,6 +370,62 @@ class Tensor:
 
     def matmul(self, other: Tensor) -> Tensor:
         return _ops.matmul(self, other)
+
+    def cpu(self) -> Tensor:
+        """A copy on the CPU OpenCL device, as ``t.to("cpu")`` (``.numpy()`` gives a NumPy array)."""
+        return _ops.to(self, "cpu")
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        return _ops.squeeze(self, dim)
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        return _ops.unsqueeze(self, dim)
+
+    def expand(self, *sizes: int | Sequence[int]) -> Tensor:
+        return _ops.expand(self, *sizes)
+
+    def repeat(self, *sizes: int | Sequence[int]) -> Tensor:
+        return _ops.repeat(self, *sizes)
+
+    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        return _ops.split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        return _ops.chunk(self, chunks, dim)
+
+    def where(self, condition: Tensor, other: Any) -> Tensor:
+        """``self`` where ``condition`` holds, else ``other`` (``torch.Tensor.where``)."""
+        return _ops.where(condition, self, other)
+
+    def masked_fill(self, mask: Tensor, value: float) -> Tensor:
+        return _ops.masked_fill(self, mask, value)
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        return _ops.gather(self, dim, index)
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        return _ops.scatter_add(self, dim, index, src)
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        return _ops.index_select(self, dim, index)
+
+    def var(self, dim: int | Sequence[int] | None = None, correction: float = 1, keepdim: bool = False) -> Tensor:
+        return _ops.var(self, dim, correction, keepdim)
+
+    def std(self, dim: int | Sequence[int] | None = None, correction: float = 1, keepdim: bool = False) -> Tensor:
+        return _ops.std(self, dim, correction, keepdim)
+
+    def cumsum(self, dim: int) -> Tensor:
+        return _ops.cumsum(self, dim)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return _ops.tril(self, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return _ops.triu(self, diagonal)
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:  # noqa: A002
+        return _ops.topk(self, k, dim, largest, sorted)
 
 
 def _topological_order(root: Tensor) -> list[Tensor]:

@@ -14,7 +14,7 @@ import pytest
 
 import clnn
 from clnn import kernels
-from clnn.ops import attention, elementwise, norm, pool, reduce, rnn, signal
+from clnn.ops import attention, elementwise, index, norm, pool, reduce, rnn, scan, signal
 from clnn.optim import optimizers
 
 PACKAGE = Path(clnn.__file__).resolve().parent
@@ -38,6 +38,8 @@ FLAGS = [
     ("signal.cl", "SIG_FLIP_", signal, "FLIP_"),
     ("rnn.cl", "RNN_", rnn, "RNN_"),
     ("attention.cl", "ATT_F_", attention, "F_"),
+    ("index.cl", "SX_", index, "SX_"),
+    ("index.cl", "SC_", scan, "SC_"),
 ]
 FAMILIES = [(f, p) for f, p, _, _ in NAMED] + [(f, p) for f, p, _, _ in FLAGS]
 

@@ -40,11 +40,12 @@ from .module import Module, Parameter, Sequential
 from .parallel import DistributedDataParallel
 from .rnn import GRU, LSTM
 from .saving import load
+from .sparse import Embedding
 
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
-    "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Flatten", "History",
-    "GRU", "Identity", "LSTM", "LayerNorm", "ModuleDict", "ModuleList",
+    "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Embedding", "Flatten",
+    "History", "GRU", "Identity", "LSTM", "LayerNorm", "ModuleDict", "ModuleList",
     "BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss",
     "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",

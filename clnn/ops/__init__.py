@@ -2,6 +2,7 @@
 
 from .activation import relu, sigmoid, tanh
 from .creation import arange, empty, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+from .einsum import einsum
 from .elementwise import (
     abs,
     add,
@@ -23,7 +24,9 @@ from .elementwise import (
     sqrt,
     sub,
 )
+from .index import gather, getitem, index_select, masked_fill, scatter_add, setitem, tril, triu, where
 from .matmul import gemm, matmul
 from .random import manual_seed
-from .reduce import argmax, argmin, broadcast_to, logsumexp, max, mean, min, sum
-from .shape import astype, cat, flatten, getitem, permute, reshape, to, transpose
+from .reduce import argmax, argmin, broadcast_to, expand, logsumexp, max, mean, min, repeat, std, sum, var
+from .scan import cumsum, topk
+from .shape import astype, cat, chunk, flatten, permute, reshape, split, squeeze, stack, to, transpose, unsqueeze

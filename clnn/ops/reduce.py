@@ -16,7 +16,14 @@ from ..device import Device
 from ..kernels import broadcast_strides, contiguous_strides, defines, group_size, launch_1d
 from ..profiler import profiled
 from ..tensor import Tensor
-from ..validation import broadcast_shapes, normalize_axis, require_float, require_tensor
+from ..validation import (
+    broadcast_shapes,
+    normalize_axis,
+    require_float,
+    require_ints,
+    require_number,
+    require_tensor,
+)
 from ._core import empty, record
 from .shape import permute, reshape, strided_copy
 
@@ -209,3 +216,61 @@ def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     pad = g.ndim - len(shape)
     axes = tuple(range(pad)) + tuple(pad + i for i, n in enumerate(shape) if n == 1 and g.shape[pad + i] != 1)
     return reshape(sum(g, axes), shape)
+
+
+def _var(op: str, x: Tensor, dim: int | Sequence[int] | None, correction: float, keepdim: bool) -> Tensor:
+    require_tensor(f"{op}: x", x)
+    require_float(f"{op}: x", x)
+    axes = _axes(x, dim)
+    dof = math.prod([x.shape[a] for a in axes]) - require_number(f"{op}: correction", correction)
+    dev = x - mean(x, axes, True)
+    return sum(dev * dev, axes, keepdim) * (1.0 / dof if dof > 0 else math.inf)
+
+
+@profiled
+def var(x: Tensor, dim: int | Sequence[int] | None = None, correction: float = 1, keepdim: bool = False) -> Tensor:
+    """Variance over ``dim`` (all dims when None): ``sum((x - mean)**2) / (n - correction)`` (``torch.var``;
+    ``correction=0`` is the population variance). Two passes: the mean, then the squared deviations."""
+    return _var("var", x, dim, correction, keepdim)
+
+
+@profiled
+def std(x: Tensor, dim: int | Sequence[int] | None = None, correction: float = 1, keepdim: bool = False) -> Tensor:
+    """Standard deviation over ``dim``: ``sqrt(var(x, dim, correction, keepdim))`` (``torch.std``)."""
+    return _var("std", x, dim, correction, keepdim).sqrt()
+
+
+@profiled
+def expand(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
+    """``x`` broadcast to ``sizes`` (``torch.Tensor.expand``): -1 keeps a dim's size, new dims go in front.
+    Returns a copy (clnn tensors are contiguous)."""
+    require_tensor("expand: x", x)
+    shape = tuple(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], (int, np.integer)) else sizes
+    shape = require_ints("expand: sizes", shape, len(shape), -1) if shape else ()
+    pad = len(shape) - x.ndim
+    if pad < 0 or -1 in shape[:pad]:
+        raise ValueError(f"expand: sizes {shape} expect at least {x.ndim} dims and no -1 among new ones")
+    target = tuple(x.shape[i - pad] if s == -1 else s for i, s in enumerate(shape))
+    if any(n not in (1, t) for n, t in zip(x.shape, target[pad:])):
+        raise ValueError(f"expand: cannot expand shape {x.shape} to {target}: only size-1 dims can grow")
+    return broadcast_to(x, target)
+
+
+@profiled
+def repeat(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
+    """``x`` tiled ``sizes[i]`` times along dim i (``torch.Tensor.repeat``; extra sizes add leading dims)."""
+    require_tensor("repeat: x", x)
+    reps = tuple(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], (int, np.integer)) else sizes
+    reps = require_ints("repeat: sizes", reps, len(reps), 0) if reps else ()
+    if len(reps) < x.ndim:
+        raise ValueError(f"repeat: sizes expect at least {x.ndim} values (x's dims); got {reps}")
+    full = (1,) * (len(reps) - x.ndim) + x.shape
+    tiled = tuple(v for r, n in zip(reps, full) for v in (r, n))  # (r0, n0, r1, n1, ...)
+    out = empty(tuple(r * n for r, n in zip(reps, full)), x.dtype, x.device)
+    src = [v for s in contiguous_strides(full) for v in (0, s)]
+    strided_copy(x, out, tiled, src, contiguous_strides(tiled))
+
+    def backward(g: Tensor) -> tuple[Tensor]:
+        return (reshape(sum(reshape(g, tiled), tuple(range(0, len(tiled), 2))), x.shape),)
+
+    return record(out, (x,), backward, "repeat")

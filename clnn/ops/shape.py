@@ -16,7 +16,7 @@ from ..device import Device, device
 from ..kernels import contiguous_strides, descriptor, launch_1d
 from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
-from ..validation import check_dtype_on, normalize_axis, require_tensor, same_device, same_dtype
+from ..validation import check_dtype_on, normalize_axis, require_int, require_tensor, same_device, same_dtype
 from ._core import empty, record
 from .creation import tensor, zeros
 
@@ -160,8 +160,8 @@ def _view_of_index(shape: tuple[int, ...], index: Any) -> tuple[int, tuple[int, 
         n = shape[dim]
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer, slice)):
             raise TypeError(
-                f"tensor indices must be ints, slices, None or ...; got {type(item).__name__} "
-                "(integer and boolean array indexing is not supported)"
+                f"tensor indices must be ints, slices, None, ... or an integer index tensor/array; got "
+                f"{type(item).__name__}"
             )
         if isinstance(item, slice):
             start, stop, step = item.indices(n)
@@ -214,6 +214,72 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 
 @profiled
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """``tensors`` (all one shape) joined along a new dim ``dim`` (``torch.stack``)."""
+    if isinstance(tensors, Tensor) or not isinstance(tensors, Sequence) or not tensors:
+        raise TypeError(f"stack: tensors expects a non-empty sequence of clnn.Tensor; got {type(tensors).__name__}")
+    parts = tuple(require_tensor(f"stack: tensors[{i}]", t) for i, t in enumerate(tensors))
+    for i, t in enumerate(parts):
+        if t.shape != parts[0].shape:
+            raise ValueError(f"stack: tensors[{i}] expects shape {parts[0].shape} (that of tensors[0]); got {t.shape}")
+    d = normalize_axis(dim, parts[0].ndim + 1, "stack: dim")
+    return cat([unsqueeze(t, d) for t in parts], d)
+
+
+@profiled
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """``x`` with a new dim of size 1 at ``dim`` (in ``[-x.ndim - 1, x.ndim]``); shares memory."""
+    require_tensor("unsqueeze: x", x)
+    d = normalize_axis(dim, x.ndim + 1, "unsqueeze: dim")
+    return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+@profiled
+def squeeze(x: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    """``x`` without its size-1 dims (all of them, or those in ``dim`` that have size 1); shares memory."""
+    require_tensor("squeeze: x", x)
+    if dim is None:
+        dims = {i for i, n in enumerate(x.shape) if n == 1}
+    else:
+        items = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+        dims = {i for i in (normalize_axis(a, x.ndim, "squeeze: dim") for a in items) if x.ndim and x.shape[i] == 1}
+    return reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in dims))
+
+
+@profiled
+def split(x: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """``x`` cut along ``dim`` into pieces of ``split_size_or_sections`` (the last may be shorter), or of
+    the listed sizes, which must add up to ``x.shape[dim]`` (``torch.split``). Each piece is a copy."""
+    require_tensor("split: x", x)
+    d = normalize_axis(dim, x.ndim, "split: dim")
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, (int, np.integer)) and not isinstance(split_size_or_sections, bool):
+        size = int(split_size_or_sections)
+        if size <= 0 and not (size == 0 and n == 0):
+            raise ValueError(f"split: split_size expects a positive int; got {size}")
+        sizes = [min(size, n - a) for a in range(0, n, size)] if n else [0]
+    elif isinstance(split_size_or_sections, Sequence) and all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in split_size_or_sections):
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n:
+            raise ValueError(f"split: sections expect to add up to {n} (x.shape[{d}]); got {sizes}")
+    else:
+        raise TypeError(f"split: split_size_or_sections expects an int or a list of ints >= 0; got "
+                        f"{split_size_or_sections!r}")
+    bounds = np.cumsum([0, *sizes]).tolist()
+    return tuple(getitem(x, (slice(None),) * d + (slice(a, b),)) for a, b in zip(bounds, bounds[1:]))
+
+
+@profiled
+def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """``x`` cut along ``dim`` into at most ``chunks`` pieces of ``ceil(n / chunks)`` (``torch.chunk``)."""
+    require_tensor("chunk: x", x)
+    chunks = require_int("chunk: chunks", chunks, 1)
+    n = x.shape[normalize_axis(dim, x.ndim, "chunk: dim")]
+    return split(x, max(-(-n // chunks), 1) if n else 0, dim)
+
+
+@profiled
 def getitem(x: Tensor, index: Any) -> Tensor:
     """Basic indexing: ints, slices (any step), ``None`` and ``...``; returns a copy."""
     offset, out_shape, src_strides, _ = _view_of_index(x.shape, index)
@@ -242,9 +308,22 @@ def astype(x: Tensor, dtype: Any, copy: bool = False) -> Tensor:
     return record(out, (x,), lambda g: (astype(g, x.dtype),), "astype")
 
 
+def _is_dtype(spec: Any) -> bool:
+    if isinstance(spec, (Device, int, np.integer)) or spec is None:
+        return False
+    try:
+        np.dtype(spec)
+    except TypeError:
+        return False
+    return True
+
+
 @profiled
-def to(x: Tensor, dev: str | int | Device | None = None, dtype: Any = None) -> Tensor:
-    """``x`` on device ``dev`` and/or with ``dtype``; crossing devices copies through the host."""
+def to(x: Tensor, dev: Any = None, dtype: Any = None) -> Tensor:
+    """``x`` on device ``dev`` and/or with ``dtype``; crossing devices copies through the host. As in
+    PyTorch, a dtype may come first: ``x.to(np.float16)``."""
+    if dtype is None and _is_dtype(dev):
+        dev, dtype = None, dev
     target = x.device if dev is None else device(dev)
     out = x
     if target is not x.device:

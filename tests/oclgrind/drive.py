@@ -168,6 +168,46 @@ def copy(dt: np.dtype, rng: np.random.Generator) -> None:
         check(f"astype from {target.name}", back, xn.astype(target).astype(dt), dt)
 
 
+def index(dt: np.dtype, rng: np.random.Generator) -> None:
+    """index.cl: the range check (passing and failing), gather/scatter in every mode (through gather,
+    scatter_add, backward, embedding's skipped row, assignment), where_fill, tri, then scan and topk with
+    work-groups of 16 (multi-block scans, a cached and an uncached top-k row)."""
+    xn = data(rng, (4, 5), dt)
+    x = clnn.tensor(xn, requires_grad=True)
+    i = rng.integers(0, 5, (4, 3))
+    check("gather", x.gather(1, clnn.tensor(i)), np.take_along_axis(xn, i, 1), dt)
+    src = data(rng, (4, 3), dt)
+    want = xn.astype(np.float64)
+    for r in range(4):
+        np.add.at(want[r], i[r], src[r].astype(np.float64))
+    check("scatter_add", x.scatter_add(1, clnn.tensor(i), clnn.tensor(src)), want, dt)
+    rows = np.array([3, 0, 3])
+    e = clnn.functional.embedding(clnn.tensor(rows), x, padding_idx=0)
+    e.backward(clnn.ones(*e.shape, dtype=dt))
+    check("embedding backward", x.grad, np.array([[0] * 5, [0] * 5, [0] * 5, [2] * 5]), dt)
+    try:
+        x[clnn.tensor([0, 9])]
+    except IndexError:
+        print("done: index_check (out of range)", file=sys.stderr, flush=True)
+    else:
+        raise AssertionError("index_check: index 9 of 4 rows passed")
+    y = clnn.tensor(xn)
+    y[[2, -1]] = clnn.tensor(src[:2, :1])
+    want = xn.copy()
+    want[[2, -1]] = src[:2, :1]
+    check("setitem", y, want, dt)
+    m = rng.random((4, 1)) < 0.5
+    check("where", clnn.where(clnn.tensor(m), x, 0.0), np.where(m, xn, 0), dt)
+    check("triu", x.triu(1), np.triu(xn, 1), dt)
+    _lower_wg(16)
+    v = data(rng, (2, 150), dt, 0.0, 1.0)
+    check("cumsum (3 blocks)", clnn.tensor(v).cumsum(1), np.cumsum(v.astype(np.float64), 1), dt)
+    check("cumsum (strided)", clnn.tensor(v[:, :7]).cumsum(0), np.cumsum(v[:, :7], 0), dt)
+    w = rng.permutation(1030).astype(dt)
+    check("topk (uncached row)", clnn.tensor(w).topk(2)[0], np.sort(w)[::-1][:2], dt)
+    check("topk (cached rows)", clnn.tensor(v).topk(3, largest=False)[1], np.argsort(v, 1, kind="stable")[:, :3], dt)
+
+
 def random(dt: np.dtype, rng: np.random.Generator) -> None:
     """uniform, normal and dropout draws (n not a multiple of 4: each work-item makes 4 numbers)."""
     from clnn.ops.random import dropout_mask
@@ -437,6 +477,7 @@ FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple
     "elementwise": (elementwise, (F32, F16, F64)),
     "reduce": (reduce, (F32, F16, F64)),
     "copy": (copy, (F32, F16, F64)),
+    "index": (index, (F32, F16, F64)),
     "random": (random, (F32, F16, F64)),
     "gemm": (gemm, (F32, F16, F64)),
     "softmax": (softmax, (F32, F16, F64)),

@@ -1,0 +1,208 @@
+/* index.cl: integer-indexed reads and writes, masked selection, triangles, prefix sums and top-k.
+ *
+ * Tensors are contiguous. An indexed op sees its data as (O, V, I) around the indexed axis (V long) and
+ * its index as (O, J, I) read through element strides (so, sj, si): stride 0 broadcasts one index list
+ * (index_select, embedding, x[idx]) over O and I, full strides give torch.gather/scatter_add's per-element
+ * index. A negative index counts from V (x[idx]); the host checks the range first (index_check).
+ *   index_check: first[0] = the lowest position p < n with idx[p] outside [lo, hi); integer atomic_min
+ *                only, so the result is exact and deterministic. The host reads that one int.
+ *   gather:      out[o, j, i] = x[o, idx(o, j, i), i]; one work-item per output.
+ *   scatter:     out[o, v, i] = base[o, v, i] + sum of src[o, j, i] over j with idx(o, j, i) == v, in
+ *                increasing j (without SX_BASE the base is 0), or with SX_ASSIGN src of the last such
+ *                j, else the base. Row v == skip gets no contribution (embedding's padding_idx). One
+ *                work-item per output walks the J indices: a fixed order, no atomics, bit-identical reruns.
+ *   where_fill:  out[i] = cond[d.s0 . idx] ? a[d.s1 . idx] : out[i] over the shape of d (broadcasting).
+ *   tri:         out = x where (col - row) >= diagonal (upper) or <= diagonal (lower), else 0, for a
+ *                batch of (R, C) matrices.
+ *   scan:        inclusive prefix sums of rows (row r at (r / I) * L * I + r % I, stride I), in blocks of
+ *                C = IDX_WG * SCAN_K elements, one work-group per (row, block): the block is loaded to
+ *                local memory (coalesced when I == 1), each work-item sums SCAN_K of it serially and a
+ *                Hillis-Steele scan over the IDX_WG partial sums joins them. SC_TOTALS writes each block's
+ *                total to totals[row * blocks + block] instead; SC_CARRY adds carry[row * blocks + block
+ *                - 1] (the inclusive scan of those totals) to every block after the first; SC_REVERSE
+ *                scans from the row's end. Work O(L), depth O(SCAN_K + log IDX_WG) per block.
+ *   topk:        one work-group per row (same row layout), k rounds; each picks the best element ranked
+ *                after the previous pick with a local-memory tree over IDX_WG work-items. The row sits in
+ *                local memory when it has at most TK_CAP elements. Order: value (descending when
+ *                largest, NaN largest), ties by lower index. vals/idx rows are (O, k, I).
+ * Defines: the element type (clnn_dtype.h; integer types compute in their own type); IDX_WG, the
+ * work-group size of scan and topk (a power of two); SCAN_K; TK_CAP.
+ */
+#include "clnn_dtype.h"
+#include "clnn_shape.h"
+
+#ifndef IDX_WG
+#define IDX_WG 64
+#endif
+#ifndef SCAN_K
+#define SCAN_K 4
+#endif
+#ifndef TK_CAP
+#define TK_CAP 1024
+#endif
+
+#define SX_ASSIGN 1
+#define SX_BASE 2
+
+#define SC_TOTALS 1
+#define SC_CARRY 2
+#define SC_REVERSE 4
+
+typedef struct { int ndim; int shape[MAXD]; int s0[MAXD]; int s1[MAXD]; } Strides;
+
+__kernel void index_check(int n, __global const long *idx, long lo, long hi, __global int *first) {
+    int p = get_global_id(0);
+    if (p >= n) return;
+    long k = idx[p];
+    if (k < lo || k >= hi) atomic_min(first, p);
+}
+
+inline int wrap(long k, int V) { return (int)(k < 0 ? k + V : k); }
+
+__kernel void gather(int n, int V, int J, int I, int so, int sj, int si, __global const long *idx,
+                     __global const store_t *x, __global store_t *out) {
+    int p = get_global_id(0);
+    if (p >= n) return;
+    int i = p % I, j = (p / I) % J, o = p / (I * J);  /* out (O, J, I) */
+    int v = wrap(idx[(size_t)o * so + (size_t)j * sj + (size_t)i * si], V);
+    STORE(out, p, LOAD(x, ((size_t)o * V + v) * I + i));
+}
+
+__kernel void scatter(int n, int flags, int V, int J, int I, int so, int sj, int si, int skip,
+                      __global const long *idx, __global const store_t *base, __global const store_t *src,
+                      __global store_t *out) {
+    int p = get_global_id(0);
+    if (p >= n) return;
+    int i = p % I, v = (p / I) % V, o = p / (I * V);  /* out (O, V, I) */
+    real acc = (flags & SX_BASE) ? LOAD(base, p) : (real)0;
+    if (v != skip) {
+        size_t at = (size_t)o * so + (size_t)i * si;
+        for (int j = 0; j < J; ++j) {
+            if (wrap(idx[at + (size_t)j * sj], V) != v) continue;
+            real s = LOAD(src, ((size_t)o * J + j) * I + i);
+            acc = (flags & SX_ASSIGN) ? s : acc + s;
+        }
+    }
+    STORE(out, p, acc);
+}
+
+__kernel void where_fill(int n, Strides d, __global const uchar *cond, __global const store_t *a,
+                         __global store_t *out) {
+    int p = get_global_id(0);
+    if (p >= n) return;
+    int r = p, oc = 0, oa = 0;
+    for (int k = d.ndim - 1; k >= 0; --k) {
+        int c = r % d.shape[k];
+        r /= d.shape[k];
+        oc += c * d.s0[k];
+        oa += c * d.s1[k];
+    }
+    if (cond[oc]) STORE(out, p, LOAD(a, oa));
+}
+
+__kernel void tri(int n, int R, int C, int diagonal, int upper, __global const store_t *x,
+                  __global store_t *out) {
+    int p = get_global_id(0);
+    if (p >= n) return;
+    int d = p % C - (p / C) % R;  /* col - row */
+    int keep = upper ? d >= diagonal : d <= diagonal;
+    STORE(out, p, keep ? LOAD(x, p) : (real)0);
+}
+
+__kernel __attribute__((reqd_work_group_size(IDX_WG, 1, 1)))
+void scan(int L, int I, int blocks, int flags, __global const store_t *x, __global const real *carry,
+          __global store_t *out, __global real *totals) {
+    __local real tile[IDX_WG * SCAN_K];
+    __local real part[IDX_WG];
+    const int C = IDX_WG * SCAN_K;
+    int t = get_local_id(0), g = get_group_id(0);
+    int row = g / blocks, b = g % blocks;
+    size_t base = (size_t)(row / I) * L * I + row % I;
+    int p0 = b * C, n = min(C, L - p0);
+    for (int e = t; e < C; e += IDX_WG) {
+        int q = (flags & SC_REVERSE) ? L - 1 - (p0 + e) : p0 + e;
+        tile[e] = e < n ? LOAD(x, base + (size_t)q * I) : (real)0;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    real s = 0;
+    for (int k = 0; k < SCAN_K; ++k) {
+        s += tile[t * SCAN_K + k];
+        tile[t * SCAN_K + k] = s;
+    }
+    part[t] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < IDX_WG; off <<= 1) {
+        real v = t >= off ? part[t - off] : (real)0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        part[t] += v;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (flags & SC_TOTALS) {
+        if (t == 0) totals[(size_t)row * blocks + b] = part[IDX_WG - 1];
+        return;
+    }
+    real c = (flags & SC_CARRY) && b > 0 ? carry[(size_t)row * blocks + b - 1] : (real)0;
+    for (int e = t; e < n; e += IDX_WG) {
+        int owner = e / SCAN_K;
+        int q = (flags & SC_REVERSE) ? L - 1 - (p0 + e) : p0 + e;
+        STORE(out, base + (size_t)q * I, c + (owner > 0 ? part[owner - 1] : (real)0) + tile[e]);
+    }
+}
+
+/* a > b with NaN the largest value; a == b with NaN equal to NaN (v != v: also compiles for integers) */
+#define GT(a, b) ((a) != (a) ? (b) == (b) : (a) > (b))
+#define EQ(a, b) ((a) == (b) || ((a) != (a) && (b) != (b)))
+
+/* does (a, ia) rank before (b, ib)? */
+inline int before(int largest, real a, int ia, real b, int ib) {
+    if (EQ(a, b)) return ia < ib;
+    return largest ? GT(a, b) : GT(b, a);
+}
+
+__kernel __attribute__((reqd_work_group_size(IDX_WG, 1, 1)))
+void topk(int L, int I, int k, int largest, __global const store_t *x, __global store_t *vals,
+          __global long *idx) {
+    __local real cache[TK_CAP];
+    __local real bv[IDX_WG];
+    __local int bi[IDX_WG];
+    int t = get_local_id(0), row = get_group_id(0);
+    size_t base = (size_t)(row / I) * L * I + row % I;
+    size_t obase = (size_t)(row / I) * k * I + row % I;
+    int cached = L <= TK_CAP;
+    if (cached)
+        for (int e = t; e < L; e += IDX_WG) cache[e] = LOAD(x, base + (size_t)e * I);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    real pv = 0;
+    int pi = -1;  /* the previous pick; -1: none yet */
+    for (int r = 0; r < k; ++r) {
+        real best = 0;
+        int bidx = -1;
+        for (int e = t; e < L; e += IDX_WG) {
+            real v = cached ? cache[e] : LOAD(x, base + (size_t)e * I);
+            if ((pi < 0 || before(largest, pv, pi, v, e)) && (bidx < 0 || before(largest, v, e, best, bidx))) {
+                best = v;
+                bidx = e;
+            }
+        }
+        bv[t] = best;
+        bi[t] = bidx;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = IDX_WG / 2; s > 0; s >>= 1) {
+            if (t < s) {
+                int j = bi[t + s];
+                if (j >= 0 && (bi[t] < 0 || before(largest, bv[t + s], j, bv[t], bi[t]))) {
+                    bv[t] = bv[t + s];
+                    bi[t] = j;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        pv = bv[0];
+        pi = bi[0];
+        if (t == 0) {
+            STORE(vals, obase + (size_t)r * I, pv);
+            idx[obase + (size_t)r * I] = pi;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
