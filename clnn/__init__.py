@@ -56,7 +56,7 @@ from .ops import (
     zeros,
     zeros_like,
 )
-from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad
+from .tensor import Tensor, bfloat16, enable_grad, float16, float32, float64, is_grad_enabled, no_grad
 
 __all__ = [
     "Device",
@@ -64,6 +64,10 @@ __all__ = [
     "KernelBuildError",
     "Tensor",
     "arange",
+    "bfloat16",
+    "float16",
+    "float32",
+    "float64",
     "data",
     "datasets",
     "load_state_dict",

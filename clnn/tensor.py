@@ -18,13 +18,17 @@ import pyopencl as cl
 
 from . import profiler
 from .device import Device
+from .kernels import BFLOAT16
 
-__all__ = ["Tensor", "Node", "no_grad", "enable_grad", "is_grad_enabled", "SUPPORTED_DTYPES"]
+__all__ = [
+    "Tensor", "Node", "no_grad", "enable_grad", "is_grad_enabled", "SUPPORTED_DTYPES",
+    "float16", "bfloat16", "float32", "float64",
+]
 
-SUPPORTED_DTYPES = tuple(
-    np.dtype(t) for t in (np.float32, np.float16, np.float64, np.int32, np.int64, np.bool_)
-)
-FLOAT_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float16, np.float64))
+float16, bfloat16, float32, float64 = np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64)
+SUPPORTED_DTYPES = (float32, float16, bfloat16, float64, np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_))
+FLOAT_DTYPES = (float32, float16, bfloat16, float64)
+HALF_DTYPES = (float16, bfloat16)  # stored in 16 bits, computed in float32
 
 _state = threading.local()
 

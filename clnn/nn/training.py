@@ -24,7 +24,7 @@ from .. import optim
 from ..data import DataLoader
 from ..device import default_device
 from ..ops.creation import tensor, zeros
-from ..tensor import Tensor, no_grad
+from ..tensor import FLOAT_DTYPES, Tensor, no_grad
 from .callbacks import Callback, History, ModelCheckpoint
 
 try:
@@ -329,12 +329,12 @@ class TrainingMixin:
             self.train(was_training)
         rows = [("Layer (type)", "Output Shape", "Param #")]
         for m, out in calls:
-            count = sum(p.size for p in m.parameters()) + sum(b.size for b in m.buffers() if b.dtype.kind == "f")
+            count = sum(p.size for p in m.parameters()) + sum(b.size for b in m.buffers() if b.dtype in FLOAT_DTYPES)
             oshape = "(None, " + ", ".join(str(s) for s in out.shape[1:]) + ")" if isinstance(out, Tensor) else "?"
             rows.append((f"{names.get(id(m), '?')} ({type(m).__name__})", oshape.replace(", )", ")"), f"{count:,}"))
         trainable = sum(p.size for p in self.parameters() if p.requires_grad)
         frozen = sum(p.size for p in self.parameters() if not p.requires_grad)
-        frozen += sum(b.size for b in self.buffers() if b.dtype.kind == "f")
+        frozen += sum(b.size for b in self.buffers() if b.dtype in FLOAT_DTYPES)
         w = [max(len(r[i]) for r in rows) + 4 for i in range(3)]
         width = sum(w)
         line = lambda r: (r[0].ljust(w[0]) + r[1].ljust(w[1]) + r[2].rjust(w[2] - 4)).rstrip()  # noqa: E731

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import profiler
 from ..device import Device
-from ..tensor import Backward, Node, Tensor, is_grad_enabled
+from ..tensor import FLOAT_DTYPES, Backward, Node, Tensor, is_grad_enabled
 from ..validation import check_dtype_on
 
 INT_MAX = 2**31 - 1
@@ -50,7 +50,7 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     if profiler._active is not None:
         profiler._active._allocated(dev, nbytes)
     if _poison["on"]:
-        dev.fill(buf, np.array(np.nan, dt) if dt.kind == "f" else np.array(-1, dt), nbytes)
+        dev.fill(buf, np.array(np.nan, dt) if dt in FLOAT_DTYPES else np.array(-1, dt), nbytes)
     return Tensor(buf, shape, dt, dev)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from .. import kernels, profiler
 from ..kernels import defines, launch_1d
 from ..profiler import profiled
-from ..tensor import Tensor, is_grad_enabled
+from ..tensor import HALF_DTYPES, Tensor, is_grad_enabled
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import empty, record
 from .creation import zeros
@@ -115,7 +115,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
         return zeros(shape, dtype=dt, device=dev)
     gw = empty(shape, dt, dev)
     how = plan(dev, dt, g.groups, og, ncol, nq)
-    half = np.dtype(dt) == np.float16  # half partials would round
+    half = np.dtype(dt) in HALF_DTYPES  # half partials would round
     if how.kernel == "direct" or og <= THIN:
         cfg = gemm_config(dev, dt)
         want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)

@@ -12,7 +12,7 @@ from .. import kernels, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
-from ..tensor import Tensor
+from ..tensor import HALF_DTYPES, Tensor
 from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
 from ._core import empty, record
 from .creation import tensor
@@ -106,7 +106,7 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
         cfg = gemm_config(dev, dtype, kind)
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
         tiles = batch * _ceil(m, tm) * _ceil(n, tn)
-        for s in _SPLITS if np.dtype(dtype) != np.float16 else (1,):
+        for s in _SPLITS if np.dtype(dtype) not in HALF_DTYPES else (1,):
             ks = max(tk, kernels.round_up(_ceil(k, s), tk))
             splits = max(1, _ceil(k, ks))
             if s > max_splits or (ks == tk and splits < s):  # more splits than asked for, or than k-slices
