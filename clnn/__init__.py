@@ -20,7 +20,8 @@ except ModuleNotFoundError as err:
 
 __version__ = "0.1.0"  # before the submodules: tuning keys its database by it
 
-from . import data, datasets, functional, nn, optim, profiler, signal
+from . import amp, data, datasets, functional, nn, optim, profiler, signal
+from .amp import autocast
 from .device import (
     Device,
     DeviceError,
@@ -63,7 +64,9 @@ __all__ = [
     "DeviceError",
     "KernelBuildError",
     "Tensor",
+    "amp",
     "arange",
+    "autocast",
     "bfloat16",
     "float16",
     "float32",

@@ -48,6 +48,22 @@ def _grad_mode(enabled: bool) -> Iterator[None]:
         _state.grad = previous
 
 
+def autocast_dtype() -> np.dtype | None:
+    """The half dtype ops on autocast's lists run in inside ``clnn.autocast`` in this thread; else None."""
+    return getattr(_state, "autocast", None)
+
+
+@contextlib.contextmanager
+def autocast_mode(dtype: np.dtype | None) -> Iterator[None]:
+    """Set :func:`autocast_dtype` for a ``with`` block (``clnn.autocast`` validates and calls it)."""
+    previous = autocast_dtype()
+    _state.autocast = dtype
+    try:
+        yield
+    finally:
+        _state.autocast = previous
+
+
 def no_grad() -> contextlib.AbstractContextManager[None]:
     """``with clnn.no_grad():`` ops inside record nothing for autograd."""
     return _grad_mode(False)
@@ -191,7 +207,7 @@ class Tensor:
             )
         order = _topological_order(self)
         grads: dict[int, Tensor] = {id(self): grad}
-        with no_grad():
+        with no_grad(), autocast_mode(None):  # backward ops run in the dtypes their forward ops chose
             for t in order:
                 g = grads.pop(id(t), None)
                 if g is None:

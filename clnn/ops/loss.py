@@ -12,7 +12,7 @@ from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_choice, require_float, require_number, require_tensor, same_device, same_dtype
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .activation import row_launch
 from .creation import tensor
 from .elementwise import unary
@@ -113,6 +113,7 @@ def cross_entropy(
     Example:
         >>> loss = F.cross_entropy(model(x), np.array([3, 0, 7]))
     """
+    (input,) = autocast("float32", input)
     op = "cross_entropy"
     geometry, expected = _class_geometry(op, input)
     reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
@@ -141,6 +142,7 @@ def nll_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
 
     Shapes and targets as :func:`cross_entropy`.
     """
+    (input,) = autocast("float32", input)
     op = "nll_loss"
     (outer, classes, inner), expected = _class_geometry(op, input)
     reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
@@ -159,6 +161,7 @@ def nll_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
 
 def _pair(op: str, x: Any, target: Any) -> tuple[Tensor, Tensor]:
     """``input`` and a same-shaped floating ``target`` (NumPy targets are uploaded beside the input)."""
+    x, target = autocast("float32", x, target)
     require_tensor(f"{op}: input", x)
     require_float(f"{op}: input", x)
     if not isinstance(target, Tensor):

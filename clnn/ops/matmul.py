@@ -14,7 +14,7 @@ from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
 from ..tensor import HALF_DTYPES, Tensor
 from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .creation import tensor
 from .reduce import broadcast_to, sum_to_shape
 from .shape import reshape
@@ -228,6 +228,7 @@ def gemm(
     Example:
         >>> y = clnn.gemm(x, w, bias, beta=1.0, trans_b=True)  # x @ w.T + bias
     """
+    a, b, c = autocast("half", a, b, c)
     _check_pair("gemm", a, b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
@@ -293,6 +294,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         a = tensor(np.asarray(a), dtype=b.dtype, device=b.device)
     if not isinstance(b, Tensor):
         b = tensor(np.asarray(b), dtype=a.dtype, device=a.device)
+    a, b = autocast("half", a, b)
     _check_pair("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must have at least 1 dimension; got shapes {a.shape} and {b.shape}")
