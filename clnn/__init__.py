@@ -20,7 +20,8 @@ except ModuleNotFoundError as err:
 
 __version__ = "0.1.0"  # before the submodules: tuning keys its database by it
 
-from . import data, datasets, functional, nn, optim, profiler, signal
+from . import amp, data, datasets, functional, nn, optim, profiler, signal
+from .amp import autocast
 from .device import (
     Device,
     DeviceError,
@@ -75,14 +76,20 @@ from .ops import (
     zeros,
     zeros_like,
 )
-from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad
+from .tensor import Tensor, bfloat16, enable_grad, float16, float32, float64, is_grad_enabled, no_grad
 
 __all__ = [
     "Device",
     "DeviceError",
     "KernelBuildError",
     "Tensor",
+    "amp",
     "arange",
+    "autocast",
+    "bfloat16",
+    "float16",
+    "float32",
+    "float64",
     "data",
     "datasets",
     "load_state_dict",

@@ -113,7 +113,7 @@ class Device:
             return previous
 
     def supports(self, dtype: np.dtype) -> bool:
-        """Whether tensors of ``dtype`` can live on this device (float16 is storage-only everywhere)."""
+        """Whether tensors of ``dtype`` can live on this device (float16 and bfloat16 need no extension)."""
         return np.dtype(dtype) != np.float64 or self.fp64
 
     def synchronize(self) -> None:
@@ -125,19 +125,19 @@ class Device:
         """Copy the contiguous ``host`` array into ``buf``; returns once ``host`` may be reused."""
         if host.size:
             with self._lock:
-                cl.enqueue_copy(self.queue, buf, host, is_blocking=True)
+                cl.enqueue_copy(self.queue, buf, _raw(host), is_blocking=True)
 
     def download(self, buf: cl.Buffer, host: np.ndarray) -> None:
         """Copy ``buf`` into the contiguous ``host`` array, after every command queued before."""
         if host.size:
             with self._lock:
-                cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
+                cl.enqueue_copy(self.queue, _raw(host), buf, is_blocking=True)
 
     def fill(self, buf: cl.Buffer, pattern: np.ndarray, nbytes: int) -> None:
         """Repeat the bytes of the scalar array ``pattern`` over the first ``nbytes`` of ``buf``."""
         if nbytes:
             with self._lock:
-                cl.enqueue_fill_buffer(self.queue, buf, pattern, 0, nbytes)
+                cl.enqueue_fill_buffer(self.queue, buf, _raw(pattern), 0, nbytes)
 
     def copy(self, dst: cl.Buffer, src: cl.Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
         """Copy ``nbytes`` from ``src`` to ``dst`` on the device, in queue order (does not wait)."""
@@ -189,7 +189,7 @@ class Device:
             after = cl.enqueue_marker(self.queue)
             self.queue.flush()  # the side queue waits on this marker: make sure it gets submitted
             events = [
-                cl.enqueue_copy(self._side_queue, buf, host, is_blocking=False, wait_for=[after])
+                cl.enqueue_copy(self._side_queue, buf, _raw(host), is_blocking=False, wait_for=[after])
                 for buf, host in copies
             ]
             self._side_queue.flush()
@@ -246,6 +246,12 @@ _POSE_ATTRS = {"type": "type", "vendor": "vendor", "name": "name", "cu": "comput
                "wg": "max_work_group_size", "local": "local_mem_size", "fp16": "fp16", "fp64": "fp64"}
 _LOWER_ONLY = ("wg", "local", "fp16", "fp64")
 _POSE_EXAMPLE = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
+
+
+def _raw(host: np.ndarray) -> np.ndarray:
+    """``host`` as bytes when its dtype is a NumPy extension (ml_dtypes' bfloat16) that the buffer protocol
+    cannot describe; the same memory either way."""
+    return host.reshape(-1).view(np.uint8) if host.dtype.isbuiltin == 2 else host
 
 
 def _describe(index: int, p_index: int, d_index: int, platform: cl.Platform, d: cl.Device) -> Device:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .files import atomic_write
@@ -26,18 +27,25 @@ from .tensor import Tensor
 __all__ = ["save_state_dict", "load_state_dict", "read_metadata", "to_numpy"]
 
 _CODES = {
-    "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32, "I16": np.int16,
-    "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_,
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16, "I64": np.int64,
+    "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32,
+    "U64": np.uint64, "BOOL": np.bool_,
 }
 _NAMES = {np.dtype(t): code for code, t in _CODES.items()}
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """A clnn Tensor, a torch tensor or anything array-like, as a NumPy array."""
+    """A clnn Tensor, a torch tensor or anything array-like, as a NumPy array (``torch.bfloat16`` becomes
+    ``ml_dtypes.bfloat16``, bit for bit)."""
     if isinstance(value, Tensor):
         return value.numpy()
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":  # torch has no NumPy bfloat16: move the 16-bit words
+            import torch
+
+            return value.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        value = value.numpy()
     return np.asarray(value)
 
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pyopencl as cl
 
@@ -48,8 +49,10 @@ def _find_kernel_dir() -> Path:
 
 kernel_dir = _find_kernel_dir()
 
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _CL_TYPES = {
     np.dtype(np.float16): "half",
+    BFLOAT16: "ushort",  # the raw word; kernels built with defines() see it as clnn_dtype.h's bf16
     np.dtype(np.float32): "float",
     np.dtype(np.float64): "double",
     np.dtype(np.int32): "int",
@@ -97,9 +100,12 @@ def defines(dtype: np.dtype, half_math: bool = False, **extra: object) -> dict[s
 
     float16 is stored as half and computed in float32, except with ``half_math`` (for devices with
     ``cl_khr_fp16``), where the arithmetic itself is half precision. Kernels that accumulate (GEMM,
-    reductions) keep float32 accumulation and never ask for it.
+    reductions) keep float32 accumulation and never ask for it. bfloat16 is stored as 16-bit words and
+    always computed in float32.
     """
     dt = np.dtype(dtype)
+    if dt == BFLOAT16:
+        return {"STORE_T": "bf16", "REAL_T": "float", "STORE_BF16": 1, "STORE_HALF": 0, "USE_FP64": 0, **extra}
     store = cl_type(dt)
     if half_math and dt == np.float16:
         return {"STORE_T": "half", "REAL_T": "half", "STORE_HALF": 0, "USE_FP64": 0, "USE_FP16": 1, **extra}

@@ -18,13 +18,17 @@ import pyopencl as cl
 
 from . import profiler
 from .device import Device
+from .kernels import BFLOAT16
 
-__all__ = ["Tensor", "Node", "no_grad", "enable_grad", "is_grad_enabled", "SUPPORTED_DTYPES"]
+__all__ = [
+    "Tensor", "Node", "no_grad", "enable_grad", "is_grad_enabled", "SUPPORTED_DTYPES",
+    "float16", "bfloat16", "float32", "float64",
+]
 
-SUPPORTED_DTYPES = tuple(
-    np.dtype(t) for t in (np.float32, np.float16, np.float64, np.int32, np.int64, np.bool_)
-)
-FLOAT_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float16, np.float64))
+float16, bfloat16, float32, float64 = np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64)
+SUPPORTED_DTYPES = (float32, float16, bfloat16, float64, np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_))
+FLOAT_DTYPES = (float32, float16, bfloat16, float64)
+HALF_DTYPES = (float16, bfloat16)  # stored in 16 bits, computed in float32
 
 _state = threading.local()
 
@@ -42,6 +46,22 @@ def _grad_mode(enabled: bool) -> Iterator[None]:
         yield
     finally:
         _state.grad = previous
+
+
+def autocast_dtype() -> np.dtype | None:
+    """The half dtype ops on autocast's lists run in inside ``clnn.autocast`` in this thread; else None."""
+    return getattr(_state, "autocast", None)
+
+
+@contextlib.contextmanager
+def autocast_mode(dtype: np.dtype | None) -> Iterator[None]:
+    """Set :func:`autocast_dtype` for a ``with`` block (``clnn.autocast`` validates and calls it)."""
+    previous = autocast_dtype()
+    _state.autocast = dtype
+    try:
+        yield
+    finally:
+        _state.autocast = previous
 
 
 def no_grad() -> contextlib.AbstractContextManager[None]:
@@ -187,7 +207,7 @@ class Tensor:
             )
         order = _topological_order(self)
         grads: dict[int, Tensor] = {id(self): grad}
-        with no_grad():
+        with no_grad(), autocast_mode(None):  # backward ops run in the dtypes their forward ops chose
             for t in order:
                 g = grads.pop(id(t), None)
                 if g is None:

@@ -1,17 +1,23 @@
 /* clnn_dtype.h: the element type shared by every kernel file (included, never built alone).
  *
  * Defines (the host prepends them; the defaults give float32):
- *   STORE_T     storage type of tensors in global memory: half, float or double
- *   REAL_T      arithmetic type: float for half and float storage, double for double
+ *   STORE_T     storage type of tensors in global memory: half, bf16, float or double
+ *   REAL_T      arithmetic type: float for half, bf16 and float storage, double for double
  *   STORE_HALF  1 when STORE_T is half and REAL_T float: loads and stores go through
  *               vload_half/vstore_half, core OpenCL that needs no cl_khr_fp16
+ *   STORE_BF16  1 when STORE_T is bf16 (bfloat16: the upper 16 bits of a float32) and REAL_T float:
+ *               loads widen exactly, stores round to nearest even and keep NaN a NaN (sign kept,
+ *               payload made the quiet 0x7FC0, as ml_dtypes does). bf16 is a struct, so a kernel
+ *               that reads or writes elements without LOAD/STORE fails to build instead of
+ *               silently converting the raw 16-bit word.
  *   USE_FP64    1 when any type is double
  *   USE_FP16    1 for half arithmetic (STORE_T = REAL_T = half) on a device with cl_khr_fp16
  *
  * Provides: store_t, real, real4, param_t (the type of scalar kernel arguments: double with USE_FP64, else
  * float), LOAD(p, i) -> real, STORE(p, i, v), LOAD4(p, i) -> real4, STORE4(p, i, v) for the i-th group
  * of four elements (p + 4 i; element-aligned, as vloadn), BIG (+infinity of real: the identity of min,
- * -BIG of max).
+ * -BIG of max), bf16_to_float / float_to_bf16 (and their 4-wide forms) for kernels with their own
+ * type defines (copy.cl).
  */
 #ifndef CLNN_DTYPE_H
 #define CLNN_DTYPE_H
@@ -24,6 +30,9 @@
 #endif
 #ifndef STORE_HALF
 #define STORE_HALF 0
+#endif
+#ifndef STORE_BF16
+#define STORE_BF16 0
 #endif
 #ifndef USE_FP64
 #define USE_FP64 0
@@ -45,6 +54,24 @@ typedef float param_t;
 #define CLNN_CAT_(a, b) a##b
 #define CLNN_CAT(a, b) CLNN_CAT_(a, b)
 
+typedef struct { ushort bits; } bf16;
+
+inline float bf16_to_float(ushort h) { return as_float((uint)h << 16); }
+inline float4 bf16_to_float4(ushort4 h) { return as_float4(convert_uint4(h) << 16); }
+
+inline ushort float_to_bf16(float f) {
+    uint u = as_uint(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (ushort)(((u >> 16) & 0x8000u) | 0x7FC0u);  /* NaN */
+    return (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);  /* round to nearest, ties to even */
+}
+
+inline ushort4 float4_to_bf16(float4 f) {
+    uint4 u = as_uint4(f);
+    uint4 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    uint4 nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+    return convert_ushort4(select(rounded, nan, (u & 0x7FFFFFFFu) > 0x7F800000u));
+}
+
 typedef STORE_T store_t;
 typedef REAL_T real;
 typedef CLNN_CAT(REAL_T, 4) real4;
@@ -55,7 +82,14 @@ typedef CLNN_CAT(REAL_T, 4) real4;
 #define BIG INFINITY
 #endif
 
-#if STORE_HALF
+#if STORE_BF16
+#define LOAD(p, i) bf16_to_float((p)[i].bits)
+#define STORE(p, i, v) ((p)[i].bits = float_to_bf16((float)(v)))
+#define LOAD4(p, i) bf16_to_float4((ushort4)((p)[4 * (i)].bits, (p)[4 * (i) + 1].bits, (p)[4 * (i) + 2].bits, \
+                                             (p)[4 * (i) + 3].bits))
+#define STORE4(p, i, v) do { ushort4 bf16_w_ = float4_to_bf16(v); (p)[4 * (i)].bits = bf16_w_.s0; \
+    (p)[4 * (i) + 1].bits = bf16_w_.s1; (p)[4 * (i) + 2].bits = bf16_w_.s2; (p)[4 * (i) + 3].bits = bf16_w_.s3; } while (0)
+#elif STORE_HALF
 #define LOAD(p, i) vload_half((i), (p))
 #define STORE(p, i, v) vstore_half((float)(v), (i), (p))
 #define LOAD4(p, i) vload_half4((i), (p))

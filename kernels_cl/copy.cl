@@ -9,13 +9,16 @@
  * rows are padded by one element against bank conflicts. Work-group (TT, TR); each work-item moves
  * TT / TR elements of a tile; global (ceil(Q / TT) * TT, ceil(P / TT) * TR, B).
  * Defines:
- *   SRC_T, DST_T   storage types (half, float, double, int, long, uchar)
+ *   SRC_T, DST_T   storage types (half, float, double, int, long, uchar; ushort for bfloat16)
  *   SRC_HALF, DST_HALF   1 when the type is half (vload_half / vstore_half)
+ *   SRC_BF16, DST_BF16   1 when the type is bfloat16 converted to or from another type (a bfloat16 to
+ *                  bfloat16 copy moves the ushort words as they are)
  *   DST_BOOL       1 when the destination is bool (stored as uchar 0/1)
  *   USE_FP64       1 when either type is double
  *   TT, TR         transpose: tile side and work-group rows (TT % TR == 0)
  */
 #include "clnn_shape.h"
+#include "clnn_dtype.h"
 #ifndef SRC_T
 #define SRC_T float
 #endif
@@ -28,24 +31,28 @@
 #ifndef DST_HALF
 #define DST_HALF 0
 #endif
+#ifndef SRC_BF16
+#define SRC_BF16 0
+#endif
+#ifndef DST_BF16
+#define DST_BF16 0
+#endif
 #ifndef DST_BOOL
 #define DST_BOOL 0
-#endif
-#ifndef USE_FP64
-#define USE_FP64 0
-#endif
-#if USE_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
 
 #if SRC_HALF
 #define READ(p, i) vload_half((i), (p))
+#elif SRC_BF16
+#define READ(p, i) bf16_to_float((p)[i])
 #else
 #define READ(p, i) ((p)[i])
 #endif
 
 #if DST_HALF
 #define WRITE(p, i, v) vstore_half((float)(v), (i), (p))
+#elif DST_BF16
+#define WRITE(p, i, v) ((p)[i] = float_to_bf16((float)(v)))
 #elif DST_BOOL
 #define WRITE(p, i, v) ((p)[i] = (uchar)((v) != 0))
 #else

@@ -49,7 +49,7 @@ typedef real realv;
 #else
 typedef CAT(REAL_T, VW) realv;
 #endif
-#if VWG > 1 && !STORE_HALF
+#if VWG > 1 && !STORE_HALF && !STORE_BF16
 #define VEC_LOADS 1
 typedef CAT(STORE_T, VWG) storeg;
 #else

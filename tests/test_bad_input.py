@@ -256,6 +256,7 @@ CASES: list[Case] = [
     Case("logsumexp -inf row", lambda c: clnn.logsumexp(clnn.tensor(np.full((2, 3), -np.inf, np.float32),
                                                                        device=c.dev), axis=1),
          expect=lambda c: np.full(2, -np.inf)),
+    Case("autocast integer dtype", lambda c: clnn.autocast(np.int32).__enter__(), T, "clnn.float16 or clnn.bfloat16"),
     # ---- matmul / gemm --------------------------------------------------------------------------------
     Case("matmul 0-d", lambda c: clnn.matmul(c.x(1).reshape(()), c.x(3)), V, "at least 1 dimension"),
     Case("matmul inner mismatch", lambda c: c.x(3, 4) @ c.x(5, 2), V, "inner dimensions 4 != 5"),

@@ -19,7 +19,7 @@ from ..device import Device
 from ..device import device as _device
 from ..io import to_numpy
 from ..ops.creation import zeros_like
-from ..tensor import Tensor
+from ..tensor import FLOAT_DTYPES, Tensor
 from .saving import SavingMixin
 from .training import TrainingMixin, _calls
 
@@ -225,7 +225,7 @@ class Module(TrainingMixin, SavingMixin):
                 for t in table.values():
                     if t is None:
                         continue
-                    dt = dtype if dtype is not None and t.dtype.kind == "f" else None
+                    dt = dtype if dtype is not None and t.dtype in FLOAT_DTYPES else None
                     moved = t.detach().to(target, dt)
                     if moved is not t:
                         t.data, t.shape, t.dtype, t.device = moved.data, moved.shape, moved.dtype, moved.device
@@ -324,7 +324,7 @@ class Module(TrainingMixin, SavingMixin):
 
 def _as_numpy(key: str, value: Any) -> np.ndarray:
     arr = to_numpy(value)
-    if arr.dtype.kind not in "fiub":
+    if arr.dtype.kind not in "fiub" and arr.dtype not in FLOAT_DTYPES:
         raise ValueError(f"load_state_dict: {key} expects numeric values; got dtype {arr.dtype}")
     return arr
 

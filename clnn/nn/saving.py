@@ -25,7 +25,7 @@ from .. import optim
 from ..device import use_device
 from ..io import load_state_dict, read_metadata, save_state_dict
 from ..ops import random
-from ..tensor import Tensor
+from ..tensor import FLOAT_DTYPES, Tensor
 
 __all__ = ["SavingMixin", "load"]
 
@@ -143,7 +143,7 @@ def _imported(ref: str, ok: Callable[[Any], bool], kind: str) -> Any:
 
 
 def _float_dtype(model: Any) -> str:
-    return next((p.dtype.name for p in model.parameters() if p.dtype.kind == "f"), "float32")
+    return next((p.dtype.name for p in model.parameters() if p.dtype in FLOAT_DTYPES), "float32")
 
 
 # ---- training state -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ when an epoch's loss is not finite, and returns a :class:`~clnn.nn.History`.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
@@ -17,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import amp, optim
 from .. import distributed as dist
 from .. import functional as F
 from .. import nn as _nn  # late binding: nn.parallel's DistributedDataParallel is a Module, which mixes this module in
-from .. import optim
 from ..data import DataLoader
 from ..device import default_device
 from ..ops.creation import tensor, zeros
-from ..tensor import Tensor, no_grad
+from ..tensor import FLOAT_DTYPES, HALF_DTYPES, Tensor, bfloat16, float16, no_grad
+from ..validation import require_choice
 from .callbacks import Callback, History, ModelCheckpoint
 
 try:
@@ -49,6 +51,7 @@ LOSSES: dict[str, Callable[..., Tensor]] = {
 }
 _CLASS_LOSSES = (F.cross_entropy, F.nll_loss)
 _OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
+_PRECISIONS = {"float32": None, "mixed_float16": float16, "mixed_bfloat16": bfloat16}
 
 
 def _accuracy_counts(out: Tensor, y: Tensor) -> Tensor:
@@ -65,7 +68,7 @@ class TrainingMixin:
 
     # ---- compile ----------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "adam", loss: str | Callable[..., Tensor] = "cross_entropy",
-                metrics: Sequence[str | Callable[..., Tensor]] | None = None) -> None:
+                metrics: Sequence[str | Callable[..., Tensor]] | None = None, precision: str = "float32") -> None:
         """Choose the optimizer, the loss and the metrics ``fit`` and ``evaluate`` report.
 
         Args:
@@ -73,10 +76,15 @@ class TrainingMixin:
                 optimizer object, or an optimizer class (built with ``self.parameters()``).
             loss: a name from ``LOSSES`` (``"cross_entropy"``, ``"mse"``, ...) or ``loss(output, target)``.
             metrics: ``["accuracy"]`` and/or callables ``metric(output, target)`` returning a batch mean.
+            precision: ``"float32"``, or Keras' mixed policies ``"mixed_float16"`` / ``"mixed_bfloat16"``:
+                ``fit``/``evaluate``/``predict`` run the forward under ``clnn.autocast`` of that half type
+                while the parameters stay float32 master weights; ``mixed_float16`` also scales the loss
+                with a ``clnn.amp.GradScaler`` (bfloat16 has float32's range and needs none).
 
         Example:
             >>> model.compile(optimizer="adam", loss="cross_entropy", metrics=["accuracy"])
         """
+        precision = require_choice("compile: precision", precision, tuple(_PRECISIONS))
         spec = (loss, list(metrics or []))
         if isinstance(optimizer, str):
             if optimizer.lower() not in _OPTIMIZERS:
@@ -104,6 +112,8 @@ class TrainingMixin:
             else:
                 raise ValueError(f"compile: metrics expects 'accuracy' or callables; got {m!r}")
         self.optimizer, self.loss_fn, self.metric_fns = optimizer, loss, named
+        self.precision = precision
+        self._scaler = amp.GradScaler() if precision == "mixed_float16" else None
         self._compile_spec = spec  # what model.save records to compile the loaded model the same way
 
     # ---- data checks ------------------------------------------------------------------------------
@@ -256,11 +266,17 @@ class TrainingMixin:
         for step, (xb, yb) in enumerate(loader):
             for cb in cbs:
                 cb.on_train_batch_begin(step)
-            out = net(xb)
-            loss = self.loss_fn(out, yb)
+            with self._autocast():
+                out = net(xb)
+                loss = self.loss_fn(out, yb)
             self.optimizer.zero_grad()
-            loss.backward()
-            self.optimizer.step()
+            if self._scaler is None:
+                loss.backward()
+                self.optimizer.step()
+            else:
+                self._scaler.scale(loss).backward()
+                self._scaler.step(self.optimizer)
+                self._scaler.update()
             sums.add(loss, out, yb)
             for cb in cbs:
                 cb.on_train_batch_end(step, {"size": len(xb)})
@@ -270,6 +286,11 @@ class TrainingMixin:
                     bar.set_postfix(sums.read(), refresh=False)  # this rank's running values
                     last = time.monotonic()
         return sums.read(across_ranks=net is not self)
+
+    def _autocast(self) -> contextlib.AbstractContextManager[None]:
+        """``clnn.autocast`` of the compiled precision policy (nothing for float32)."""
+        half = _PRECISIONS[getattr(self, "precision", "float32")]
+        return contextlib.nullcontext() if half is None else amp.autocast(half)
 
     # ---- evaluate / predict -----------------------------------------------------------------------
     def evaluate(self, x: Any, y: Any, batch_size: int = 32, verbose: int = 0) -> dict[str, float]:
@@ -282,7 +303,7 @@ class TrainingMixin:
         sums = _Sums(self.metric_fns)
         loader = DataLoader(x, y, batch_size=batch_size, device=self._device())
         try:
-            with no_grad():
+            with no_grad(), self._autocast():
                 for xb, yb in _maybe_bar(loader, verbose, "evaluate"):
                     out = self(xb)
                     sums.add(self.loss_fn(out, yb), out, yb)
@@ -297,9 +318,10 @@ class TrainingMixin:
         self.eval()
         outs: list[np.ndarray] = []
         try:
-            with no_grad():
+            with no_grad(), self._autocast():
                 for xb in _maybe_bar(DataLoader(x, batch_size=batch_size, device=self._device()), verbose, "predict"):
-                    outs.append(self(xb).numpy())
+                    out = self(xb)
+                    outs.append((out.astype(np.float32) if out.dtype in HALF_DTYPES else out).numpy())
         finally:
             self.train(was_training)
         return np.concatenate(outs)
@@ -329,12 +351,12 @@ class TrainingMixin:
             self.train(was_training)
         rows = [("Layer (type)", "Output Shape", "Param #")]
         for m, out in calls:
-            count = sum(p.size for p in m.parameters()) + sum(b.size for b in m.buffers() if b.dtype.kind == "f")
+            count = sum(p.size for p in m.parameters()) + sum(b.size for b in m.buffers() if b.dtype in FLOAT_DTYPES)
             oshape = "(None, " + ", ".join(str(s) for s in out.shape[1:]) + ")" if isinstance(out, Tensor) else "?"
             rows.append((f"{names.get(id(m), '?')} ({type(m).__name__})", oshape.replace(", )", ")"), f"{count:,}"))
         trainable = sum(p.size for p in self.parameters() if p.requires_grad)
         frozen = sum(p.size for p in self.parameters() if not p.requires_grad)
-        frozen += sum(b.size for b in self.buffers() if b.dtype.kind == "f")
+        frozen += sum(b.size for b in self.buffers() if b.dtype in FLOAT_DTYPES)
         w = [max(len(r[i]) for r in rows) + 4 for i in range(3)]
         width = sum(w)
         line = lambda r: (r[0].ljust(w[0]) + r[1].ljust(w[1]) + r[2].rjust(w[2] - 4)).rstrip()  # noqa: E731
@@ -346,6 +368,7 @@ class TrainingMixin:
             f"Total params: {total:,} ({total * 4 / 2**20:.2f} MB)",
             f"Trainable params: {trainable:,}",
             f"Non-trainable params: {frozen:,}",
+            f"Precision policy: {getattr(self, 'precision', 'float32')}",
             "_" * width,
         ]
         print_fn("\n".join(out_lines))

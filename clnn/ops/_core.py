@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import profiler
 from ..device import Device
-from ..tensor import Backward, Node, Tensor, is_grad_enabled
+from ..tensor import FLOAT_DTYPES, Backward, Node, Tensor, autocast_dtype, float32, float64, is_grad_enabled
 from ..validation import check_dtype_on
 
 INT_MAX = 2**31 - 1
@@ -50,7 +50,7 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     if profiler._active is not None:
         profiler._active._allocated(dev, nbytes)
     if _poison["on"]:
-        dev.fill(buf, np.array(np.nan, dt) if dt.kind == "f" else np.array(-1, dt), nbytes)
+        dev.fill(buf, np.array(np.nan, dt) if dt in FLOAT_DTYPES else np.array(-1, dt), nbytes)
     return Tensor(buf, shape, dt, dev)
 
 
@@ -62,6 +62,29 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
 
 
 
+
+
+def autocast(policy: str, *xs: Any) -> tuple[Any, ...]:
+    """An op's tensor inputs cast for ``clnn.autocast``'s lists (unchanged outside it): ``"half"`` ops
+    (matmul, linear, conv) take float32/float16/bfloat16 inputs in the autocast dtype, ``"float32"`` ops
+    (softmax, losses, norms, reductions) in float32. float64 and integer tensors pass as they are, as in
+    ``torch.autocast``; the casts are recorded, so float32 leaves get float32 gradients."""
+    half = autocast_dtype()
+    if half is None:
+        return xs
+    target = half if policy == "half" else float32
+    return tuple(x.astype(target) if isinstance(x, Tensor) and x.dtype in FLOAT_DTYPES and x.dtype != float64
+                 and x.dtype != target else x for x in xs)
+
+
+def promote(a: Any, b: Any) -> tuple[Any, Any]:
+    """Inside ``clnn.autocast``, two floating tensors of different dtypes cast to the wider one (torch's type
+    promotion: float32 with a half gives float32, float16 with bfloat16 gives float32); else unchanged."""
+    if (autocast_dtype() is None or not isinstance(a, Tensor) or not isinstance(b, Tensor) or a.dtype == b.dtype
+            or a.dtype not in FLOAT_DTYPES or b.dtype not in FLOAT_DTYPES):
+        return a, b
+    wide = np.result_type(a.dtype, b.dtype)
+    return a.astype(wide), b.astype(wide)
 
 
 def record(out: Tensor, inputs: tuple[Tensor, ...], backward: Backward, name: str) -> Tensor:

@@ -13,7 +13,7 @@ from ..kernels import defines, group_size, launch_1d
 from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import normalize_axis, require_choice, require_float, require_number
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .elementwise import unary
 
 SMALL_ROW = 64  # rows at most this long are walked by one work-item each
@@ -127,6 +127,7 @@ def row_launch(
 
 
 def _softmax(op: str, x: Tensor, axis: int) -> Tensor:
+    (x,) = autocast("float32", x)
     _x(op, x)
     axis = normalize_axis(axis, x.ndim)
     geometry = _geometry(x, axis)

@@ -20,9 +20,9 @@ import numpy as np
 from .. import kernels, profiler
 from ..kernels import defines, launch_1d
 from ..profiler import profiled
-from ..tensor import Tensor, is_grad_enabled
+from ..tensor import HALF_DTYPES, Tensor, is_grad_enabled
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .creation import zeros
 from .elementwise import unary_grad
 from .matmul import gemm_config, plan, sum_partials
@@ -115,7 +115,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
         return zeros(shape, dtype=dt, device=dev)
     gw = empty(shape, dt, dev)
     how = plan(dev, dt, g.groups, og, ncol, nq)
-    half = np.dtype(dt) == np.float16  # half partials would round
+    half = np.dtype(dt) in HALF_DTYPES  # half partials would round
     if how.kernel == "direct" or og <= THIN:
         cfg = gemm_config(dev, dt)
         want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
@@ -243,6 +243,7 @@ def _lift(
 
 def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
           dilation: Any, groups: int, activation: str = "none") -> Tensor:
+    x, weight, bias = autocast("half", x, weight, bias)
     _check_operands(op, x, weight, bias, groups, nd, transposed=False)
     g = _geometry(op, x, weight, groups, nd, stride, padding, dilation)
     x4 = Tensor(x.data, (g.n, g.c, g.h, g.w), x.dtype, x.device)
@@ -338,6 +339,7 @@ def conv_transpose2d(
     Example: ``F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1)`` doubles H and W for 3x3 w.
     """
     op = "conv_transpose2d"
+    x, weight, bias = autocast("half", x, weight, bias)
     cin, cout = _check_operands(op, x, weight, bias, groups, 2, transposed=True)
     s = require_ints(f"{op}: stride", stride, 2, 1)
     p = require_ints(f"{op}: padding", padding, 2, 0)

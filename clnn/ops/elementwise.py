@@ -12,9 +12,9 @@ import numpy as np
 from .. import kernels, tuning
 from ..kernels import broadcast_strides, defines, descriptor, launch_1d, real_scalar
 from ..profiler import profiled
-from ..tensor import Tensor
+from ..tensor import FLOAT_DTYPES, Tensor
 from ..validation import broadcast_shapes, require_float, same_device, same_dtype
-from ._core import empty, record
+from ._core import empty, promote, record
 from .creation import tensor
 from .reduce import sum_to_shape
 
@@ -85,7 +85,7 @@ def _binary_launch(op: int, a: Tensor, b: Tensor, out_shape: tuple[int, ...], na
 
 
 def _binary(op: str, a: Any, b: Any) -> Tensor:
-    a, b = _as_operands(op, a, b)
+    a, b = _as_operands(op, *promote(a, b))
     require_float(f"{op}: a", a)
     out_shape = broadcast_shapes(op, a.shape, b.shape)
     out = _binary_launch(BINARY[op], a, b, out_shape, "binary", a.dtype)
@@ -188,9 +188,10 @@ def minimum(a: Any, b: Any) -> Tensor:
 
 def _compare(op: str, a: Any, b: Any) -> Tensor:
     # integer and bool tensors compare as float32 (exact for magnitudes below 2**24)
-    floats = [x.dtype for x in (a, b) if isinstance(x, Tensor) and x.dtype.kind == "f"]
+    a, b = promote(a, b)
+    floats = [x.dtype for x in (a, b) if isinstance(x, Tensor) and x.dtype in FLOAT_DTYPES]
     target = floats[0] if floats else np.dtype(np.float32)
-    a, b = (x.astype(target) if isinstance(x, Tensor) and x.dtype.kind != "f" else x for x in (a, b))
+    a, b = (x.astype(target) if isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES else x for x in (a, b))
     a, b = _as_operands(op, a, b)
     return _binary_launch(COMPARE[op], a, b, broadcast_shapes(op, a.shape, b.shape), "compare", np.bool_)
 

@@ -20,7 +20,7 @@ from ..validation import (
     same_device,
     same_dtype,
 )
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .activation import row_launch
 from .creation import tensor
 from .elementwise import unary
@@ -158,6 +158,7 @@ def cross_entropy(
     Example:
         >>> loss = F.cross_entropy(model(x), np.array([3, 0, 7]), label_smoothing=0.1)
     """
+    (input,) = autocast("float32", input)
     op = "cross_entropy"
     geometry, expected = _class_geometry(op, input)
     reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
@@ -232,6 +233,7 @@ def nll_loss(
 
     Shapes, ``weight``, ``ignore_index`` and the weighted mean as :func:`cross_entropy` with class indices.
     """
+    (input,) = autocast("float32", input)
     op = "nll_loss"
     (outer, classes, inner), expected = _class_geometry(op, input)
     reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
@@ -254,6 +256,7 @@ def nll_loss(
 
 def _pair(op: str, x: Any, target: Any) -> tuple[Tensor, Tensor]:
     """``input`` and a same-shaped floating ``target`` (NumPy targets are uploaded beside the input)."""
+    x, target = autocast("float32", x, target)
     require_tensor(f"{op}: input", x)
     require_float(f"{op}: input", x)
     if not isinstance(target, Tensor):

@@ -12,9 +12,9 @@ from .. import kernels, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
-from ..tensor import Tensor
+from ..tensor import HALF_DTYPES, Tensor
 from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .creation import tensor
 from .reduce import broadcast_to, sum_to_shape
 from .shape import reshape
@@ -106,7 +106,7 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
         cfg = gemm_config(dev, dtype, kind)
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
         tiles = batch * _ceil(m, tm) * _ceil(n, tn)
-        for s in _SPLITS if np.dtype(dtype) != np.float16 else (1,):
+        for s in _SPLITS if np.dtype(dtype) not in HALF_DTYPES else (1,):
             ks = max(tk, kernels.round_up(_ceil(k, s), tk))
             splits = max(1, _ceil(k, ks))
             if s > max_splits or (ks == tk and splits < s):  # more splits than asked for, or than k-slices
@@ -228,6 +228,7 @@ def gemm(
     Example:
         >>> y = clnn.gemm(x, w, bias, beta=1.0, trans_b=True)  # x @ w.T + bias
     """
+    a, b, c = autocast("half", a, b, c)
     _check_pair("gemm", a, b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
@@ -293,6 +294,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         a = tensor(np.asarray(a), dtype=b.dtype, device=b.device)
     if not isinstance(b, Tensor):
         b = tensor(np.asarray(b), dtype=a.dtype, device=a.device)
+    a, b = autocast("half", a, b)
     _check_pair("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must have at least 1 dimension; got shapes {a.shape} and {b.shape}")

@@ -13,7 +13,7 @@ from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .random import dropout_mask
 from .reduce import FOLD, split_chunk
 
@@ -143,6 +143,7 @@ def batch_norm(
     Raises:
         ValueError: wrong shapes, one value per channel in training, no running stats in eval.
     """
+    x, weight, bias = autocast("float32", x, weight, bias)
     op = "batch_norm"
     require_tensor(f"{op}: x", x)
     require_float(f"{op}: x", x)
@@ -200,6 +201,7 @@ def layer_norm(
     Raises:
         ValueError: ``normalized_shape`` is not the end of ``x.shape``, or a parameter's shape differs.
     """
+    x, weight, bias = autocast("float32", x, weight, bias)
     op = "layer_norm"
     require_tensor(f"{op}: x", x)
     require_float(f"{op}: x", x)

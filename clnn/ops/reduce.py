@@ -24,7 +24,7 @@ from ..validation import (
     require_number,
     require_tensor,
 )
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .shape import permute, reshape, strided_copy
 
 OPS = kernels.op_codes("reduce.cl", "R_")
@@ -143,12 +143,14 @@ def _reduce(op: str, x: Tensor, axis: int | Sequence[int] | None, keepdims: bool
 @profiled
 def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Sum over ``axis`` (all axes when None)."""
+    (x,) = autocast("float32", x)
     return _reduce("sum", x, axis, keepdims)
 
 
 @profiled
 def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all axes when None)."""
+    (x,) = autocast("float32", x)
     require_tensor("mean: x", x)
     count = math.prod([x.shape[a] for a in _axes(x, axis)])
     return _reduce("sum", x, axis, keepdims) * (1.0 / count if count else float("nan"))
@@ -169,6 +171,7 @@ def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
 @profiled
 def logsumexp(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``axis``, computed stably (shifted by the maximum)."""
+    (x,) = autocast("float32", x)
     return _reduce("logsumexp", x, axis, keepdims)
 
 

@@ -1,0 +1,204 @@
+"""Mixed precision: ``autocast`` (ops on torch.autocast's lists run in a half type) and ``GradScaler``
+(dynamic loss scaling, so small float16 gradients do not flush to zero).
+
+Inside ``with clnn.autocast(dtype):``
+
+- matmul, gemm (``nn.Linear``), conv1d/conv2d/conv_transpose2d cast float32/float16/bfloat16 inputs to
+  ``dtype`` and return ``dtype`` (the casts are recorded: float32 leaves get float32 gradients);
+- softmax, log_softmax, logsumexp, sum, mean, layer_norm, batch_norm and every loss cast half inputs to
+  float32 and return float32;
+- a binary elementwise op on two floating dtypes promotes to the wider one (float32 with a half gives
+  float32, float16 with bfloat16 float32), as torch's type promotion; outside autocast clnn asks for
+  equal dtypes;
+- everything else (activations, pooling, dropout, max/min) runs in its input's dtype;
+- float64 tensors are never cast; ``backward`` runs each op in the dtypes its forward chose.
+
+Differences from ``torch.autocast``: the float32 list is CUDA's for both half types (PyTorch's CPU
+bfloat16 path keeps softmax, log_softmax, layer_norm, sum, mean and logsumexp in bfloat16), and
+batch_norm is on it (cuDNN takes half inputs with float32 parameters; clnn's kernels take one dtype).
+Pointwise transcendental functions on CUDA's float32 list (exp, log, pow, ...) stay in their input's dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .ops import cat
+from .optim import Optimizer
+from .tensor import HALF_DTYPES, Tensor, autocast_mode, float16, no_grad
+from .validation import require_instance, require_int, require_number
+
+__all__ = ["autocast", "GradScaler"]
+
+
+@contextlib.contextmanager
+def autocast(dtype: Any = float16, enabled: bool = True) -> Iterator[None]:
+    """Run the ops inside the ``with`` block with torch.autocast's precision rules (see the module doc).
+
+    Args:
+        dtype: ``clnn.float16`` or ``clnn.bfloat16``.
+        enabled: False leaves precision as it is (blocks nest: the innermost one rules).
+
+    Raises:
+        TypeError: ``dtype`` is not a half floating type, or ``enabled`` not a bool.
+
+    Example:
+        >>> with clnn.autocast(clnn.bfloat16):
+        ...     loss = F.cross_entropy(model(x), y)   # Linear/Conv in bfloat16, the loss in float32
+        >>> loss.backward()                          # float32 grads for float32 parameters
+    """
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in HALF_DTYPES:
+        raise TypeError(f"autocast: dtype expects clnn.float16 or clnn.bfloat16; got {dtype!r}")
+    require_instance("autocast: enabled", enabled, bool, "a bool")
+    with autocast_mode(dt if enabled else None):
+        yield
+
+
+class GradScaler:
+    """Dynamic loss scaling with ``torch.amp.GradScaler``'s semantics and defaults.
+
+    ``scale(loss)`` multiplies the loss by the scale; ``step(optimizer)`` unscales the gradients (unless
+    ``unscale_`` already did) and skips the update when any gradient is inf or NaN; ``update()`` halves
+    the scale after a skipped step and doubles it after ``growth_interval`` steps in a row without one.
+    The inf/NaN check is a device-side reduction over all gradients, read back once per step.
+
+    Example:
+        >>> scaler = clnn.amp.GradScaler()
+        >>> with clnn.autocast(clnn.float16):
+        ...     loss = F.cross_entropy(model(x), y)
+        >>> scaler.scale(loss).backward()
+        >>> scaler.step(opt)
+        >>> scaler.update()
+    """
+
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, enabled: bool = True) -> None:
+        require_number("GradScaler: init_scale", init_scale, 2.0**-126)
+        require_number("GradScaler: growth_factor", growth_factor, 1)
+        require_number("GradScaler: backoff_factor", backoff_factor, 0, 1)
+        require_int("GradScaler: growth_interval", growth_interval, 1)
+        require_instance("GradScaler: enabled", enabled, bool, "a bool")
+        # float32 values and arithmetic, as torch's scale tensor
+        self._scale = np.float32(init_scale)
+        self._growth_factor, self._backoff_factor = np.float32(growth_factor), np.float32(backoff_factor)
+        self._growth_interval, self._growth_tracker = growth_interval, 0
+        self._enabled = enabled
+        self._found_inf: dict[int, bool] = {}  # id(optimizer) -> inf/NaN seen, for optimizers unscaled this step
+        self._stepped: set[int] = set()
+
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def get_scale(self) -> float:
+        """The current scale (1.0 when disabled)."""
+        return float(self._scale) if self._enabled else 1.0
+
+    def scale(self, outputs: Tensor) -> Tensor:
+        """``outputs * scale``, in ``outputs``' dtype (as torch); unchanged when disabled."""
+        require_instance("GradScaler.scale: outputs", outputs, Tensor, "a clnn.Tensor")
+        return outputs * float(self._scale) if self._enabled else outputs
+
+    def unscale_(self, optimizer: Optimizer) -> None:
+        """Divide ``optimizer``'s gradients by the scale in place and note whether any is inf or NaN.
+
+        Raises:
+            RuntimeError: called twice for ``optimizer`` since the last ``update()``, or after its ``step``.
+            ValueError: none of its parameters has a gradient, or a gradient is float16 (keep float32
+                master weights: autocast's casts give float32 parameters float32 gradients).
+        """
+        require_instance("GradScaler.unscale_: optimizer", optimizer, Optimizer, "a clnn.optim.Optimizer")
+        if not self._enabled:
+            return
+        key = id(optimizer)
+        if key in self._found_inf:
+            raise RuntimeError("GradScaler.unscale_: already called on this optimizer since the last update()")
+        if key in self._stepped:
+            raise RuntimeError("GradScaler.unscale_: called after step(); unscale_ comes before step()")
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        if not params:
+            raise ValueError("GradScaler.unscale_: no parameter of the optimizer has a gradient; call "
+                             "scaler.scale(loss).backward() first")
+        half = [p for p in params if p.grad.dtype == float16]
+        if half:
+            raise ValueError(f"GradScaler.unscale_: expects float32 gradients; got float16 for a parameter of shape "
+                             f"{half[0].shape} (keep float32 master weights and run the forward under autocast)")
+        inv = float(np.float32(1.0 / np.float64(self._scale)))
+        with no_grad():
+            for p in params:
+                p.grad = p.grad * inv
+            peaks = cat([p.grad.abs().max().astype(np.float32).reshape(1) for p in params]).max()
+            self._found_inf[key] = not np.isfinite(peaks.item())  # the step's one read: inf or NaN anywhere
+
+    def step(self, optimizer: Optimizer, *args: Any, **kwargs: Any) -> Any:
+        """``optimizer.step()`` on unscaled gradients, skipped (returning None) if any is inf or NaN."""
+        require_instance("GradScaler.step: optimizer", optimizer, Optimizer, "a clnn.optim.Optimizer")
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        key = id(optimizer)
+        if key in self._stepped:
+            raise RuntimeError("GradScaler.step: already called on this optimizer since the last update()")
+        if key not in self._found_inf:
+            self.unscale_(optimizer)
+        self._stepped.add(key)
+        return None if self._found_inf[key] else optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale: float | None = None) -> None:
+        """Back the scale off if this step saw inf/NaN, grow it after ``growth_interval`` clean steps, or set
+        it to ``new_scale``.
+
+        Raises:
+            RuntimeError: no optimizer was unscaled or stepped since the last update.
+        """
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            self._scale = np.float32(require_number("GradScaler.update: new_scale", new_scale, 2.0**-126))
+        elif not self._found_inf:
+            raise RuntimeError("GradScaler.update: no inf checks were recorded; call step(optimizer) first")
+        elif any(self._found_inf.values()):
+            self._scale *= self._backoff_factor
+            self._growth_tracker = 0
+        else:
+            self._growth_tracker += 1
+            if self._growth_tracker == self._growth_interval:
+                with np.errstate(over="ignore"):
+                    grown = self._scale * self._growth_factor
+                self._scale = grown if np.isfinite(grown) else self._scale
+                self._growth_tracker = 0
+        self._found_inf.clear()
+        self._stepped.clear()
+
+    def state_dict(self) -> dict[str, Any]:
+        """torch.amp.GradScaler's keys: scale, growth_factor, backoff_factor, growth_interval, _growth_tracker."""
+        if not self._enabled:
+            return {}
+        return {"scale": float(self._scale), "growth_factor": float(self._growth_factor),
+                "backoff_factor": float(self._backoff_factor),
+                "growth_interval": self._growth_interval, "_growth_tracker": self._growth_tracker}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (from clnn or torch).
+
+        Raises:
+            KeyError: a key is missing; ValueError: the state dict is empty (saved from a disabled scaler).
+        """
+        if not self._enabled:
+            return
+        if not state_dict:
+            raise ValueError("GradScaler.load_state_dict: the state dict is empty (saved from a disabled scaler)")
+        missing = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"} - set(state_dict)
+        if missing:
+            raise KeyError(f"GradScaler.load_state_dict: missing {sorted(missing)}")
+        self._scale = np.float32(state_dict["scale"])
+        self._growth_factor = np.float32(state_dict["growth_factor"])
+        self._backoff_factor = np.float32(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        self._growth_tracker = int(state_dict["_growth_tracker"])

@@ -1,0 +1,236 @@
+"""autocast's dtype rules against torch.autocast, and GradScaler against torch.amp.GradScaler."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import clnn
+from clnn import functional as F
+
+TORCH = {clnn.float32: torch.float32, clnn.bfloat16: torch.bfloat16, clnn.float16: torch.float16}
+
+# (name, clnn fn, torch fn, input shapes, integer target or None)
+OPS = [
+    ("matmul", clnn.matmul, torch.matmul, [(4, 8), (8, 5)]),
+    ("linear", lambda x, w, b: clnn.nn.Linear(8, 5)(x), lambda x, w, b: TF.linear(x, w, b), [(4, 8), (5, 8), (5,)]),
+    ("gemm_bias", lambda x, w, b: clnn.gemm(x, w, b, beta=1.0, trans_b=True), TF.linear, [(4, 8), (5, 8), (5,)]),
+    ("conv2d", lambda x, w: F.conv2d(x, w), TF.conv2d, [(2, 3, 6, 6), (4, 3, 3, 3)]),
+    ("conv1d", lambda x, w: F.conv1d(x, w), TF.conv1d, [(2, 3, 9), (4, 3, 3)]),
+    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w), TF.conv_transpose2d, [(2, 3, 5, 5), (3, 4, 3, 3)]),
+    ("mse_loss", F.mse_loss, TF.mse_loss, [(4, 8), (4, 8)]),
+    ("l1_loss", F.l1_loss, TF.l1_loss, [(4, 8), (4, 8)]),
+    ("bce_logits", F.binary_cross_entropy_with_logits, TF.binary_cross_entropy_with_logits, [(4, 8), (4, 8)]),
+    ("relu", F.relu, torch.relu, [(4, 8)]),
+    ("sigmoid", F.sigmoid, torch.sigmoid, [(4, 8)]),
+    ("max_pool2d", lambda x: F.max_pool2d(x, 2), lambda x: TF.max_pool2d(x, 2), [(2, 3, 6, 6)]),
+    ("add_mixed", lambda a, b: a + b.astype(clnn.float32), lambda a, b: a + b.float(), [(4, 8), (4, 8)]),
+    ("mul_mixed", lambda a, b: a.astype(clnn.float32) * b, lambda a, b: a.float() * b, [(4, 8), (4, 8)]),
+    ("max", lambda x: x.max(), torch.max, [(4, 8)]),
+]
+
+# On CUDA's float32 list, which clnn follows for both half types (PyTorch's CPU bfloat16 path keeps these in
+# bfloat16, so the expected dtype is written down instead of read from torch).
+FLOAT32_OPS = [
+    ("softmax", lambda x: F.softmax(x, axis=1)),
+    ("log_softmax", lambda x: F.log_softmax(x, axis=1)),
+    ("logsumexp", lambda x: clnn.logsumexp(x, axis=1)),
+    ("sum", lambda x: x.sum()),
+    ("mean", lambda x: x.mean()),
+    ("layer_norm", lambda x: F.layer_norm(x, (8,))),
+    ("batch_norm", lambda x: F.batch_norm(x, None, None, training=True)),
+    ("cross_entropy", lambda x: F.cross_entropy(x, np.arange(4) % 8)),
+    ("nll_loss", lambda x: F.nll_loss(x, np.arange(4) % 8)),
+]
+
+
+def _inputs(rng, shapes, dtype):
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes], dtype
+
+
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+@pytest.mark.parametrize("name, fn, ref, shapes", OPS, ids=[o[0] for o in OPS])
+def test_output_dtype_matches_torch_autocast(dev, rng, half, name, fn, ref, shapes):
+    """Inputs float32 and, for ops on neither list, a half copy: the dtype out equals torch's (CPU autocast
+    with bfloat16; float16's lists are the same)."""
+    host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    unlisted = name in ("relu", "sigmoid", "max_pool2d", "max", "add_mixed", "mul_mixed")
+    with clnn.use_device(dev):
+        xs = [clnn.tensor(a, dtype=half if unlisted else clnn.float32) for a in host]
+        with clnn.autocast(half):
+            out = fn(*xs)
+    ts = [torch.tensor(a).to(torch.bfloat16 if unlisted else torch.float32) for a in host]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = ref(*ts).dtype
+    assert TORCH[out.dtype] == (TORCH[half] if want == torch.bfloat16 else want)
+
+
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+@pytest.mark.parametrize("name, fn", FLOAT32_OPS, ids=[o[0] for o in FLOAT32_OPS])
+def test_float32_list_returns_float32(dev, rng, half, name, fn):
+    with clnn.use_device(dev):
+        x = clnn.tensor(rng.standard_normal((4, 8)), dtype=half)
+        with clnn.autocast(half):
+            assert fn(x).dtype == clnn.float32
+        assert fn(x).dtype == half  # outside autocast: the input's dtype
+
+
+def test_float64_and_disabled_are_untouched(dev, rng):
+    with clnn.use_device(dev):
+        a = clnn.tensor(rng.standard_normal((3, 4)), dtype=clnn.float32)
+        with clnn.autocast(clnn.bfloat16, enabled=False):
+            assert clnn.matmul(a, a.T).dtype == clnn.float32
+        with clnn.autocast(clnn.bfloat16), clnn.autocast(clnn.float16):  # the innermost rules
+            assert clnn.matmul(a, a.T).dtype == clnn.float16
+        if dev.fp64:
+            d = a.astype(clnn.float64)
+            with clnn.autocast(clnn.bfloat16):
+                assert clnn.matmul(d, d.T).dtype == clnn.float64
+
+
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+def test_float32_leaves_get_float32_grads_like_torch(dev, rng, half):
+    """A linear + cross-entropy step under autocast: float32 gradients, equal to torch's (the same rounding
+    of inputs and weights to the half type, float32 accumulation) within a few half ulps."""
+    x, w, b = rng.standard_normal((6, 10)), rng.standard_normal((7, 10)) * 0.3, rng.standard_normal(7)
+    target = rng.integers(0, 7, 6)
+    with clnn.use_device(dev):
+        cx, cw, cb = (clnn.tensor(v, dtype=clnn.float32, requires_grad=True) for v in (x, w, b))
+        with clnn.autocast(half):
+            loss = F.cross_entropy(clnn.gemm(cx, cw, cb, beta=1.0, trans_b=True), target)
+        assert loss.dtype == clnn.float32
+        loss.backward()
+    tx, tw, tb = (torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in (x, w, b))
+    th = TORCH[half]
+    logits = TF.linear(tx.to(th).double(), tw.to(th).double(), tb.to(th).double()).to(th)  # one rounding, as clnn
+    TF.cross_entropy(logits.double(), torch.tensor(target)).backward()
+    tol = 8 * {clnn.bfloat16: 2.0**-8, clnn.float16: 2.0**-11}[half]
+    for ours, theirs in ((cx, tx), (cw, tw), (cb, tb)):
+        assert ours.grad.dtype == clnn.float32
+        g = theirs.grad.numpy()
+        assert np.linalg.norm(ours.grad.numpy() - g) <= tol * np.linalg.norm(g)
+
+
+@pytest.mark.parametrize("bad, kind, match", [
+    (clnn.float32, TypeError, "clnn.float16 or clnn.bfloat16"),
+    (np.int32, TypeError, "clnn.float16 or clnn.bfloat16"),
+    ("nonsense", TypeError, "clnn.float16 or clnn.bfloat16"),
+])
+def test_autocast_rejects_non_half_dtypes(bad, kind, match):
+    with pytest.raises(kind, match=match), clnn.autocast(bad):
+        pass
+
+
+def test_autocast_rejects_non_bool_enabled():
+    with pytest.raises(TypeError, match="enabled"), clnn.autocast(clnn.bfloat16, enabled=1):
+        pass
+
+
+# ---- GradScaler -------------------------------------------------------------------------------------
+
+def test_grad_scaler_defaults_match_torch():
+    ours, theirs = clnn.amp.GradScaler(), torch.amp.GradScaler("cpu")
+    assert ours.get_scale() == theirs.get_scale() == 2.0**16
+    assert ours.state_dict() == {k: v for k, v in theirs.state_dict().items()}
+
+
+def test_grad_scaler_matches_torch_on_a_stream_with_infs_and_nans(dev, rng):
+    """Same gradients (scaled by each side's own scale) into SGD: the scale sequence, the skipped steps and
+    the parameters agree; one step in five has an inf or a NaN in one of the two parameters."""
+    kw = dict(init_scale=2.0**10, growth_factor=2.0, backoff_factor=0.5, growth_interval=3)
+    init = [rng.standard_normal(s).astype(np.float32) for s in ((7, 3), (5,))]
+    with clnn.use_device(dev):
+        params = [clnn.tensor(a, requires_grad=True) for a in init]
+        opt, scaler = clnn.optim.SGD(params, lr=0.1), clnn.amp.GradScaler(**kw)
+        tparams = [torch.tensor(a, requires_grad=True) for a in init]
+        topt, tscaler = torch.optim.SGD(tparams, lr=0.1), torch.amp.GradScaler("cpu", **kw)
+        for step in range(20):
+            grads = [rng.standard_normal(a.shape).astype(np.float32) for a in init]
+            if step % 5 == 2:
+                grads[step % 2].flat[rng.integers(grads[step % 2].size)] = [np.inf, np.nan][step // 5 % 2]
+            loss = scaler.scale(clnn.tensor(2.0))
+            assert loss.item() == tscaler.scale(torch.tensor(2.0)).item() == 2 * scaler.get_scale()
+            for p, tp, g in zip(params, tparams, grads):
+                p.grad = clnn.tensor(g * scaler.get_scale())
+                tp.grad = torch.tensor(g * tscaler.get_scale())
+            before = [p.numpy() for p in params]
+            scaler.step(opt)
+            tscaler.step(topt)
+            scaler.update()
+            tscaler.update()
+            skipped = all(np.array_equal(b, p.numpy()) for b, p in zip(before, params))
+            assert skipped == (step % 5 == 2)
+            for p, tp in zip(params, tparams):
+                np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-6, atol=1e-7)
+        assert scaler.state_dict() == tscaler.state_dict()
+
+
+def test_grad_scaler_state_dict_round_trips_with_torch():
+    theirs = torch.amp.GradScaler("cpu", init_scale=512.0, growth_interval=7)
+    ours = clnn.amp.GradScaler()
+    ours.load_state_dict(theirs.state_dict())
+    assert ours.state_dict() == theirs.state_dict()
+
+
+def test_grad_scaler_bad_use_raises(dev, rng):
+    with clnn.use_device(dev):
+        p = clnn.tensor(rng.standard_normal(3), dtype=clnn.float32, requires_grad=True)
+        opt, scaler = clnn.optim.SGD([p], lr=0.1), clnn.amp.GradScaler()
+        with pytest.raises(ValueError, match="no parameter of the optimizer has a gradient"):
+            scaler.step(opt)
+        with pytest.raises(RuntimeError, match="no inf checks were recorded"):
+            scaler.update()
+        p.grad = clnn.ones(3)
+        scaler.unscale_(opt)
+        with pytest.raises(RuntimeError, match="already called"):
+            scaler.unscale_(opt)
+        h = clnn.tensor(rng.standard_normal(3), dtype=clnn.float16, requires_grad=True)
+        h.grad = clnn.ones(3, dtype=clnn.float16)
+        with pytest.raises(ValueError, match="expects float32 gradients"):
+            clnn.amp.GradScaler().unscale_(clnn.optim.SGD([h], lr=0.1))
+    with pytest.raises(ValueError, match="growth_interval"):
+        clnn.amp.GradScaler(growth_interval=0)
+    with pytest.raises(TypeError, match="optimizer"):
+        clnn.amp.GradScaler().step("sgd")
+
+
+# ---- Keras-style precision policies ----------------------------------------------------------------
+
+def _train_digits():
+    path = Path(__file__).resolve().parent.parent / "examples" / "train_digits.py"
+    spec = importlib.util.spec_from_file_location("train_digits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
+def test_fit_with_a_mixed_policy_reaches_98_percent_on_digits(dev, precision, capsys):
+    """The digits example's model (conv, batch norm, pooling, linear) trained with a mixed policy: float32
+    master weights, half forward, float16's loss scaled; it reaches float32's accuracy (the example's model
+    and schedule)."""
+    (x, y), (xt, yt) = clnn.datasets.load_digits()
+    clnn.manual_seed(0)
+    model = _train_digits().build_model().to(dev)
+    model.compile(optimizer=clnn.optim.Adam(model.parameters(), lr=5e-3), loss="cross_entropy",
+                  metrics=["accuracy"], precision=precision)
+    model.summary((1, 8, 8))
+    assert f"Precision policy: {precision}" in capsys.readouterr().out
+    model.fit(x, y, epochs=8, batch_size=64, verbose=0, seed=0,  # examples/train_digits.py's schedule
+              callbacks=[clnn.nn.LearningRateScheduler(lambda epoch, lr: 5e-3 * 0.5 ** (epoch // 3))])
+    assert all(p.dtype == clnn.float32 for p in model.parameters())
+    result = model.evaluate(xt, yt, batch_size=128)
+    assert result["accuracy"] >= 0.98, result
+    probs = model.predict(xt[:5])
+    assert probs.dtype == np.float32
+
+
+def test_compile_rejects_unknown_precision(dev):
+    model = clnn.nn.Linear(3, 2).to(dev)
+    with pytest.raises(ValueError, match="precision"):
+        model.compile(precision="float16")
