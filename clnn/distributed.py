@@ -22,7 +22,7 @@ import numpy as np
 import pyopencl as cl
 
 from .ops.creation import empty
-from .tensor import Tensor
+from .tensor import FLOAT_DTYPES, Tensor
 from .validation import require_choice, require_int, require_tensor
 
 __all__ = ["init", "is_initialized", "rank", "world_size", "all_reduce", "broadcast", "all_gather", "barrier"]
@@ -176,7 +176,7 @@ def all_reduce(tensors: Tensor | Sequence[Tensor], op: str = "sum") -> None:
     """
     require_choice("all_reduce: op", op, _OPS)
     items = _bucket("all_reduce", tensors)
-    if op == "mean" and any(t.dtype.kind != "f" for t in items):
+    if op == "mean" and any(t.dtype not in FLOAT_DTYPES for t in items):
         raise TypeError(f"all_reduce: op='mean' expects floating tensors; got {[t.dtype.name for t in items]}")
     comm, mpi = _comm(), _state["MPI"]
     for group in _groups(items):
