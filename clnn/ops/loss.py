@@ -142,7 +142,8 @@ def cross_entropy(
     Args:
         input: logits (C,), (N, C) or (N, C, d1, ...).
         target: class indices () / (N,) / (N, d1, ...) (an int32/int64 tensor or a NumPy array), or class
-            probabilities of the input's shape (a floating tensor or array; not differentiated).
+            probabilities of the input's shape (a floating tensor or array; a tensor that requires grad gets
+            ``-(1 - label_smoothing) * weight * log_softmax(input)`` times the upstream gradient, as PyTorch).
         weight: (C,) per-class weights, the input's dtype and device.
         ignore_index: class-index targets equal to it add no loss, no gradient and no weight to the mean
             (probability targets take only the default).
@@ -211,13 +212,15 @@ def _soft_cross_entropy(x: Tensor, target: Any, geometry: tuple[int, int, int], 
     stats = empty((loss.size, 3), x.dtype, x.device)  # per row: max, log(sum(exp(x - max))), sum(w y')
     row_launch(x.device, x.dtype, "ce_soft_fwd", geometry, *args, x.data, y.data, w, loss.data, stats.data)
 
-    def backward(g: Tensor) -> tuple[Tensor]:
+    def backward(g: Tensor) -> tuple[Tensor, Tensor | None]:
         gx = empty(x.shape, x.dtype, x.device)
+        gy = empty(x.shape, x.dtype, x.device) if y.requires_grad else None
         launch_1d(x.device, _softmax_kernel(x, "ce_soft_bwd"), x.size, np.int32(outer), np.int32(classes),
-                  np.int32(inner), *args, x.data, y.data, w, stats.data, g.data, gx.data)
-        return (gx,)
+                  np.int32(inner), *args, np.int32(gy is not None), x.data, y.data, w, stats.data, g.data, gx.data,
+                  (gx if gy is None else gy).data)  # without a target gradient gx's buffer stands in, unwritten
+        return gx, gy
 
-    return record(loss, (x,), backward, op)
+    return record(loss, (x, y), backward, op)
 
 
 @profiled
