@@ -20,6 +20,7 @@ from .ops.conv import conv1d, conv2d, conv_transpose2d
 from .ops.loss import (
     binary_cross_entropy_with_logits,
     cross_entropy,
+    huber_loss,
     l1_loss,
     mse_loss,
     nll_loss,
@@ -32,5 +33,6 @@ __all__ = [
     "conv1d", "conv2d", "conv_transpose2d",
     "elu", "gelu", "hardswish", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh",
     "batch_norm", "dropout", "layer_norm",
-    "binary_cross_entropy_with_logits", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
+    "binary_cross_entropy_with_logits", "cross_entropy", "huber_loss", "l1_loss", "mse_loss", "nll_loss",
+    "smooth_l1_loss",
     "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d"]

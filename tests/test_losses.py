@@ -199,6 +199,9 @@ ERRORS = [
     (lambda: F.l1_loss(_x(4), clnn.zeros(4, dtype=np.float16)), TypeError,
      r"l1_loss: input has dtype float32 but target has dtype float16"),
     (lambda: F.l1_loss(_x(4), _x(4), reduction=None), ValueError, r"l1_loss: reduction expects one of"),
+    (lambda: F.huber_loss(_x(4), _x(4), delta=-1.0), ValueError, r"huber_loss: delta expects a number > 0; got -1"),
+    (lambda: F.huber_loss(_x(4), _x(4), delta=0), ValueError, r"huber_loss: delta expects a number > 0; got 0"),
+    (lambda: F.huber_loss(_x(4), _x(3)), ValueError, r"huber_loss: target must have the input's shape \(4,\)"),
     (lambda: F.binary_cross_entropy_with_logits(_x(4, 5), _x(4, 5), pos_weight=_x(3)), ValueError,
      r"pos_weight of shape \(3,\) does not broadcast to input \(4, 5\)"),
     (lambda: F.binary_cross_entropy_with_logits(_x(4, 5), _x(4, 5), pos_weight=[1.0]), TypeError,
@@ -337,13 +340,46 @@ def test_cross_entropy_numpy_probabilities(rng):
                         [rng.standard_normal((5, 6))], rng)
 
 
+# (name, clnn, torch, keyword, its values): beta = 0 is L1; small beta/delta make the quadratic zone tiny
+HUBER = [("smooth_l1", F.smooth_l1_loss, TF.smooth_l1_loss, "beta", [1.0, 0.3, 1e-3, 0.0]),
+         ("huber", F.huber_loss, TF.huber_loss, "delta", [1.0, 2.5, 1e-3])]
+# 1, primes, and 257 * 263 > reduce.SPLIT_MIN elements, whose sum splits into chunks on every device
+HUBER_SHAPES = [(1,), (7,), (3, 37), (2, 3, 5), (257, 263)]
+
+
+def _huber_pair(shape, b, rng):
+    """(x, y) whose differences fall about evenly inside and outside the quadratic zone |d| < b."""
+    x = rng.standard_normal(shape)
+    d = rng.standard_normal(shape) * (b or 1) * rng.choice([0.5, 3.0], shape)
+    return x, x + d
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("beta", [1.0, 0.3, 0.0])
-@pytest.mark.parametrize("shape", [(1,), (7,), (3, 37), (2, 3, 5)], ids=str)
-def test_smooth_l1_loss(shape, beta, reduction, rng):
-    x, y = rng.standard_normal(shape), rng.standard_normal(shape)
-    check_against_torch(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=beta),
-                        lambda a, b: TF.smooth_l1_loss(a, b, reduction=reduction, beta=beta), [x, y], rng)
+@pytest.mark.parametrize("shape", HUBER_SHAPES, ids=str)
+@pytest.mark.parametrize("name,fn,ref,key,b", [(*h[:4], b) for h in HUBER for b in h[4]], ids=lambda v: str(v))
+def test_huber_family(name, fn, ref, key, b, shape, reduction, rng):
+    """Loss, input and target gradients; each gradient element is one term (no sum that could cancel)."""
+    check_against_torch(lambda a, t: fn(a, t, reduction=reduction, **{key: b}),
+                        lambda a, t: ref(a, t, reduction=reduction, **{key: b}), _huber_pair(shape, b, rng), rng)
+
+
+# float64 computes in double over a split sum; float16 storage computes and sums in float32 (its tolerance is
+# half's rounding of the result), over fewer elements: a mean over 67,591 has gradients below half's normal range
+@pytest.mark.parametrize("dtype,tol,shape", [(np.float64, 1e-13, (257, 263)), (np.float16, 2e-3, (29, 37))],
+                         ids=["float64", "float16"])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_huber_dtypes(dtype, tol, shape, reduction, rng, dev):
+    if not dev.supports(dtype):
+        pytest.skip(f"{dev} has no {np.dtype(dtype).name}")
+    check_against_torch(lambda a, t: F.huber_loss(a, t, reduction=reduction, delta=0.7),
+                        lambda a, t: TF.huber_loss(a, t, reduction=reduction, delta=0.7),
+                        _huber_pair(shape, 0.7, rng), rng, tol=tol, dtype=dtype)
+
+
+def test_huber_sum_deterministic(rng):
+    x, y = (clnn.tensor(a.astype(np.float32)) for a in _huber_pair((511, 263), 1.0, rng))
+    runs = [F.smooth_l1_loss(x, y, reduction="sum").numpy() for _ in range(2)]
+    assert np.array_equal(*runs)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
