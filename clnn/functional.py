@@ -22,6 +22,7 @@ from .ops.index import embedding
 from .ops.loss import (
     binary_cross_entropy_with_logits,
     cross_entropy,
+    huber_loss,
     l1_loss,
     mse_loss,
     nll_loss,
@@ -34,6 +35,7 @@ __all__ = [
     "conv1d", "conv2d", "conv_transpose2d", "embedding",
     "elu", "gelu", "hardswish", "leaky_relu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "softplus", "tanh",
     "batch_norm", "dropout", "layer_norm",
-    "binary_cross_entropy_with_logits", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
+    "binary_cross_entropy_with_logits", "cross_entropy", "huber_loss", "l1_loss", "mse_loss", "nll_loss",
+    "smooth_l1_loss",
     "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d",
     "scaled_dot_product_attention"]

@@ -120,6 +120,7 @@ __kernel void softmax_bwd_wg(int log_out, int outer, int R, int inner, __global 
  * stats[3g] = m, stats[3g + 1] = ls, stats[3g + 2] = S for the backward, which is
  *   gx[c] = gloss[g] * (S p[c] - coef[c]),  S = sum(coef),
  *   coef[c] = (1 - eps) w[t] (c == t) + eps / C w[c], or w[c] y'[c] for probabilities; ignored rows get 0.
+ * Probability targets get a gradient too when `grad_target` is set: gy[c] = -gloss[g] (1 - eps) w[c] log p[c].
  * Targets are int64, checked by the host (target_range) to lie in [0, C) unless equal to `ignore`. */
 inline real class_weight(__global const store_t *w, int weighted, long c) { return weighted ? LOAD(w, c) : 1; }
 
@@ -214,13 +215,13 @@ __kernel void ce_soft_fwd_wg(int outer, int C, int inner, real eps, int weighted
     if (t == 0) ce_soft_store(g, m, ls, a, b, loss, stats);
 }
 
-/* p[c] of element i = (o, c, j) and its row g = o * inner + j, from the forward's stats */
-inline real ce_prob(int i, int C, int inner, __global const store_t *x, __global const store_t *stats, int *c,
+/* log p[c] of element i = (o, c, j) and its row g = o * inner + j, from the forward's stats */
+inline real ce_logp(int i, int C, int inner, __global const store_t *x, __global const store_t *stats, int *c,
                     int *g) {
     int j = i % inner, oc = i / inner, o = oc / C;
     *c = oc - o * C;
     *g = o * inner + j;
-    return exp(LOAD(x, i) - LOAD(stats, 3 * *g) - LOAD(stats, 3 * *g + 1));
+    return LOAD(x, i) - LOAD(stats, 3 * *g) - LOAD(stats, 3 * *g + 1);
 }
 
 __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long ignore, __global const store_t *x,
@@ -229,7 +230,7 @@ __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long i
     int i = get_global_id(0);
     if (i >= outer * C * inner) return;
     int c, g;
-    real p = ce_prob(i, C, inner, x, stats, &c, &g);
+    real p = exp(ce_logp(i, C, inner, x, stats, &c, &g));
     long tg = target[g];
     if (tg == ignore) {  /* 0 whatever the upstream gradient: an all-ignored mean's is NaN, as is its value */
         STORE(gx, i, 0);
@@ -240,15 +241,17 @@ __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long i
     STORE(gx, i, LOAD(gloss, g) * (LOAD(stats, 3 * g + 2) * p - coef));
 }
 
-__kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, __global const store_t *x,
-                          __global const store_t *y, __global const store_t *w, __global const store_t *stats,
-                          __global const store_t *gloss, __global store_t *gx) {
+__kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, int grad_target,
+                          __global const store_t *x, __global const store_t *y, __global const store_t *w,
+                          __global const store_t *stats, __global const store_t *gloss, __global store_t *gx,
+                          __global store_t *gy) {
     int i = get_global_id(0);
     if (i >= outer * C * inner) return;
     int c, g;
-    real p = ce_prob(i, C, inner, x, stats, &c, &g);
-    real coef = class_weight(w, weighted, c) * ((1 - eps) * LOAD(y, i) + eps / C);
-    STORE(gx, i, LOAD(gloss, g) * (LOAD(stats, 3 * g + 2) * p - coef));
+    real logp = ce_logp(i, C, inner, x, stats, &c, &g);
+    real wc = class_weight(w, weighted, c), gl = LOAD(gloss, g);
+    STORE(gx, i, gl * (LOAD(stats, 3 * g + 2) * exp(logp) - wc * ((1 - eps) * LOAD(y, i) + eps / C)));
+    if (grad_target) STORE(gy, i, -gl * (1 - eps) * wc * logp);
 }
 
 /* nll: loss[g] = -w[t] logp[o, t, j] with t = target[g]; ignored rows have loss 0 and rowweight 0 */

@@ -336,6 +336,8 @@ CASES: list[Case] = [
          r"expected target shape \(3, 2\)"),
     Case("smooth_l1_loss negative beta", lambda c: F.smooth_l1_loss(c.x(3), c.x(3), beta=-1.0), V, "beta"),
     Case("smooth_l1_loss shape mismatch", lambda c: F.smooth_l1_loss(c.x(3), c.x(4)), V, "shape"),
+    Case("huber_loss zero delta", lambda c: F.huber_loss(c.x(3), c.x(3), delta=0.0), V, "delta expects a number > 0"),
+    Case("huber_loss target other device", lambda c: F.huber_loss(c.x(3), c.other(3)), V),
     Case("bce_with_logits weight not broadcastable", lambda c: F.binary_cross_entropy_with_logits(
         c.x(3, 4), c.x(3, 4), c.x(3)), V, r"weight of shape \(3,\) does not broadcast",
          covers=("binary_cross_entropy_with_logits",)),

@@ -20,6 +20,7 @@ MODULES = [
     (nn.L1Loss, torch.nn.L1Loss, lambda w: dict(), "same"),
     (nn.BCEWithLogitsLoss, torch.nn.BCEWithLogitsLoss, lambda w: dict(pos_weight=w, reduction="sum"), "unit"),
     (nn.SmoothL1Loss, torch.nn.SmoothL1Loss, lambda w: dict(beta=0.5), "same"),
+    (nn.HuberLoss, torch.nn.HuberLoss, lambda w: dict(delta=0.5, reduction="sum"), "same"),
 ]
 
 
@@ -67,6 +68,7 @@ def test_loss_module_buffers_move_with_to(rng):
     (lambda: nn.NLLLoss(weight=[1.0, 2.0]), TypeError, r"NLLLoss: weight expects a clnn.Tensor; got list"),
     (lambda: nn.NLLLoss(ignore_index=0.5), TypeError, r"NLLLoss: ignore_index"),
     (lambda: nn.SmoothL1Loss(beta=-1), ValueError, r"SmoothL1Loss: beta"),
+    (lambda: nn.HuberLoss(delta=0), ValueError, r"HuberLoss: delta expects a number > 0; got 0"),
     (lambda: nn.ModuleList([nn.Linear(2, 2), 3]), TypeError, r"ModuleList: item 1 expects a Module; got int"),
     (lambda: nn.ModuleList(nn.Linear(2, 2)), TypeError, r"extend expects an iterable of Modules; got Linear"),
     (lambda: nn.ModuleList([nn.ReLU()])[1], IndexError, r"index 1 is out of range for 1 modules"),

@@ -27,6 +27,10 @@ def _target_shape(shape):
     return () if len(shape) == 1 else (shape[0], *shape[2:])
 
 
+def _classes(shape):
+    return shape[0] if len(shape) == 1 else shape[1]
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("smoothing", [0.0, 0.25])
 @pytest.mark.parametrize("shape", CLASS_SHAPES, ids=str)
@@ -35,7 +39,7 @@ def test_cross_entropy(shape, smoothing, reduction, rng):
 
 
 def _check_cross_entropy(shape, smoothing, reduction, rng):
-    classes = shape[0] if len(shape) == 1 else shape[1]
+    classes = _classes(shape)
     target = rng.integers(0, classes, _target_shape(shape))
     check_against_torch(
         lambda x: F.cross_entropy(x, target, reduction=reduction, label_smoothing=smoothing),
@@ -66,7 +70,7 @@ def test_cross_entropy_target_kinds(kind, rng):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("shape", [(5,), (7, 13), (3, 4, 5)], ids=str)
 def test_nll_loss(shape, reduction, rng):
-    classes = shape[0] if len(shape) == 1 else shape[1]
+    classes = _classes(shape)
     target = rng.integers(0, classes, _target_shape(shape))
     # log-probabilities (<= 0, as nll_loss expects): the picked terms share a sign, so their sum cannot cancel
     check_against_torch(lambda x: F.nll_loss(x, clnn.tensor(target), reduction=reduction),
@@ -195,6 +199,9 @@ ERRORS = [
     (lambda: F.l1_loss(_x(4), clnn.zeros(4, dtype=np.float16)), TypeError,
      r"l1_loss: input has dtype float32 but target has dtype float16"),
     (lambda: F.l1_loss(_x(4), _x(4), reduction=None), ValueError, r"l1_loss: reduction expects one of"),
+    (lambda: F.huber_loss(_x(4), _x(4), delta=-1.0), ValueError, r"huber_loss: delta expects a number > 0; got -1"),
+    (lambda: F.huber_loss(_x(4), _x(4), delta=0), ValueError, r"huber_loss: delta expects a number > 0; got 0"),
+    (lambda: F.huber_loss(_x(4), _x(3)), ValueError, r"huber_loss: target must have the input's shape \(4,\)"),
     (lambda: F.binary_cross_entropy_with_logits(_x(4, 5), _x(4, 5), pos_weight=_x(3)), ValueError,
      r"pos_weight of shape \(3,\) does not broadcast to input \(4, 5\)"),
     (lambda: F.binary_cross_entropy_with_logits(_x(4, 5), _x(4, 5), pos_weight=[1.0]), TypeError,
@@ -225,26 +232,27 @@ def test_bad_device_target_raises_before_any_loss_kernel(rng):
 WEIGHTED_SHAPES = [(5,), (1, 7), (7, 13), (3, 1031), (3, 5, 4), (2, 4, 3, 5), (4, 1)]
 
 
+# (shape, ignore_index) pairs that keep some target: one class that is ignored leaves none to keep, the case
+# test_all_ignored covers
+IGNORE_CASES = [(s, i) for s in WEIGHTED_SHAPES for i in (-100, 0) if _classes(s) > 1 or i != 0]
+
+
 def _ignored_targets(shape, ignore_index, rng):
     """Class indices with about a third of them set to ``ignore_index`` (at least one kept)."""
-    classes = shape[0] if len(shape) == 1 else shape[1]
+    classes = _classes(shape)
     target = rng.integers(0, classes, _target_shape(shape))
     flat = target.reshape(-1)
     flat[rng.random(flat.size) < 0.35] = ignore_index
-    kept = [c for c in range(min(classes, 3)) if c != ignore_index]
-    if not kept:
-        pytest.skip("one class, and it is ignored: test_all_ignored covers every target ignored")
-    flat[0] = rng.choice(kept)
+    flat[0] = rng.choice([c for c in range(min(classes, 3)) if c != ignore_index])
     return target
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("smoothing", [0.0, 0.3])
-@pytest.mark.parametrize("ignore_index", [-100, 0])
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
-@pytest.mark.parametrize("shape", WEIGHTED_SHAPES, ids=str)
-def test_cross_entropy_weight_ignore(shape, weighted, ignore_index, smoothing, reduction, rng):
-    classes = shape[0] if len(shape) == 1 else shape[1]
+@pytest.mark.parametrize("shape,ignore_index", IGNORE_CASES, ids=str)
+def test_cross_entropy_weight_ignore(shape, ignore_index, weighted, smoothing, reduction, rng):
+    classes = _classes(shape)
     target = _ignored_targets(shape, ignore_index, rng)
     kw = dict(ignore_index=ignore_index, reduction=reduction, label_smoothing=smoothing)
     w = rng.random(classes) + 0.1
@@ -259,7 +267,7 @@ def test_cross_entropy_weight_ignore(shape, weighted, ignore_index, smoothing, r
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize("shape", [(5,), (1, 7), (7, 13), (3, 1031), (3, 5, 4), (4, 1)], ids=str)
 def test_nll_loss_weight_ignore(shape, weighted, ignore_index, reduction, rng):
-    classes = shape[0] if len(shape) == 1 else shape[1]
+    classes = _classes(shape)
     target = _ignored_targets(shape, ignore_index, rng)
     kw = dict(ignore_index=ignore_index, reduction=reduction)
     # log-probabilities (<= 0): the picked terms share a sign, so their (weighted) sum cannot cancel
@@ -272,15 +280,18 @@ def test_nll_loss_weight_ignore(shape, weighted, ignore_index, reduction, rng):
 @pytest.mark.parametrize("fn,ref", [(F.cross_entropy, TF.cross_entropy), (F.nll_loss, TF.nll_loss)],
                          ids=["cross_entropy", "nll_loss"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
-def test_all_ignored(fn, ref, weighted, rng):
-    """Every target ignored: the mean is 0 / 0 = NaN and the gradient 0, the sum 0, as PyTorch."""
-    x = rng.standard_normal((4, 3, 2)).astype(np.float32)
-    target = np.full((4, 2), -100)
-    w = rng.random(3).astype(np.float32) if weighted else None
+@pytest.mark.parametrize("shape,ignore_index", [((4, 3, 2), -100), ((4, 1), 0), ((5,), 2)], ids=str)
+def test_all_ignored(fn, ref, weighted, shape, ignore_index, rng):
+    """Every target ignored (as when the one class is): the mean is 0 / 0 = NaN and the gradient 0, the sum 0,
+    as PyTorch."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    target = np.full(_target_shape(shape), ignore_index)
+    w = rng.random(_classes(shape)).astype(np.float32) if weighted else None
     for reduction in REDUCTIONS:
         t = clnn.tensor(x, requires_grad=True)
-        out = fn(t, clnn.tensor(target), None if w is None else clnn.tensor(w), reduction=reduction)
-        want = ref(torch.tensor(x), torch.tensor(target), None if w is None else torch.tensor(w), reduction=reduction)
+        kw = dict(ignore_index=ignore_index, reduction=reduction)
+        out = fn(t, clnn.tensor(target), None if w is None else clnn.tensor(w), **kw)
+        want = ref(torch.tensor(x), torch.tensor(target), None if w is None else torch.tensor(w), **kw)
         np.testing.assert_array_equal(out.numpy(), want.numpy())
         out.backward(clnn.ones(*out.shape))
         np.testing.assert_array_equal(t.grad.numpy(), np.zeros_like(x))
@@ -302,7 +313,7 @@ def test_weighted_mean_divides_by_kept_weights(rng):
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize("shape", [(5,), (1, 7), (7, 13), (3, 1031), (3, 5, 4), (2, 4, 3, 5)], ids=str)
 def test_cross_entropy_probabilities(shape, weighted, smoothing, reduction, rng):
-    classes = shape[0] if len(shape) == 1 else shape[1]
+    classes = _classes(shape)
     axis = 0 if len(shape) == 1 else 1
     p = rng.random(shape) + 0.05
     p /= p.sum(axis=axis, keepdims=True)
@@ -310,7 +321,17 @@ def test_cross_entropy_probabilities(shape, weighted, smoothing, reduction, rng)
     check_against_torch(
         lambda x, y, w: F.cross_entropy(x, y, w if weighted else None, **kw),
         lambda x, y, w: TF.cross_entropy(x, y, w if weighted else None, **kw),
-        [rng.standard_normal(shape) * LOGIT_SCALE, p, rng.random(classes) + 0.1], rng, grads=[True, False, False])
+        [rng.standard_normal(shape) * LOGIT_SCALE, p, rng.random(classes) + 0.1], rng, grads=[True, True, False])
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+def test_cross_entropy_probability_target_gradient_alone(smoothing, rng):
+    """Only the target requires grad: d loss / d y = -(1 - eps) w log_softmax(x), through a spatial shape."""
+    shape = (3, 7, 5)
+    p = rng.dirichlet(np.ones(7), (3, 5)).transpose(0, 2, 1)
+    kw = dict(reduction="mean", label_smoothing=smoothing)
+    check_against_torch(lambda x, y, w: F.cross_entropy(x, y, w, **kw), lambda x, y, w: TF.cross_entropy(x, y, w, **kw),
+                        [rng.standard_normal(shape), p, rng.random(7) + 0.1], rng, grads=[False, True, False])
 
 
 def test_cross_entropy_numpy_probabilities(rng):
@@ -319,13 +340,46 @@ def test_cross_entropy_numpy_probabilities(rng):
                         [rng.standard_normal((5, 6))], rng)
 
 
+# (name, clnn, torch, keyword, its values): beta = 0 is L1; small beta/delta make the quadratic zone tiny
+HUBER = [("smooth_l1", F.smooth_l1_loss, TF.smooth_l1_loss, "beta", [1.0, 0.3, 1e-3, 0.0]),
+         ("huber", F.huber_loss, TF.huber_loss, "delta", [1.0, 2.5, 1e-3])]
+# 1, primes, and 257 * 263 > reduce.SPLIT_MIN elements, whose sum splits into chunks on every device
+HUBER_SHAPES = [(1,), (7,), (3, 37), (2, 3, 5), (257, 263)]
+
+
+def _huber_pair(shape, b, rng):
+    """(x, y) whose differences fall about evenly inside and outside the quadratic zone |d| < b."""
+    x = rng.standard_normal(shape)
+    d = rng.standard_normal(shape) * (b or 1) * rng.choice([0.5, 3.0], shape)
+    return x, x + d
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("beta", [1.0, 0.3, 0.0])
-@pytest.mark.parametrize("shape", [(1,), (7,), (3, 37), (2, 3, 5)], ids=str)
-def test_smooth_l1_loss(shape, beta, reduction, rng):
-    x, y = rng.standard_normal(shape), rng.standard_normal(shape)
-    check_against_torch(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=beta),
-                        lambda a, b: TF.smooth_l1_loss(a, b, reduction=reduction, beta=beta), [x, y], rng)
+@pytest.mark.parametrize("shape", HUBER_SHAPES, ids=str)
+@pytest.mark.parametrize("name,fn,ref,key,b", [(*h[:4], b) for h in HUBER for b in h[4]], ids=lambda v: str(v))
+def test_huber_family(name, fn, ref, key, b, shape, reduction, rng):
+    """Loss, input and target gradients; each gradient element is one term (no sum that could cancel)."""
+    check_against_torch(lambda a, t: fn(a, t, reduction=reduction, **{key: b}),
+                        lambda a, t: ref(a, t, reduction=reduction, **{key: b}), _huber_pair(shape, b, rng), rng)
+
+
+# float64 computes in double over a split sum; float16 storage computes and sums in float32 (its tolerance is
+# half's rounding of the result), over fewer elements: a mean over 67,591 has gradients below half's normal range
+@pytest.mark.parametrize("dtype,tol,shape", [(np.float64, 1e-13, (257, 263)), (np.float16, 2e-3, (29, 37))],
+                         ids=["float64", "float16"])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_huber_dtypes(dtype, tol, shape, reduction, rng, dev):
+    if not dev.supports(dtype):
+        pytest.skip(f"{dev} has no {np.dtype(dtype).name}")
+    check_against_torch(lambda a, t: F.huber_loss(a, t, reduction=reduction, delta=0.7),
+                        lambda a, t: TF.huber_loss(a, t, reduction=reduction, delta=0.7),
+                        _huber_pair(shape, 0.7, rng), rng, tol=tol, dtype=dtype)
+
+
+def test_huber_sum_deterministic(rng):
+    x, y = (clnn.tensor(a.astype(np.float32)) for a in _huber_pair((511, 263), 1.0, rng))
+    runs = [F.smooth_l1_loss(x, y, reduction="sum").numpy() for _ in range(2)]
+    assert np.array_equal(*runs)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)

@@ -35,7 +35,7 @@ from .layers import (
     Softmax,
     Tanh,
 )
-from .losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
+from .losses import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter, Sequential
 from .parallel import DistributedDataParallel
 from .rnn import GRU, LSTM
@@ -46,7 +46,7 @@ __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
     "ConvTranspose2d", "DataParallel", "DistributedDataParallel", "Dropout", "EarlyStopping", "Embedding", "Flatten",
     "History", "GRU", "Identity", "LSTM", "LayerNorm", "ModuleDict", "ModuleList",
-    "BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss",
+    "BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss", "HuberLoss",
     "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",
 ]

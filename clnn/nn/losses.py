@@ -17,7 +17,7 @@ from ..tensor import Tensor
 from ..validation import require_choice, require_int, require_number, require_tensor
 from .module import Module
 
-__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "SmoothL1Loss"]
+__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss"]
 
 
 class _Loss(Module):
@@ -98,3 +98,20 @@ class SmoothL1Loss(_Loss):
 
     def extra_repr(self) -> str:
         return f"reduction={self.reduction!r}, beta={self.beta}"
+
+
+class HuberLoss(_Loss):
+    """:func:`clnn.functional.huber_loss` as a module: ``0.5 d**2`` below ``delta``, ``delta (|d| - delta / 2)``
+    above."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction)
+        self.delta = require_number("HuberLoss: delta", delta)
+        if self.delta <= 0:
+            raise ValueError(f"HuberLoss: delta expects a number > 0; got {self.delta}")
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.huber_loss(input, target, self.reduction, self.delta)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}, delta={self.delta}"

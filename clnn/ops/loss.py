@@ -1,4 +1,5 @@
-"""Losses: cross-entropy (fused log_softmax + nll in ``kernels_cl/softmax.cl``), nll, mse, l1, BCE with logits."""
+"""Losses: cross-entropy (fused log_softmax + nll in ``kernels_cl/softmax.cl``), nll, mse, l1, BCE with logits,
+smooth L1 and Huber (fused with their reduction in ``kernels_cl/huber.cl``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ._core import autocast, empty, record
 from .activation import row_launch
 from .creation import tensor
 from .elementwise import unary
+from .reduce import FOLD, split_chunk
 
 REDUCTIONS = ("mean", "sum", "none")
 IGNORE_INDEX = -100  # PyTorch's default: targets equal to it add nothing to the loss or its mean
@@ -142,7 +144,8 @@ def cross_entropy(
     Args:
         input: logits (C,), (N, C) or (N, C, d1, ...).
         target: class indices () / (N,) / (N, d1, ...) (an int32/int64 tensor or a NumPy array), or class
-            probabilities of the input's shape (a floating tensor or array; not differentiated).
+            probabilities of the input's shape (a floating tensor or array; a tensor that requires grad gets
+            ``-(1 - label_smoothing) * weight * log_softmax(input)`` times the upstream gradient, as PyTorch).
         weight: (C,) per-class weights, the input's dtype and device.
         ignore_index: class-index targets equal to it add no loss, no gradient and no weight to the mean
             (probability targets take only the default).
@@ -212,13 +215,15 @@ def _soft_cross_entropy(x: Tensor, target: Any, geometry: tuple[int, int, int], 
     stats = empty((loss.size, 3), x.dtype, x.device)  # per row: max, log(sum(exp(x - max))), sum(w y')
     row_launch(x.device, x.dtype, "ce_soft_fwd", geometry, *args, x.data, y.data, w, loss.data, stats.data)
 
-    def backward(g: Tensor) -> tuple[Tensor]:
+    def backward(g: Tensor) -> tuple[Tensor, Tensor | None]:
         gx = empty(x.shape, x.dtype, x.device)
+        gy = empty(x.shape, x.dtype, x.device) if y.requires_grad else None
         launch_1d(x.device, _softmax_kernel(x, "ce_soft_bwd"), x.size, np.int32(outer), np.int32(classes),
-                  np.int32(inner), *args, x.data, y.data, w, stats.data, g.data, gx.data)
-        return (gx,)
+                  np.int32(inner), *args, np.int32(gy is not None), x.data, y.data, w, stats.data, g.data, gx.data,
+                  (gx if gy is None else gy).data)  # without a target gradient gx's buffer stands in, unwritten
+        return gx, gy
 
-    return record(loss, (x,), backward, op)
+    return record(loss, (x, y), backward, op)
 
 
 @profiled
@@ -287,20 +292,62 @@ def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # n
 
 @profiled
 def smooth_l1_loss(input: Tensor, target: Any, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
-    """Huber-like error: ``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``).
-
-    ``beta = 0`` is :func:`l1_loss`, as PyTorch. Built as ``c (|d| - c / 2) / beta`` with ``c = min(|d|, beta)``,
-    whose gradient is ``d / beta`` inside and ``sign(d)`` outside.
+    """Huber-like error: ``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``),
+    as ``torch.nn.functional.smooth_l1_loss``; ``beta = 0`` is :func:`l1_loss`. One fused pass (``kernels_cl/huber.cl``)
+    computes the loss and its reduction, one more its gradients.
     """
     op = "smooth_l1_loss"
     reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
     beta = require_number(f"{op}: beta", beta, 0)
+    return _huber(op, input, target, reduction, beta, 1.0)
+
+
+@profiled
+def huber_loss(input: Tensor, target: Any, reduction: str = "mean", delta: float = 1.0) -> Tensor:  # noqa: A002
+    """Huber loss: ``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)`` (``d = input - target``),
+    as ``torch.nn.functional.huber_loss``: ``delta`` times :func:`smooth_l1_loss` with ``beta = delta``.
+
+    Raises:
+        ValueError: ``delta`` not > 0, shapes that differ, a bad reduction.
+    """
+    op = "huber_loss"
+    reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
+    delta = require_number(f"{op}: delta", delta)
+    if delta <= 0:
+        raise ValueError(f"{op}: delta expects a number > 0; got {delta}")
+    return _huber(op, input, target, reduction, delta, delta)
+
+
+def _huber(op: str, input: Any, target: Any, reduction: str, b: float, w: float) -> Tensor:  # noqa: A002
+    """``w * (|d| < b ? d**2 / (2 b) : |d| - b / 2)`` reduced, and its backward, each one launch of huber.cl
+    (a long sum splits into chunks that ``sum`` then adds)."""
     x, y = _pair(op, input, target)
-    a = (x - y).abs()
-    if beta == 0:
-        return _reduce(a, reduction)
-    c = a.clip(max=beta)
-    return _reduce(c * (a - c * 0.5) * (1.0 / beta), reduction)
+    dev, n = x.device, x.size
+    if reduction == "mean":
+        w = w / n if n else math.nan  # PyTorch's mean of nothing is NaN
+    args = (np.int32(n), real_scalar(x.dtype, b), real_scalar(x.dtype, w))
+    d = defines(x.dtype, RED_WG=group_size(dev))
+    if reduction == "none":
+        loss = empty(x.shape, x.dtype, dev)
+        launch_1d(dev, kernels.kernel(dev, "huber.cl", "huber_none", d), n, *args, x.data, y.data, loss.data)
+    else:
+        local = min(group_size(dev), 1 << (-(-max(n, 1) // FOLD) - 1).bit_length())
+        chunk = split_chunk(dev, 1, n, local)
+        groups = max(-(-n // chunk), 1)
+        part = empty((groups,), np.float64 if x.dtype == np.float64 else np.float32, dev)  # the kernel's real
+        kernels.launch(dev, kernels.kernel(dev, "huber.cl", "huber_sum", d), (groups * local,), (local,), args[0],
+                       np.int32(chunk), *args[1:], x.data, y.data, part.data)
+        loss = (part.sum() if groups > 1 else part.reshape(())).astype(x.dtype)
+
+    def backward(g: Tensor) -> tuple[Tensor, Tensor | None]:
+        gx = empty(x.shape, x.dtype, dev)
+        gy = empty(x.shape, x.dtype, dev) if y.requires_grad else None
+        launch_1d(dev, kernels.kernel(dev, "huber.cl", "huber_bwd", d), n, *args, np.int32(reduction == "none"),
+                  np.int32(gy is not None), x.data, y.data, g.data, gx.data,
+                  (gx if gy is None else gy).data)  # without a target gradient gx's buffer stands in, unwritten
+        return gx, gy
+
+    return record(loss, (x, y), backward, op)
 
 
 def _broadcastable(op: str, name: str, t: Tensor, x: Tensor) -> Tensor:

@@ -312,15 +312,14 @@ def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
         w = clnn.tensor(data(rng, (classes,), dt, 0.1, 1))
         target = clnn.tensor(np.array([0, -100, classes - 1, 2]))
         F.cross_entropy(x, target, w, label_smoothing=0.2).backward()
-        p = F.softmax(clnn.tensor(data(rng, (4, classes), dt)), 1)
+        p = F.softmax(_leaf(rng, (4, classes), dt), 1)  # requires grad: the targets get a gradient too
         F.cross_entropy(x, p, w, label_smoothing=0.1, reduction="sum").backward()
         F.nll_loss(F.log_softmax(x, 1), target, w).backward()
         finite(f"weighted cross_entropy/nll C={classes}", dt, x.grad)
     x = _leaf(rng, (3, 4, 2), dt)
     F.cross_entropy(x, np.array([[0, 3], [1, 1], [2, 0]]), reduction="none").sum().backward()
     y = clnn.tensor(data(rng, (3, 4, 2), dt, 0, 1))
-    (F.mse_loss(x, y) + F.l1_loss(x, y) + F.binary_cross_entropy_with_logits(x, y, y)
-     + F.smooth_l1_loss(x, y)).backward()
+    (F.mse_loss(x, y) + F.l1_loss(x, y) + F.binary_cross_entropy_with_logits(x, y, y)).backward()
     finite("losses", dt, x.grad)
 
 
@@ -339,6 +338,22 @@ def attention(dt: np.dtype, rng: np.random.Generator) -> None:
     out = F.scaled_dot_product_attention(k, q, q, is_causal=True)  # L = 9 > S = 5
     out.sum().backward()
     finite("attention causal L > S", dt, out, *_grads(q, k))
+
+
+def huber(dt: np.dtype, rng: np.random.Generator) -> None:
+    """smooth_l1/huber per element and summed by one work-group, then in chunks (split, as on a big GPU),
+    with the gradients of input and target."""
+    import clnn.functional as F
+
+    x, y = _leaf(rng, (5, 7), dt), _leaf(rng, (5, 7), dt)
+    for reduction in ("none", "mean"):
+        F.smooth_l1_loss(x, y, reduction, 0.5).sum().backward()
+        F.huber_loss(x, y, reduction, 1.5).sum().backward()
+    finite("smooth_l1/huber", dt, x.grad, y.grad)
+    _lower_wg(8)
+    x = _leaf(rng, (200,), dt)
+    F.smooth_l1_loss(x, clnn.tensor(data(rng, (200,), dt)), "sum", 0.0).backward()
+    finite("smooth_l1 split", dt, x.grad)
 
 
 def norm(dt: np.dtype, rng: np.random.Generator) -> None:
@@ -482,6 +497,7 @@ FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple
     "gemm": (gemm, (F32, F16, F64)),
     "softmax": (softmax, (F32, F16, F64)),
     "attention": (attention, (F32, F16, F64)),
+    "huber": (huber, (F32, F16, F64)),
     "norm": (norm, (F32, F16, F64)),
     "pool": (pool, (F32, F16, F64)),
     "conv": (conv, (F32, F16, F64)),
