@@ -11,6 +11,7 @@ import functools
 import math
 import re
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -135,7 +136,9 @@ def program(dev: Device, file: str, defines: dict[str, object] | None = None) ->
             source = (kernel_dir / file).read_text()
             options = _options(defines)
             try:
-                prg = cl.Program(dev.context, source).build(options=options, devices=[dev.cl_device])
+                with warnings.catch_warnings():  # a successful build's log is the runtime's chatter (Intel's
+                    warnings.simplefilter("ignore", cl.CompilerWarning)  # vectorizer remarks); failures raise
+                    prg = cl.Program(dev.context, source).build(options=options, devices=[dev.cl_device])
             except cl.RuntimeError as err:
                 raise KernelBuildError(
                     f"building kernels_cl/{file} failed on {dev}\n"
