@@ -388,6 +388,17 @@ class Tensor:
     def clone(self) -> Tensor:
         return _ops.astype(self, self.dtype, copy=True)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """``copy.deepcopy``: a leaf (a Parameter stays one) in new device memory, as torch copies modules."""
+        if self._node is not None:
+            raise RuntimeError("deepcopy: only leaf tensors can be copied (this one was computed by an op); "
+                               "detach() it first")
+        out = object.__new__(type(self))
+        Tensor.__init__(out, self.detach().clone().data, self.shape, self.dtype, self.device)
+        out.requires_grad = self.requires_grad
+        memo[id(self)] = out
+        return out
+
     def matmul(self, other: Tensor) -> Tensor:
         return _ops.matmul(self, other)
 

@@ -184,8 +184,10 @@ __kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __g
             if (s == -BIG) continue;
             real p = exp(s - li);
             real z = keep_scale(flags, row * S + j, seed, offset, p_drop);
-            /* D is read here, not held from before the loop: Intel's CPU compiler and Oclgrind's optimized
-             * builds lost a D held in a register across the tile loop's barriers (dq came out as if D = 0) */
+            /* D is read here, not held from before the loop: Intel's CPU runtime (2026.22) miscompiles a D
+             * loaded before the barrier loop, giving every work-item the group's last D unless the group is
+             * exactly one SIMD vector (16 on AVX-512). No race, out-of-range read or divergent barrier here:
+             * Oclgrind with race checks computes that form correctly, and -cl-opt-disable fixes Intel's. */
             real ds = p * (z * dot_d(g, vs + jj * ATT_D) - dsum[row]);
             for (int d = 0; d < ATT_D; ++d) dq[d] += ds * ks[jj * ATT_D + d];
         }

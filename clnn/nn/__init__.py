@@ -41,6 +41,13 @@ from .parallel import DistributedDataParallel
 from .rnn import GRU, LSTM
 from .saving import load
 from .sparse import Embedding
+from .transformer import (
+    MultiheadAttention,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Callback", "Conv1d", "Conv2d",
@@ -49,4 +56,6 @@ __all__ = [
     "BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss", "HuberLoss",
     "LearningRateScheduler", "LeakyReLU", "Linear", "MaxPool2d", "ModelCheckpoint", "Module", "Parameter", "ReLU",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "load", "utils",
+    "MultiheadAttention", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerEncoderLayer",
 ]
