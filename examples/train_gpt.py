@@ -72,7 +72,9 @@ def gpt(lib: Any, vocab: int, block: int, width: int, layers: int, heads: int) -
             t = idx.shape[1]
             x = self.tokens(idx) + self.positions(self.where[:t])
             x = self.blocks(x, mask=self.causal[:t, :t], is_causal=True)
-            return self.norm(x) @ self.tokens.weight.T  # the head shares the token embedding
+            # the head shares the token embedding, scaled by width ** -0.5 (as T5 does for its tied head) so the
+            # initial logits are of order one rather than sqrt(width)
+            return (self.norm(x) * width ** -0.5) @ self.tokens.weight.T
 
     return GPT()
 
