@@ -4,8 +4,10 @@
 Index tensors are int64 on the device (int32 ones and NumPy/list indices are converted). Their range is
 checked on the device before the op launches (``index.cl``'s ``index_check``), at the cost of reading
 back one int: an out-of-range index is an ``IndexError`` naming its position, never a wild read.
-Scatters (the gradients of gathers) walk the index list per output element in a fixed order, without
-atomics, so every result is bit-identical run after run.
+Scatters (the gradients of gathers) add each output's contributions in increasing index position, without
+atomics, so every result is bit-identical run after run: small ones by walking the whole index list per
+output, larger ones by a stable radix sort of the index by destination first (``sort.py``), after which
+each output reads only its own contributions (see ``_scatter`` and ``WALK_MAX``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device
-from ..kernels import broadcast_strides, contiguous_strides, defines, descriptor, group_size, launch_1d
+from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
 from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor, is_grad_enabled
 from ..validation import (
@@ -33,13 +35,15 @@ from .creation import full, tensor
 from .reduce import sum_to_shape
 from .shape import _view_of_index, astype, reshape, strided_copy
 from .shape import getitem as basic_getitem
+from .sort import I32, radix_sort, segments
+from .sort import kernel as _kernel
 
 SX_ASSIGN, SX_BASE = (kernels.op_codes("index.cl", "SX_")[k] for k in ("assign", "base"))
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
-
-
-def _kernel(dev: Device, dtype: np.dtype, name: str) -> Any:
-    return kernels.kernel(dev, "index.cl", name, defines(dtype, IDX_WG=group_size(dev)))
+# A scatter walks the whole index list per output while that is cheaper than sorting it first: under
+# WALK_MAX steps (outputs x index list length) in all. Measured on Intel's CPU runtime (BENCHMARKS.md,
+# "Embedding backward"): the walk wins below ~2**18 steps, where the sort's dozen launches dominate.
+WALK_MAX = 1 << 18
 
 
 def as_index(label: str, index: Any, dev: Device) -> Tensor:
@@ -88,13 +92,30 @@ def _gather(x: Tensor, idx: Tensor, out_shape: tuple[int, ...], ovi: tuple[int, 
 def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, int, int], j: int,
              strides: tuple[int, int, int], base: Tensor | None = None, flags: int = 0, skip: int = -1,
              out: Tensor | None = None) -> Tensor:
-    """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx`` (``index.cl``'s scatter)."""
+    """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx``: either one index list
+    (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). Short index lists are walked
+    by every output (``index.cl``'s scatter); longer ones are sorted by destination first, so each output
+    reads only its own contributions (scatter_sorted). Both add in increasing index position: same bits."""
     out = empty(shape, src.dtype, src.device) if out is None else out
     o, v, i = ovi
     flags |= SX_BASE if base is not None else 0
-    launch_1d(src.device, _kernel(src.device, src.dtype, "scatter"), out.size, np.int32(out.size),
-              np.int32(flags), np.int32(v), np.int32(j), np.int32(i), *(np.int32(s) for s in strides),
-              np.int32(skip), idx.data, (base if base is not None else src).data, src.data, out.data)
+    base_data = (base if base is not None else src).data
+    dev = src.device
+    if out.size * j <= WALK_MAX:
+        launch_1d(dev, _kernel(dev, src.dtype, "scatter"), out.size, np.int32(out.size), np.int32(flags),
+                  np.int32(v), np.int32(j), np.int32(i), *(np.int32(s) for s in strides), np.int32(skip),
+                  idx.data, base_data, src.data, out.data)
+        return out
+    per_element = strides != (0, 1, 0)
+    bound = out.size if per_element else v  # segments: one per output, or one per row of the list
+    keys, order = empty((idx.size,), I32, dev), empty((idx.size,), I32, dev)
+    launch_1d(dev, _kernel(dev, I32, "segment_keys"), idx.size, np.int32(idx.size), np.int32(v), np.int32(j),
+              np.int32(i), np.int32(per_element), idx.data, keys.data, order.data)
+    keys, order = radix_sort(keys, order, bound)
+    lo, hi = segments(keys, bound)
+    launch_1d(dev, _kernel(dev, src.dtype, "scatter_sorted"), out.size, np.int32(out.size), np.int32(flags),
+              np.int32(v), np.int32(j), np.int32(i), np.int32(per_element), np.int32(skip), lo.data, hi.data,
+              order.data, base_data, src.data, out.data)
     return out
 
 
