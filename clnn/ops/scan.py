@@ -47,7 +47,8 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     """The ``k`` largest (or smallest) entries along ``dim`` and their int64 indices (``torch.topk``).
 
     Values come in order (largest first, or smallest first), NaN ranking as the largest value, and equal
-    values by lower index, whatever ``sorted`` says (torch leaves unsorted order unspecified).
+    values by lower index, whatever ``sorted`` says: with ``sorted=False`` torch promises no order, so the
+    sorted one is a valid answer too.
 
     Raises:
         ValueError: ``k`` is negative or larger than ``x.shape[dim]``.
