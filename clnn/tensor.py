@@ -75,6 +75,7 @@ def enable_grad() -> contextlib.AbstractContextManager[None]:
 
 
 Backward = Callable[["Tensor"], Sequence["Tensor | None"]]
+Axes = int | Sequence[int] | None
 
 
 # Called as hook(leaf) once backward() has set a leaf's grad, and hook(None) as backward() ends:
@@ -328,26 +329,34 @@ class Tensor:
     def clip(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
         return _ops.clip(self, min, max)
 
-    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        return _ops.sum(self, axis, keepdims)
+    # NumPy's axis/keepdims or PyTorch's dim/keepdim (keywords); max/min(dim=...) give (values, indices)
+    def sum(self, axis: Axes = None, keepdims: bool | None = None, *, dim: Axes = None,
+            keepdim: bool | None = None) -> Tensor:
+        return _ops.sum(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        return _ops.mean(self, axis, keepdims)
+    def mean(self, axis: Axes = None, keepdims: bool | None = None, *, dim: Axes = None,
+             keepdim: bool | None = None) -> Tensor:
+        return _ops.mean(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        return _ops.max(self, axis, keepdims)
+    def max(self, axis: Axes = None, keepdims: bool | None = None, *, dim: int | None = None,
+            keepdim: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        return _ops.max(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        return _ops.min(self, axis, keepdims)
+    def min(self, axis: Axes = None, keepdims: bool | None = None, *, dim: int | None = None,
+            keepdim: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        return _ops.min(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
-        return _ops.argmax(self, axis, keepdims)
+    def argmax(self, axis: int | None = None, keepdims: bool | None = None, *, dim: int | None = None,
+               keepdim: bool | None = None) -> Tensor:
+        return _ops.argmax(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
-        return _ops.argmin(self, axis, keepdims)
+    def argmin(self, axis: int | None = None, keepdims: bool | None = None, *, dim: int | None = None,
+               keepdim: bool | None = None) -> Tensor:
+        return _ops.argmin(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def logsumexp(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        return _ops.logsumexp(self, axis, keepdims)
+    def logsumexp(self, axis: Axes = None, keepdims: bool | None = None, *, dim: Axes = None,
+                  keepdim: bool | None = None) -> Tensor:
+        return _ops.logsumexp(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         return _ops.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)

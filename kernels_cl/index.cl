@@ -11,6 +11,22 @@
  *                increasing j (without SX_BASE the base is 0), or with SX_ASSIGN src of the last such
  *                j, else the base. Row v == skip gets no contribution (embedding's padding_idx). One
  *                work-item per output walks the J indices: a fixed order, no atomics, bit-identical reruns.
+ *   scatter_sorted: the same result as scatter from a sorted index: order[lo[s]..hi[s]) are the index
+ *                positions q that point at segment s (s = v for one index list, s = (o * I + i) * V + v
+ *                for a per-element one), in increasing q; each output walks only its own segment, in
+ *                that order, so both paths add in the same order and give the same bits.
+ *   radix_count, radix_scatter: one pass of a stable least-significant-digit radix sort of int keys
+ *                (>= 0) carrying int values, RADIX_BITS bits from bit `shift`. A work-group owns a tile of
+ *                IDX_WG * RADIX_K keys, each work-item RADIX_K consecutive ones; it counts the digits per
+ *                work-item and scans those counts across work-items in local memory (integers, exact).
+ *                radix_count writes the tile's digit totals to hist[digit * groups + group];
+ *                radix_scatter reads their inclusive scan (inc) and moves each key to its digit's offset
+ *                plus its rank among equal digits before it, so equal digits keep their order.
+ *   segment_keys: keys[q] = the segment (as scatter_sorted's s) that index position q points at, vals[q] = q.
+ *   seg_bounds:  for sorted keys, lo[k] and hi[k] = the first and one past the last position of key k
+ *                (each written by one work-item; the host zeroes both first).
+ *   mask_positions: out[inc[p] - 1] = p for every p with mask[p], inc the inclusive scan of the mask:
+ *                the positions of the true entries, in order.
  *   where_fill:  out[i] = cond[d.s0 . idx] ? a[d.s1 . idx] : out[i] over the shape of d (broadcasting).
  *   tri:         out = x where (col - row) >= diagonal (upper) or <= diagonal (lower), else 0, for a
  *                batch of (R, C) matrices.
@@ -26,7 +42,8 @@
  *                local memory when it has at most TK_CAP elements. Order: value (descending when
  *                largest, NaN largest), ties by lower index. vals/idx rows are (O, k, I).
  * Defines: the element type (clnn_dtype.h; integer types compute in their own type); IDX_WG, the
- * work-group size of scan and topk (a power of two); SCAN_K; TK_CAP.
+ * work-group size of scan, topk and the radix passes (a power of two, at least 1 << RADIX_BITS);
+ * SCAN_K; TK_CAP; RADIX_BITS; RADIX_K.
  */
 #include "clnn_dtype.h"
 #include "clnn_shape.h"
@@ -40,6 +57,13 @@
 #ifndef TK_CAP
 #define TK_CAP 1024
 #endif
+#ifndef RADIX_BITS
+#define RADIX_BITS 4
+#endif
+#ifndef RADIX_K
+#define RADIX_K 4
+#endif
+#define RADIX (1 << RADIX_BITS)
 
 #define SX_ASSIGN 1
 #define SX_BASE 2
@@ -84,6 +108,97 @@ __kernel void scatter(int n, int flags, int V, int J, int I, int so, int sj, int
         }
     }
     STORE(out, p, acc);
+}
+
+__kernel void scatter_sorted(int n, int flags, int V, int J, int I, int per_element, int skip,
+                             __global const int *lo, __global const int *hi, __global const int *order,
+                             __global const store_t *base, __global const store_t *src, __global store_t *out) {
+    int p = get_global_id(0);
+    if (p >= n) return;
+    int i = p % I, v = (p / I) % V, o = p / (I * V);  /* out (O, V, I) */
+    real acc = (flags & SX_BASE) ? LOAD(base, p) : (real)0;
+    if (v != skip) {
+        int s = per_element ? (o * I + i) * V + v : v;
+        for (int e = lo[s]; e < hi[s]; ++e) {
+            size_t q = order[e];
+            real x = LOAD(src, per_element ? q : ((size_t)o * J + q) * I + i);
+            acc = (flags & SX_ASSIGN) ? x : acc + x;
+        }
+    }
+    STORE(out, p, acc);
+}
+
+/* Loads this work-item's RADIX_K keys (digits in dig, -1 past n), counts them per digit into c and
+ * cnt[d * IDX_WG + t], and scans cnt across work-items (inclusive) for every digit. */
+inline void radix_rank(int n, int shift, __global const int *keys, int *dig, int *c, __local int *cnt) {
+    int t = get_local_id(0);
+    int first = (get_group_id(0) * IDX_WG + t) * RADIX_K;
+    for (int d = 0; d < RADIX; ++d) c[d] = 0;
+    for (int k = 0; k < RADIX_K; ++k) {
+        dig[k] = first + k < n ? (keys[first + k] >> shift) & (RADIX - 1) : -1;
+        if (dig[k] >= 0) c[dig[k]]++;
+    }
+    for (int d = 0; d < RADIX; ++d) cnt[d * IDX_WG + t] = c[d];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < IDX_WG; off <<= 1) {
+        int add[RADIX];
+        for (int d = 0; d < RADIX; ++d) add[d] = t >= off ? cnt[d * IDX_WG + t - off] : 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int d = 0; d < RADIX; ++d) cnt[d * IDX_WG + t] += add[d];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(IDX_WG, 1, 1)))
+void radix_count(int n, int shift, __global const int *keys, __global int *hist) {
+    __local int cnt[RADIX * IDX_WG];
+    int dig[RADIX_K], c[RADIX];
+    radix_rank(n, shift, keys, dig, c, cnt);
+    int groups = get_num_groups(0), g = get_group_id(0);
+    for (int d = get_local_id(0); d < RADIX; d += IDX_WG) hist[d * groups + g] = cnt[d * IDX_WG + IDX_WG - 1];
+}
+
+__kernel __attribute__((reqd_work_group_size(IDX_WG, 1, 1)))
+void radix_scatter(int n, int shift, __global const int *keys, __global const int *vals,
+                   __global const int *inc, __global int *keys_out, __global int *vals_out) {
+    __local int cnt[RADIX * IDX_WG];
+    int dig[RADIX_K], c[RADIX];
+    radix_rank(n, shift, keys, dig, c, cnt);
+    int t = get_local_id(0), groups = get_num_groups(0), g = get_group_id(0);
+    int at[RADIX];
+    for (int d = 0; d < RADIX; ++d) {
+        int h = d * groups + g;  /* this tile's digit-d keys follow every earlier (digit, tile) */
+        at[d] = (h > 0 ? inc[h - 1] : 0) + cnt[d * IDX_WG + t] - c[d];
+    }
+    int first = (g * IDX_WG + t) * RADIX_K;
+    for (int k = 0; k < RADIX_K; ++k) {
+        if (dig[k] < 0) continue;
+        int pos = at[dig[k]]++;
+        keys_out[pos] = keys[first + k];
+        vals_out[pos] = vals[first + k];
+    }
+}
+
+__kernel void segment_keys(int n, int V, int J, int I, int per_element, __global const long *idx,
+                           __global int *keys, __global int *vals) {
+    int q = get_global_id(0);
+    if (q >= n) return;
+    int v = wrap(idx[q], V);
+    keys[q] = per_element ? ((q / (I * J)) * I + q % I) * V + v : v;  /* idx (O, J, I) */
+    vals[q] = q;
+}
+
+__kernel void seg_bounds(int n, __global const int *keys, __global int *lo, __global int *hi) {
+    int p = get_global_id(0);
+    if (p >= n) return;
+    int k = keys[p];
+    if (p == 0 || keys[p - 1] != k) lo[k] = p;
+    if (p == n - 1 || keys[p + 1] != k) hi[k] = p + 1;
+}
+
+__kernel void mask_positions(int n, __global const uchar *mask, __global const int *inc, __global long *out) {
+    int p = get_global_id(0);
+    if (p < n && mask[p]) out[inc[p] - 1] = p;
 }
 
 __kernel void where_fill(int n, Strides d, __global const uchar *cond, __global const store_t *a,

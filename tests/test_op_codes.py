@@ -14,7 +14,7 @@ import pytest
 
 import clnn
 from clnn import kernels
-from clnn.ops import attention, elementwise, index, norm, pool, reduce, rnn, scan, signal
+from clnn.ops import attention, elementwise, index, norm, pool, reduce, rnn, signal, sort
 from clnn.optim import optimizers
 
 PACKAGE = Path(clnn.__file__).resolve().parent
@@ -39,7 +39,7 @@ FLAGS = [
     ("rnn.cl", "RNN_", rnn, "RNN_"),
     ("attention.cl", "ATT_F_", attention, "F_"),
     ("index.cl", "SX_", index, "SX_"),
-    ("index.cl", "SC_", scan, "SC_"),
+    ("index.cl", "SC_", sort, "SC_"),
 ]
 FAMILIES = [(f, p) for f, p, _, _ in NAMED] + [(f, p) for f, p, _, _ in FLAGS]
 

@@ -97,6 +97,20 @@ def _rows():
     add("scatter_add dim1", [(3, 5), (3, 9)], scatter(1, (3, 5), 9))
     add("scatter_add dim0", [(4, 2, 3), (7, 2, 3)], scatter(0, (4, 2, 3), 7))
 
+    def smaller(dim, x_shape, i_shape, src_shape=None):  # torch's rule: index at most x off dim, src at least index
+        def make(r):
+            i = _idx(r, x_shape[dim], i_shape)
+            if src_shape is None:
+                return (lambda a: a.gather(dim, clnn.tensor(i)), lambda a: a.gather(dim, T(i)))
+            cut = tuple(slice(0, n) for n in i_shape)  # torch's src gradient of a smaller index fails; cut first
+            return (lambda a, b: a.scatter_add(dim, clnn.tensor(i), b),
+                    lambda a, b: a.scatter_add(dim, T(i), b[cut]) + 0 * b.sum())
+        return make
+    add("gather smaller index", [(5, 7, 3)], smaller(1, (5, 7, 3), (3, 11, 2)))
+    add("gather smaller index dim0", [(4, 6)], smaller(0, (4, 6), (9, 1)))
+    add("scatter_add smaller index", [(5, 7, 3), (6, 9, 3)], smaller(1, (5, 7, 3), (3, 9, 2), (6, 9, 3)))
+    add("scatter_add larger src", [(3, 5), (4, 11)], smaller(1, (3, 5), (3, 9), (4, 11)))
+
     def index_select(dim, n, count):
         def make(r):
             i = _idx(r, n, count)
@@ -115,6 +129,15 @@ def _rows():
     add("getitem index and slice", [(6, 5)], getitem(6, (4,), (slice(1, 4),)))
     add("getitem list", [(5, 3)], lambda r: (lambda a: a[[4, 0, -1, 2]], lambda a: a[[4, 0, -1, 2]]))
     add("getitem numpy", [(5, 3)], lambda r: (lambda a: a[np.array([1, 1, 3])], lambda a: a[np.array([1, 1, 3])]))
+
+    def masked(shape):
+        def make(r):
+            m = r.random(shape) < 0.4
+            return (lambda a: a[clnn.tensor(m)], lambda a: a[T(m)])
+        return make
+    add("getitem mask", [(5, 3, 4)], masked((5, 3, 4)))
+    add("getitem mask leading dims", [(7, 2, 3)], masked((7, 2)))
+    add("getitem mask numpy", [(4, 3)], lambda r: (lambda a: a[np.ones((4,), bool)], lambda a: a[T(np.ones(4, bool))]))
 
     def embedding(pad):
         def make(r):
@@ -332,3 +355,128 @@ def test_split_chunk_match_torch():
                       (clnn.tensor(x).chunk(4), torch.tensor(x).chunk(4)),
                       (clnn.tensor(x).chunk(3), torch.tensor(x).chunk(3))):
         assert [g.tolist() for g in got] == [w.tolist() for w in want]
+
+
+@pytest.fixture(params=["walk", "sort"])
+def scatter_path(request, monkeypatch):
+    """Runs a test with every scatter walking its index list, or with every scatter sorted first."""
+    import clnn.ops.index as index_ops
+
+    monkeypatch.setattr(index_ops, "WALK_MAX", 1 << 62 if request.param == "walk" else -1)
+    return request.param
+
+
+@pytest.mark.parametrize(("vocab", "tokens", "dim", "pad"), [(1, 7, 3, None), (11, 300, 5, 3), (97, 1031, 2, -1),
+                                                             (5000, 263, 3, None), (3, 2, 257, 0)])
+def test_embedding_backward_both_paths(vocab, tokens, dim, pad, scatter_path, rng):
+    """Duplicates (many, for small vocabularies), unused rows, a skipped padding row; bit-identical reruns.
+    Vocabularies up to 5000 (13 key bits: 4 radix passes) and token counts over a radix tile."""
+    i = rng.integers(0, vocab, tokens)
+    if pad is not None:
+        i[-1] = (pad + 1) % vocab  # one token off the padding row: the check's magnitude is never all zero
+    g = rng.standard_normal((tokens, dim)).astype(np.float32)
+    runs = []
+    for _ in range(2):
+        w = clnn.tensor(rng.standard_normal((vocab, dim)).astype(np.float32), requires_grad=True)
+        F.embedding(clnn.tensor(i), w, pad).backward(clnn.tensor(g))
+        runs.append(w.grad.numpy())
+    np.testing.assert_array_equal(runs[0], runs[1])
+    want, mag = np.zeros((vocab, dim)), np.zeros((vocab, dim))
+    np.add.at(want, i, g.astype(np.float64))
+    np.add.at(mag, i, np.abs(g.astype(np.float64)))
+    if pad is not None:
+        want[pad] = mag[pad] = 0
+    assert_sum_close(runs[0], want, mag)
+
+
+@pytest.mark.parametrize(("x_shape", "dim", "i_shape"), [((3, 7, 4), 1, (3, 40, 4)), ((200, 3), 0, (901, 2)),
+                                                         ((1,), 0, (600,))])
+def test_scatter_add_both_paths(x_shape, dim, i_shape, scatter_path, rng):
+    """Per-element indices (segments per output), a smaller index off dim, duplicates; reruns bit-identical."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    src = rng.standard_normal(i_shape).astype(np.float32)
+    i = rng.integers(0, x_shape[dim], i_shape)
+    runs = [clnn.tensor(x).scatter_add(dim, clnn.tensor(i), clnn.tensor(src)).numpy() for _ in range(2)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    want = torch.tensor(x, dtype=torch.float64).scatter_add(dim, T(i), T(src, dtype=torch.float64)).numpy()
+    mag = torch.tensor(np.abs(x), dtype=torch.float64).scatter_add(dim, T(i), T(np.abs(src), dtype=torch.float64))
+    assert_sum_close(runs[0], want, mag.numpy())
+
+
+def test_setitem_duplicates_keep_the_last_both_paths(scatter_path, rng):
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    i = rng.integers(-6, 6, 700)
+    v = rng.standard_normal((700, 5)).astype(np.float32)
+    t = clnn.tensor(x)
+    t[clnn.tensor(i)] = clnn.tensor(v)
+    want = x.copy()
+    want[i] = v  # NumPy assigns in order: the last duplicate wins
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 13, 2049])
+def test_radix_sort_is_stable(n, rng):
+    from clnn.ops.sort import radix_sort
+
+    for bound in (1, 7, 70001):
+        k = rng.integers(0, bound, n).astype(np.int32)
+        ks, vs = radix_sort(clnn.tensor(k), clnn.tensor(np.arange(n, dtype=np.int32)), bound)
+        order = np.argsort(k, kind="stable")
+        np.testing.assert_array_equal(ks.numpy(), k[order])
+        np.testing.assert_array_equal(vs.numpy(), order)
+
+
+@pytest.mark.parametrize(("shape", "mshape", "fill"), [((6, 5), (6, 5), None), ((7, 3, 2), (7,), None),
+                                                       ((4, 3), (4, 3), False), ((4, 3), (4,), True),
+                                                       ((3000,), (3000,), None)])
+def test_mask_getitem_and_setitem(shape, mshape, fill, rng):
+    """Random, empty and all-true masks; the 3000-long one takes the multi-block prefix sum."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    m = rng.random(mshape) < 0.5 if fill is None else np.full(mshape, fill)
+    got = clnn.tensor(x)[clnn.tensor(m)]
+    np.testing.assert_array_equal(got.numpy(), torch.tensor(x)[T(m)].numpy())
+    t, want = clnn.tensor(x), x.copy()
+    t[m] = -2.0
+    want[m] = -2.0
+    np.testing.assert_array_equal(t.numpy(), want)
+    rows = int(m.sum())
+    v = rng.standard_normal((rows,) + shape[len(mshape):]).astype(np.float32)
+    t[clnn.tensor(m)] = clnn.tensor(v)
+    want[m] = v
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_mask_gradient_empty_mask(rng):
+    x = clnn.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+    out = x[clnn.tensor(np.zeros((3,), bool))]
+    assert out.shape == (0, 4)
+    (out.sum() + x.sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((3, 4), np.float32))
+
+
+def test_reductions_take_torch_names(rng):
+    x = rng.standard_normal((4, 7, 3)).astype(np.float32)
+    t, tt = clnn.tensor(x), torch.tensor(x, dtype=torch.float64)
+    assert_close(t.sum(dim=1, keepdim=True).numpy(), tt.sum(dim=1, keepdim=True).numpy())
+    assert_close(t.mean(dim=(0, 2)).numpy(), tt.mean(dim=(0, 2)).numpy())
+    assert_close(t.logsumexp(dim=-1).numpy(), tt.logsumexp(dim=-1).numpy())
+    np.testing.assert_array_equal(t.argmax(dim=1).numpy(), tt.argmax(dim=1).numpy())
+    np.testing.assert_array_equal(t.argmin(dim=0, keepdim=True).numpy(), tt.argmin(dim=0, keepdim=True).numpy())
+    for op in ("max", "min"):
+        vals, idx = getattr(t, op)(dim=1, keepdim=True)
+        tv, ti = getattr(tt, op)(dim=1, keepdim=True)
+        np.testing.assert_array_equal(vals.numpy(), tv.numpy().astype(np.float32))
+        np.testing.assert_array_equal(idx.numpy(), ti.numpy())
+        assert getattr(t, op)(1).shape == (4, 3)  # a positional axis keeps NumPy's meaning: the values alone
+    assert t.sum(axis=1, keepdims=True).shape == (4, 1, 3)
+    with pytest.raises(TypeError, match="sum: got both axis=1 and dim=0; pass one"):
+        t.sum(1, dim=0)
+    with pytest.raises(TypeError, match="mean: got both keepdims=True and keepdim=True; pass one"):
+        t.mean(keepdims=True, keepdim=True)
+    with pytest.raises(TypeError, match=r"max: dim expects an int \(as torch.max\(x, dim\)\); got \(0, 1\)"):
+        t.max(dim=(0, 1))
+
+
+def test_max_dim_gradient_against_torch(rng):
+    x = rng.standard_normal((5, 9))
+    check_against_torch(lambda a: a.max(dim=1)[0], lambda a: a.max(dim=1)[0], [x], rng)

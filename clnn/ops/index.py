@@ -4,8 +4,10 @@
 Index tensors are int64 on the device (int32 ones and NumPy/list indices are converted). Their range is
 checked on the device before the op launches (``index.cl``'s ``index_check``), at the cost of reading
 back one int: an out-of-range index is an ``IndexError`` naming its position, never a wild read.
-Scatters (the gradients of gathers) walk the index list per output element in a fixed order, without
-atomics, so every result is bit-identical run after run.
+Scatters (the gradients of gathers) add each output's contributions in increasing index position, without
+atomics, so every result is bit-identical run after run: small ones by walking the whole index list per
+output, larger ones by a stable radix sort of the index by destination first (``sort.py``), after which
+each output reads only its own contributions (see ``_scatter`` and ``WALK_MAX``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device
-from ..kernels import broadcast_strides, contiguous_strides, defines, descriptor, group_size, launch_1d
+from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
 from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor, is_grad_enabled
 from ..validation import (
@@ -33,13 +35,15 @@ from .creation import full, tensor
 from .reduce import sum_to_shape
 from .shape import _view_of_index, astype, reshape, strided_copy
 from .shape import getitem as basic_getitem
+from .sort import I32, radix_sort, scan_rows, segments
+from .sort import kernel as _kernel
 
 SX_ASSIGN, SX_BASE = (kernels.op_codes("index.cl", "SX_")[k] for k in ("assign", "base"))
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
-
-
-def _kernel(dev: Device, dtype: np.dtype, name: str) -> Any:
-    return kernels.kernel(dev, "index.cl", name, defines(dtype, IDX_WG=group_size(dev)))
+# A scatter walks the whole index list per output while that is cheaper than sorting it first: under
+# WALK_MAX steps (outputs x index list length) in all. Measured on Intel's CPU runtime (BENCHMARKS.md,
+# "Embedding backward"): the walk wins below ~2**18 steps, where the sort's dozen launches dominate.
+WALK_MAX = 1 << 18
 
 
 def as_index(label: str, index: Any, dev: Device) -> Tensor:
@@ -88,39 +92,71 @@ def _gather(x: Tensor, idx: Tensor, out_shape: tuple[int, ...], ovi: tuple[int, 
 def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, int, int], j: int,
              strides: tuple[int, int, int], base: Tensor | None = None, flags: int = 0, skip: int = -1,
              out: Tensor | None = None) -> Tensor:
-    """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx`` (``index.cl``'s scatter)."""
+    """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx``: either one index list
+    (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). Short index lists are walked
+    by every output (``index.cl``'s scatter); longer ones are sorted by destination first, so each output
+    reads only its own contributions (scatter_sorted). Both add in increasing index position: same bits."""
     out = empty(shape, src.dtype, src.device) if out is None else out
     o, v, i = ovi
     flags |= SX_BASE if base is not None else 0
-    launch_1d(src.device, _kernel(src.device, src.dtype, "scatter"), out.size, np.int32(out.size),
-              np.int32(flags), np.int32(v), np.int32(j), np.int32(i), *(np.int32(s) for s in strides),
-              np.int32(skip), idx.data, (base if base is not None else src).data, src.data, out.data)
+    base_data = (base if base is not None else src).data
+    dev = src.device
+    if out.size * j <= WALK_MAX:
+        launch_1d(dev, _kernel(dev, src.dtype, "scatter"), out.size, np.int32(out.size), np.int32(flags),
+                  np.int32(v), np.int32(j), np.int32(i), *(np.int32(s) for s in strides), np.int32(skip),
+                  idx.data, base_data, src.data, out.data)
+        return out
+    per_element = strides != (0, 1, 0)
+    bound = out.size if per_element else v  # segments: one per output, or one per row of the list
+    keys, order = empty((idx.size,), I32, dev), empty((idx.size,), I32, dev)
+    launch_1d(dev, _kernel(dev, I32, "segment_keys"), idx.size, np.int32(idx.size), np.int32(v), np.int32(j),
+              np.int32(i), np.int32(per_element), idx.data, keys.data, order.data)
+    keys, order = radix_sort(keys, order, bound)
+    lo, hi = segments(keys, bound)
+    launch_1d(dev, _kernel(dev, src.dtype, "scatter_sorted"), out.size, np.int32(out.size), np.int32(flags),
+              np.int32(v), np.int32(j), np.int32(i), np.int32(per_element), np.int32(skip), lo.data, hi.data,
+              order.data, base_data, src.data, out.data)
     return out
 
 
 def _per_element_index(op: str, x: Tensor, dim: int, index: Any) -> tuple[int, Tensor]:
-    """``dim`` normalized and ``index`` as int64, checked: x's rank, x's size on every dim but ``dim``."""
+    """``dim`` normalized and ``index`` as int64, checked as torch does: x's rank, no larger than x on
+    every dim but ``dim``, entries in range."""
     d = normalize_axis(dim, x.ndim, f"{op}: dim")
     idx = as_index(f"{op}: index", index, x.device)
-    if idx.ndim != x.ndim or any(a != b for k, (a, b) in enumerate(zip(idx.shape, x.shape)) if k != d):
-        raise ValueError(f"{op}: index expects the shape of x {x.shape} except along dim {d}; got {idx.shape}")
+    if idx.size and idx.ndim != x.ndim:  # torch checks nothing about an empty index
+        raise ValueError(f"{op}: index expects {x.ndim} dimensions (as x); got shape {idx.shape}")
+    if idx.size and any(a > b for k, (a, b) in enumerate(zip(idx.shape, x.shape)) if k != d):
+        raise ValueError(f"{op}: index of shape {idx.shape} expects sizes at most x's {x.shape} on every dim "
+                         f"but dim {d}")
     check_range(op, "index", idx, 0, x.shape[d] if x.ndim else 1)
     return d, idx
+
+
+def _region(shape: tuple[int, ...], d: int) -> tuple[slice, ...]:
+    """The leading block of ``shape`` on every dim but ``d`` (where it is whole)."""
+    return tuple(slice(None) if k == d else slice(0, n) for k, n in enumerate(shape))
 
 
 @profiled
 def gather(x: Tensor, dim: int, index: Any) -> Tensor:
     """``out[..., j, ...] = x[..., index[..., j, ...], ...]`` along ``dim`` (``torch.gather``).
 
-    ``index`` (int64) has x's shape except along ``dim``; the output has ``index``'s shape.
+    ``index`` (int64) has x's rank and at most x's size on every dim but ``dim``; the output has
+    ``index``'s shape.
 
     Raises:
         TypeError: x is not a tensor or index not an integer tensor/array.
-        ValueError: index's shape differs from x's off ``dim``.
+        ValueError: index's rank differs from x's, or it is larger than x off ``dim``.
         IndexError: an index lies outside ``[0, x.shape[dim])``.
     """
     require_tensor("gather: x", x)
     d, idx = _per_element_index("gather", x, dim, index)
+    if idx.size == 0:
+        return record(empty(idx.shape, x.dtype, x.device), (x,), lambda g: (full(x.shape, 0, x.dtype, x.device),),
+                      "gather")
+    if x.ndim and idx.shape[:d] + idx.shape[d + 1:] != x.shape[:d] + x.shape[d + 1:]:
+        x = basic_getitem(x, _region(idx.shape, d))
     ovi = _around(x.shape, d) if x.ndim else (1, 1, 1)
     j = idx.shape[d] if x.ndim else 1
     strides = (j * ovi[2], ovi[2], 1)
@@ -132,16 +168,35 @@ def gather(x: Tensor, dim: int, index: Any) -> Tensor:
 def scatter_add(x: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
     """``x`` plus ``src`` added at ``index`` along ``dim`` (``torch.scatter_add``, out of place).
 
-    ``index`` and ``src`` share a shape, which is x's except along ``dim``. Duplicate indices add up, in
-    the order of their positions (deterministic).
+    ``index`` has x's rank, at most x's size on every dim but ``dim``, and at most src's size on every
+    dim; ``src[...]`` over index's shape is what is added. Duplicate indices add up, in the order of
+    their positions (deterministic).
     """
     require_tensor("scatter_add: x", x)
     require_tensor("scatter_add: src", src)
     same_device("scatter_add", x=x, src=src)
     same_dtype("scatter_add", x=x, src=src)
     d, idx = _per_element_index("scatter_add", x, dim, index)
+    if idx.size and (src.ndim != idx.ndim or any(a > b for a, b in zip(idx.shape, src.shape))):
+        raise ValueError(f"scatter_add: src expects at least index's size {idx.shape} on every dim; "
+                         f"got {src.shape}")
+    if idx.size == 0:
+        return astype(x, x.dtype, copy=True)
     if src.shape != idx.shape:
-        raise ValueError(f"scatter_add: src expects the shape of index {idx.shape}; got {src.shape}")
+        src = basic_getitem(src, tuple(slice(0, n) for n in idx.shape))
+    region = _region(idx.shape, d)
+    if x.ndim and idx.shape[:d] + idx.shape[d + 1:] != x.shape[:d] + x.shape[d + 1:]:
+        part = scatter_add(basic_getitem(x, region), d, idx, src)  # the block index reaches, then x around it
+        out = astype(x, x.dtype, copy=True)
+        offset, shape, strides, _ = _view_of_index(x.shape, region)
+        strided_copy(part, out, shape, contiguous_strides(shape), strides, dst_offset=offset)
+
+        def around(g: Tensor) -> tuple[Tensor, Tensor]:
+            gx = astype(g, g.dtype, copy=True)
+            setitem(gx, region, 0)
+            return gx, basic_getitem(g, region)
+
+        return record(out, (x, part), around, "scatter_add")
     ovi = _around(x.shape, d) if x.ndim else (1, 1, 1)
     j = idx.shape[d] if x.ndim else 1
     strides = (j * ovi[2], ovi[2], 1)
@@ -200,16 +255,43 @@ def _advanced(key: Any) -> bool:
     return isinstance(key, (Tensor, np.ndarray, list))
 
 
+def _is_mask(key: Any) -> bool:
+    return (key.dtype if isinstance(key, Tensor) else np.asarray(key).dtype) == np.bool_  # no download
+
+
+def _mask_positions(x: Tensor, key: Any) -> tuple[Tensor, Tensor]:
+    """(x with the mask's dims flattened into one, the int64 positions of the mask's true entries, in order):
+    a prefix sum of the mask on the device, then one int read back (the count, as torch also syncs)."""
+    mask = key if isinstance(key, Tensor) else tensor(np.asarray(key), device=x.device)
+    same_device("indexing", x=x, mask=mask)
+    if mask.ndim == 0 or mask.shape != x.shape[:mask.ndim]:
+        raise IndexError(f"indexing: a boolean mask expects the shape of x {x.shape} or of its leading dims; "
+                         f"got {mask.shape}")
+    n = mask.size
+    inc = scan_rows(astype(reshape(mask, (n,)), np.int32), 1, n, 1, 0)
+    count = int(basic_getitem(inc, n - 1).item()) if n else 0
+    idx = empty((count,), np.int64, x.device)
+    launch_1d(x.device, _kernel(x.device, I32, "mask_positions"), n, np.int32(n), mask.data, inc.data, idx.data)
+    return reshape(x, (n,) + x.shape[mask.ndim:]), idx
+
+
 @profiled
 def getitem(x: Tensor, key: Any) -> Tensor:
-    """``x[key]``: basic indexing (ints, slices, None, ...), or an integer index (clnn int tensor, NumPy
+    """``x[key]``: basic indexing (ints, slices, None, ...); an integer index (clnn int tensor, NumPy
     array or list; negative entries count from the end) along dim 0, optionally followed by basic items
-    for the other dims (``x[idx, 1:3]``). Returns a copy."""
+    for the other dims (``x[idx, 1:3]``); or a boolean mask of x's shape or its leading dims alone
+    (``x[mask]``: the selected entries, or rows of the remaining dims, flattened into dim 0 in order).
+    Returns a copy."""
     items = key if isinstance(key, tuple) else (key,)
     if not any(_advanced(k) for k in items):
         return basic_getitem(x, key)
     if not _advanced(items[0]) or any(_advanced(k) for k in items[1:]):
         raise TypeError("indexing: an integer index tensor/array is supported only as the first item (x[idx, ...])")
+    if _is_mask(items[0]):
+        if len(items) > 1:
+            raise TypeError("indexing: a boolean mask is supported only alone (x[mask])")
+        flat, idx = _mask_positions(x, items[0])
+        return _select("getitem", flat, 0, idx)
     idx = _index_key(x, items[0])
     out = _select("getitem", x, 0, idx)
     return basic_getitem(out, (slice(None),) * idx.ndim + items[1:]) if len(items) > 1 else out
@@ -218,8 +300,6 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 def _index_key(x: Tensor, key: Any) -> Tensor:
     if x.ndim == 0:
         raise IndexError("indexing: a 0-d tensor cannot take an integer index tensor")
-    if (key.dtype if isinstance(key, Tensor) else np.asarray(key).dtype) == np.bool_:  # no download of a Tensor
-        raise TypeError("indexing: boolean masks are not supported; use clnn.where or masked_fill")
     idx = as_index("indexing: index", key, x.device)
     check_range("indexing", "index", idx, -x.shape[0], x.shape[0])
     return idx
@@ -227,8 +307,8 @@ def _index_key(x: Tensor, key: Any) -> Tensor:
 
 @profiled
 def setitem(x: Tensor, key: Any, value: Any) -> None:
-    """``x[key] = value`` in place, for a ``key`` that ``getitem`` takes (an integer index alone along dim 0,
-    where duplicates keep the last value). ``value`` broadcasts to ``x[key]``'s shape.
+    """``x[key] = value`` in place, for a ``key`` that ``getitem`` takes (an integer index or a boolean mask
+    alone, where duplicate indices keep the last value). ``value`` broadcasts to ``x[key]``'s shape.
 
     Raises:
         RuntimeError: ``x`` requires grad (as PyTorch's in-place error on a leaf) or ``value`` does,
@@ -249,7 +329,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     else:
         value = tensor(np.asarray(value), dtype=x.dtype, device=x.device)
     if _advanced(key):
-        idx = _index_key(x, key)
+        x, idx = _mask_positions(x, key) if _is_mask(key) else (x, _index_key(x, key))  # x: a view
         shape = idx.shape + x.shape[1:]
         _require_fits(value, shape)
         src = value if value.shape == shape else _broadcast(value, shape)

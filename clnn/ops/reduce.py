@@ -140,37 +140,72 @@ def _reduce(op: str, x: Tensor, axis: int | Sequence[int] | None, keepdims: bool
     return _finish(record(values, (x,), backward, op), x.shape, axes, keepdims)
 
 
+Axes = int | Sequence[int] | None
+
+
+def _spelling(op: str, axis: Axes, keepdims: bool | None, dim: Axes, keepdim: bool | None) -> tuple[Axes, bool]:
+    """(axis, keepdims) from NumPy's names or PyTorch's ``dim``/``keepdim``; naming both of a pair raises."""
+    if dim is not None and axis is not None:
+        raise TypeError(f"{op}: got both axis={axis!r} and dim={dim!r}; pass one")
+    if keepdim is not None and keepdims is not None:
+        raise TypeError(f"{op}: got both keepdims={keepdims!r} and keepdim={keepdim!r}; pass one")
+    return (axis if dim is None else dim), bool(keepdims if keepdim is None else keepdim)
+
+
 @profiled
-def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Sum over ``axis`` (all axes when None)."""
+def sum(x: Tensor, axis: Axes = None, keepdims: bool | None = None, *, dim: Axes = None,  # noqa: A001
+        keepdim: bool | None = None) -> Tensor:
+    """Sum over ``axis`` (all axes when None); ``dim``/``keepdim`` are PyTorch's names for the same."""
+    axis, keepdims = _spelling("sum", axis, keepdims, dim, keepdim)
     (x,) = autocast("float32", x)
     return _reduce("sum", x, axis, keepdims)
 
 
 @profiled
-def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-    """Mean over ``axis`` (all axes when None)."""
+def mean(x: Tensor, axis: Axes = None, keepdims: bool | None = None, *, dim: Axes = None,
+         keepdim: bool | None = None) -> Tensor:
+    """Mean over ``axis`` (all axes when None); ``dim``/``keepdim`` are PyTorch's names for the same."""
+    axis, keepdims = _spelling("mean", axis, keepdims, dim, keepdim)
     (x,) = autocast("float32", x)
     require_tensor("mean: x", x)
     count = math.prod([x.shape[a] for a in _axes(x, axis)])
     return _reduce("sum", x, axis, keepdims) * (1.0 / count if count else float("nan"))
 
 
-@profiled
-def max(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Largest value over ``axis`` (NaN if any is NaN, as NumPy)."""
-    return _reduce("max", x, axis, keepdims)
+def _extreme(op: str, x: Tensor, axis: Axes, keepdims: bool | None, dim: Axes,
+             keepdim: bool | None) -> Tensor | tuple[Tensor, Tensor]:
+    if dim is None:
+        axis, keepdims = _spelling(op, axis, keepdims, dim, keepdim)
+        return _reduce(op, x, axis, keepdims)
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim expects an int (as torch.{op}(x, dim)); got {dim!r}")
+    axis, keepdims = _spelling(op, axis, keepdims, dim, keepdim)
+    return _reduce(op, x, axis, keepdims), _arg("arg" + op, x, axis, keepdims)
 
 
 @profiled
-def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Smallest value over ``axis`` (NaN if any is NaN, as NumPy)."""
-    return _reduce("min", x, axis, keepdims)
+def max(x: Tensor, axis: Axes = None, keepdims: bool | None = None, *, dim: int | None = None,  # noqa: A001
+        keepdim: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    """Largest value over ``axis`` (NaN if any is NaN, as NumPy). With PyTorch's ``dim=`` keyword it
+    returns ``(values, indices)`` as ``torch.max(x, dim)`` does (indices of the first largest value;
+    a positional axis keeps returning the values alone)."""
+    return _extreme("max", x, axis, keepdims, dim, keepdim)
 
 
 @profiled
-def logsumexp(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-    """``log(sum(exp(x)))`` over ``axis``, computed stably (shifted by the maximum)."""
+def min(x: Tensor, axis: Axes = None, keepdims: bool | None = None, *, dim: int | None = None,  # noqa: A001
+        keepdim: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    """Smallest value over ``axis`` (NaN if any is NaN, as NumPy); ``dim=`` returns ``(values, indices)``
+    as in :func:`max`."""
+    return _extreme("min", x, axis, keepdims, dim, keepdim)
+
+
+@profiled
+def logsumexp(x: Tensor, axis: Axes = None, keepdims: bool | None = None, *, dim: Axes = None,
+              keepdim: bool | None = None) -> Tensor:
+    """``log(sum(exp(x)))`` over ``axis``, computed stably (shifted by the maximum); ``dim``/``keepdim``
+    are PyTorch's names for the same."""
+    axis, keepdims = _spelling("logsumexp", axis, keepdims, dim, keepdim)
     (x,) = autocast("float32", x)
     return _reduce("logsumexp", x, axis, keepdims)
 
@@ -188,15 +223,19 @@ def _arg(op: str, x: Tensor, axis: int | None, keepdims: bool) -> Tensor:
 
 
 @profiled
-def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    """Index (int64) of the first largest value over ``axis``, or of the flattened tensor when None."""
-    return _arg("argmax", x, axis, keepdims)
+def argmax(x: Tensor, axis: int | None = None, keepdims: bool | None = None, *, dim: int | None = None,
+           keepdim: bool | None = None) -> Tensor:
+    """Index (int64) of the first largest value over ``axis`` (or ``dim``), or of the flattened tensor
+    when None."""
+    return _arg("argmax", x, *_spelling("argmax", axis, keepdims, dim, keepdim))
 
 
 @profiled
-def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    """Index (int64) of the first smallest value over ``axis``, or of the flattened tensor when None."""
-    return _arg("argmin", x, axis, keepdims)
+def argmin(x: Tensor, axis: int | None = None, keepdims: bool | None = None, *, dim: int | None = None,
+           keepdim: bool | None = None) -> Tensor:
+    """Index (int64) of the first smallest value over ``axis`` (or ``dim``), or of the flattened tensor
+    when None."""
+    return _arg("argmin", x, *_spelling("argmin", axis, keepdims, dim, keepdim))
 
 
 @profiled

@@ -10,48 +10,19 @@ import math
 
 import numpy as np
 
-from .. import kernels
-from ..kernels import defines, group_size
 from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import normalize_axis, require_int, require_tensor
 from ._core import empty, record
 from .index import _scatter
 from .shape import astype
-
-SC_TOTALS, SC_CARRY, SC_REVERSE = (kernels.op_codes("index.cl", "SC_")[k] for k in ("totals", "carry", "reverse"))
-SCAN_K = kernels.op_codes("index.cl", "SCAN_")["k"]  # elements each work-item of a scan sums serially
-
-
-def _launch(x: Tensor, name: str, groups: int, *args: object) -> None:
-    dev = x.device
-    wg = group_size(dev)
-    k = kernels.kernel(dev, "index.cl", name, defines(x.dtype, IDX_WG=wg))
-    kernels.launch(dev, k, (groups * wg,), (wg,), *args)
+from .sort import SC_REVERSE, launch_groups, scan_rows
 
 
 def _rows(x: Tensor, dim: int) -> tuple[int, int, int]:
     """(rows, L, I): the rows along ``dim``, their length and their stride."""
     length, inner = x.shape[dim], math.prod(x.shape[dim + 1:])
     return (x.size // length if length else 0), length, inner
-
-
-def _scan(x: Tensor, rows: int, length: int, inner: int, flags: int) -> Tensor:
-    """Inclusive prefix sums of the rows (reversed with SC_REVERSE). Rows longer than one block are scanned
-    per block, the block totals scanned in turn (recursively), and each block offset by its carry."""
-    out = empty(x.shape, x.dtype, x.device)
-    blocks = -(-length // (group_size(x.device) * SCAN_K))
-    if rows == 0 or length == 0:
-        return out
-    base = (np.int32(length), np.int32(inner), np.int32(blocks))
-    if blocks == 1:
-        _launch(x, "scan", rows, *base, np.int32(flags), x.data, x.data, out.data, x.data)
-        return out
-    totals = empty((rows, blocks), np.float32 if x.dtype == np.float16 else x.dtype, x.device)  # real
-    _launch(x, "scan", rows * blocks, *base, np.int32(flags | SC_TOTALS), x.data, x.data, out.data, totals.data)
-    carry = _scan(totals, rows, blocks, 1, 0)
-    _launch(x, "scan", rows * blocks, *base, np.int32(flags | SC_CARRY), x.data, carry.data, out.data, totals.data)
-    return out
 
 
 @profiled
@@ -67,8 +38,8 @@ def cumsum(x: Tensor, dim: int) -> Tensor:
     if x.ndim == 0:
         return astype(x, x.dtype, copy=True)
     rows, length, inner = _rows(x, d)
-    out = _scan(x, rows, length, inner, 0)
-    return record(out, (x,), lambda g: (_scan(g, rows, length, inner, SC_REVERSE),), "cumsum")
+    out = scan_rows(x, rows, length, inner, 0)
+    return record(out, (x,), lambda g: (scan_rows(g, rows, length, inner, SC_REVERSE),), "cumsum")
 
 
 @profiled
@@ -76,7 +47,8 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     """The ``k`` largest (or smallest) entries along ``dim`` and their int64 indices (``torch.topk``).
 
     Values come in order (largest first, or smallest first), NaN ranking as the largest value, and equal
-    values by lower index, whatever ``sorted`` says (torch leaves unsorted order unspecified).
+    values by lower index, whatever ``sorted`` says: with ``sorted=False`` torch promises no order, so the
+    sorted one is a valid answer too.
 
     Raises:
         ValueError: ``k`` is negative or larger than ``x.shape[dim]``.
@@ -93,7 +65,7 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     vals, idx = empty(out_shape, x.dtype, x.device), empty(out_shape, np.int64, x.device)
     rows, length, inner = _rows(Tensor(x.data, shape, x.dtype, x.device), d)
     if k and rows:
-        _launch(x, "topk", rows, np.int32(length), np.int32(inner), np.int32(k), np.int32(bool(largest)),
+        launch_groups(x, "topk", rows, np.int32(length), np.int32(inner), np.int32(k), np.int32(bool(largest)),
                 x.data, vals.data, idx.data)
     outer = rows // inner if inner else 0
     strides = (k * inner, inner, 1)

@@ -22,6 +22,7 @@ import pyopencl as cl
 
 import clnn
 from clnn import kernels, tuning
+from clnn.ops import index as index_ops
 from clnn.ops.matmul import GemmPlan, gemm_raw
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -170,8 +171,9 @@ def copy(dt: np.dtype, rng: np.random.Generator) -> None:
 
 def index(dt: np.dtype, rng: np.random.Generator) -> None:
     """index.cl: the range check (passing and failing), gather/scatter in every mode (through gather,
-    scatter_add, backward, embedding's skipped row, assignment), where_fill, tri, then scan and topk with
-    work-groups of 16 (multi-block scans, a cached and an uncached top-k row)."""
+    scatter_add, backward, embedding's skipped row, assignment), where_fill, tri, a boolean mask, the
+    sorted scatter (radix sort included), then scan and topk with work-groups of 16 (multi-block scans,
+    a cached and an uncached top-k row)."""
     xn = data(rng, (4, 5), dt)
     x = clnn.tensor(xn, requires_grad=True)
     i = rng.integers(0, 5, (4, 3))
@@ -181,6 +183,7 @@ def index(dt: np.dtype, rng: np.random.Generator) -> None:
     for r in range(4):
         np.add.at(want[r], i[r], src[r].astype(np.float64))
     check("scatter_add", x.scatter_add(1, clnn.tensor(i), clnn.tensor(src)), want, dt)
+    want_add = want
     rows = np.array([3, 0, 3])
     e = clnn.functional.embedding(clnn.tensor(rows), x, padding_idx=0)
     e.backward(clnn.ones(*e.shape, dtype=dt))
@@ -199,7 +202,15 @@ def index(dt: np.dtype, rng: np.random.Generator) -> None:
     m = rng.random((4, 1)) < 0.5
     check("where", clnn.where(clnn.tensor(m), x, 0.0), np.where(m, xn, 0), dt)
     check("triu", x.triu(1), np.triu(xn, 1), dt)
+    check("mask getitem (scan, mask_positions)", x[clnn.tensor(m[:, 0])], xn[m[:, 0]], dt)
     _lower_wg(16)
+    index_ops.WALK_MAX = -1  # every scatter below sorts first (2 radix tiles of 16 x RADIX_K keys)
+    x.grad = None
+    rows = rng.integers(0, 4, 70)
+    e = clnn.functional.embedding(clnn.tensor(rows), x)
+    e.backward(clnn.ones(*e.shape, dtype=dt))
+    check("sorted embedding backward", x.grad, np.repeat(np.bincount(rows, minlength=4)[:, None], 5, 1), dt)
+    check("sorted scatter_add", x.scatter_add(1, clnn.tensor(i), clnn.tensor(src)), want_add, dt)
     v = data(rng, (2, 150), dt, 0.0, 1.0)
     check("cumsum (3 blocks)", clnn.tensor(v).cumsum(1), np.cumsum(v.astype(np.float64), 1), dt)
     check("cumsum (strided)", clnn.tensor(v[:, :7]).cumsum(0), np.cumsum(v[:, :7], 0), dt)
