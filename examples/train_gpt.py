@@ -62,7 +62,7 @@ def gpt(lib: Any, vocab: int, block: int, width: int, layers: int, heads: int) -
             self.positions = nn.Embedding(block, width)
             layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=4 * width, dropout=0.0,
                                                activation="gelu", batch_first=True, norm_first=True)
-            self.blocks = nn.TransformerEncoder(layer, layers)
+            self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
             self.norm = nn.LayerNorm(width)
             causal = np.triu(np.full((block, block), -np.inf, np.float32), 1)
             self.register_buffer("causal", lib.tensor(causal), persistent=False)
