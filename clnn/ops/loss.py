@@ -10,7 +10,7 @@ import numpy as np
 from .. import kernels
 from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..profiler import profiled
-from ..tensor import Tensor
+from ..tensor import FLOAT_DTYPES, Tensor
 from ..validation import (
     require_choice,
     require_float,
@@ -194,10 +194,10 @@ def cross_entropy(
 def _is_probabilities(target: Any, x: Tensor) -> bool:
     """Whether ``target`` holds class probabilities: floating values of the input's shape."""
     if isinstance(target, Tensor):
-        floating, shape = target.dtype.kind == "f", target.shape
+        floating, shape = target.dtype in FLOAT_DTYPES, target.shape
     else:
         arr = np.asarray(target)
-        floating, shape = arr.dtype.kind == "f", arr.shape
+        floating, shape = arr.dtype in FLOAT_DTYPES, arr.shape
     return floating and shape == x.shape
 
 
