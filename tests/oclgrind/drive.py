@@ -245,6 +245,13 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
                                  ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):  # both read transposed
             out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how)
             check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st}", out, ref, dt)
+        if dt in (F16, BF16):  # autocast's product: float32 operands and bias rounded to dt in the loads
+            xn, wn, bias = data(rng, (17, 16), F32), data(rng, (20, 16), F32), data(rng, (20,), F32)
+            xr, wr, br = (v.astype(dt).astype(np.float64) for v in (xn, wn, bias))
+            rounded = (xr @ wr.T + br)[None]
+            out = gemm_raw(clnn.tensor(xn), (0, 16, 1), clnn.tensor(wn), (0, 1, 16), 1, 17, 20, 16, beta=1.0,
+                           c=clnn.tensor(bias), c_strides=(0, 0, 1), how=how, dtype=dt)
+            check(f"gemm {how.kernel} of float32 operands", out, rounded, dt)
 
 
 def _t(x: np.ndarray) -> clnn.Tensor:
