@@ -33,7 +33,8 @@
  * gemm_direct: one work-item per element of C, k in order, no local memory and no padding: for
  * products so small that the launch, not the arithmetic, should bound them (127x253x61).
  *
- * Defines: the element type (clnn_dtype.h); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per
+ * Defines: the element type (clnn_dtype.h), A_F32, B_F32, D_F32 (gemm.h: a float32 operand rounded to the
+ * element type as it is loaded); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per
  * work-item), VW (vector width 1, 2, 4, 8 or 16), VWG (global load run 1, 2, 4, 8 or 16), APAD (As row
  * padding), DB (0 or 1: double-buffered local tiles). Requires TM % WM == TN % WN == WN % VW == 0,
  * TM % VWG == TN % VWG == TK % VWG == 0 and KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1),
@@ -43,17 +44,17 @@
 #include "gemm.h"
 
 inline void stage(__local real *as, __local real *bs, int k0, int kend, int M, int N, int row0, int col0,
-                  __global const store_t *A, int a_rs, int a_cs, bool a_vec,
-                  __global const store_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
+                  __global const a_t *A, int a_rs, int a_cs, bool a_vec,
+                  __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     stage_a(as, k0, kend, M, row0, A, a_rs, a_cs, a_vec, lid);
     stage_b(bs, k0, kend, N, col0, B, b_rs, b_cs, b_vec, lid);
 }
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
-          __global const store_t *restrict A, int a_bs, int a_rs, int a_cs,
-          __global const store_t *restrict B, int b_bs, int b_rs, int b_cs,
-          __global const store_t *restrict D, int d_bs, int d_rs, int d_cs, __global store_t *restrict C) {
+          __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
+          __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
+          __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, __global store_t *restrict C) {
     __local real As[DB + 1][TM][LDA]; /* op(A) blocks, row-major */
     __local realv Bs[DB + 1][TK][TN / VW]; /* op(B) blocks, row-major; realv keeps them vector-aligned */
     const int tx = get_local_id(0), ty = get_local_id(1);
@@ -105,7 +106,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #pragma unroll
             for (int q = 0; q < VW; ++q) {
                 if (gj + q < N) {
-                    const real d = beta != 0 ? beta * LOAD(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs) : 0;
+                    const real d = beta != 0 ? beta * LOAD_D(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs) : 0;
                     STORE(C, gi * N + gj + q, alpha * t[q] + d);
                 }
             }
@@ -116,7 +117,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 /* out[b][r][c] = alpha * (sum over s of part[b][s][r][c]) + beta * D[b*d_bs + r*d_rs + c*d_cs] for the
  * (batch, M, N) result, one work-item per element: the partials of a k-split gemm, added in order of s. */
 __kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __global const real *restrict part,
-                       __global const store_t *restrict D, int d_bs, int d_rs, int d_cs,
+                       __global const d_t *restrict D, int d_bs, int d_rs, int d_cs,
                        __global store_t *restrict out) {
     const int i = get_global_id(0);
     if (i >= total) return;
@@ -124,22 +125,22 @@ __kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __
     __global const real *p = part + (size_t)b * S * MN + (i - b * MN);
     real acc = 0;
     for (int s = 0; s < S; ++s) acc += p[(size_t)s * MN];
-    const real d = beta != 0 ? beta * LOAD(D, (size_t)b * d_bs + (size_t)r * d_rs + (size_t)c * d_cs) : 0;
+    const real d = beta != 0 ? beta * LOAD_D(D, (size_t)b * d_bs + (size_t)r * d_rs + (size_t)c * d_cs) : 0;
     STORE(out, i, alpha * acc + d);
 }
 
 /* C[b][i][j] = alpha * sum over k (in order) of A[b][i][k] * B[b][k][j] + beta * D[b][i][j] */
 __kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
-                          __global const store_t *restrict A, int a_bs, int a_rs, int a_cs,
-                          __global const store_t *restrict B, int b_bs, int b_rs, int b_cs,
-                          __global const store_t *restrict D, int d_bs, int d_rs, int d_cs,
+                          __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
+                          __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
+                          __global const d_t *restrict D, int d_bs, int d_rs, int d_cs,
                           __global store_t *restrict C) {
     const int j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
     if (i >= M || j >= N) return;
     A += (size_t)b * a_bs + (size_t)i * a_rs;
     B += (size_t)b * b_bs + (size_t)j * b_cs;
     real acc = 0;
-    for (int p = 0; p < K; ++p) acc += LOAD(A, (size_t)p * a_cs) * LOAD(B, (size_t)p * b_rs);
-    const real d = beta != 0 ? beta * LOAD(D, (size_t)b * d_bs + (size_t)i * d_rs + (size_t)j * d_cs) : 0;
+    for (int p = 0; p < K; ++p) acc += LOAD_A(A, (size_t)p * a_cs) * LOAD_B(B, (size_t)p * b_rs);
+    const real d = beta != 0 ? beta * LOAD_D(D, (size_t)b * d_bs + (size_t)i * d_rs + (size_t)j * d_cs) : 0;
     STORE(C, ((size_t)b * M + i) * N + j, alpha * acc + d);
 }

@@ -59,6 +59,63 @@ typedef CAT(STORE_T, VWG) storeg;
  * paths use plain loads and `a * b + c`, which the compiler contracts to an FMA where it has one. */
 #pragma OPENCL FP_CONTRACT ON
 
+/* Operand storage: A_F32, B_F32, D_F32 = 1 read that operand as float32 and round each element to
+ * store_t's precision as it is loaded, so the result equals the product of operands cast to store_t
+ * first, bit for bit (clnn.autocast's half GEMM of float32 tensors, without a cast pass). Only with
+ * half or bf16 storage; such an operand never takes the vector loads. */
+#ifndef A_F32
+#define A_F32 0
+#endif
+#ifndef B_F32
+#define B_F32 0
+#endif
+#ifndef D_F32
+#define D_F32 0
+#endif
+#if (A_F32 || B_F32 || D_F32) && !STORE_HALF && !STORE_BF16
+#error "A_F32, B_F32 and D_F32 round float32 operands to half or bf16 storage only"
+#endif
+#if STORE_HALF
+inline real round_store(float f) {
+    ushort h; /* a half variable needs cl_khr_fp16; its storage does not */
+    vstore_half(f, 0, (__private half *)&h);
+    return vload_half(0, (__private const half *)&h);
+}
+#elif STORE_BF16
+inline real round_store(float f) { return bf16_to_float(float_to_bf16(f)); }
+#endif
+#if A_F32 || B_F32
+inline void round_run(real *t, __global const float *p) {
+#pragma unroll
+    for (int q = 0; q < VWG; ++q) t[q] = round_store(p[q]);
+}
+#endif
+#if A_F32
+typedef float a_t;
+#define LOAD_A(p, i) round_store((p)[i])
+#define load_run_a(t, p, vec) round_run(t, p)
+#else
+typedef store_t a_t;
+#define LOAD_A LOAD
+#define load_run_a load_run
+#endif
+#if B_F32
+typedef float b_t;
+#define LOAD_B(p, i) round_store((p)[i])
+#define load_run_b(t, p, vec) round_run(t, p)
+#else
+typedef store_t b_t;
+#define LOAD_B LOAD
+#define load_run_b load_run
+#endif
+#if D_F32
+typedef float d_t;
+#define LOAD_D(p, i) round_store((p)[i])
+#else
+typedef store_t d_t;
+#define LOAD_D LOAD
+#endif
+
 /* t[0..VWG) = p[0..VWG): one vector load when `vec` (p aligned to the vector), else scalar loads */
 inline void load_run(real *t, __global const store_t *p, bool vec) {
 #if VEC_LOADS
@@ -75,7 +132,7 @@ inline void load_run(real *t, __global const store_t *p, bool vec) {
 }
 
 /* whether runs of `p` along its contiguous axis, `stride` apart, start on vector boundaries */
-inline bool runs_aligned(__global const store_t *p, int stride) {
+inline bool runs_aligned(__global const void *p, int stride) {
 #if VEC_LOADS
     return stride % VWG == 0 && (size_t)p % sizeof(storeg) == 0;
 #else
@@ -86,7 +143,7 @@ inline bool runs_aligned(__global const store_t *p, int stride) {
 /* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (TM x LDA), zeros past the
  * edges; only the first kn columns of a short last slice are read by the multiply. */
 inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
-                    __global const store_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
+                    __global const a_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
     const bool rows_in = row0 + TM <= M;
     real t[VWG];
@@ -94,40 +151,40 @@ inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
         for (int e = lid; e < TM * TK / VWG; e += WG) {
             const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            load_run(t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
+            load_run_a(t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) as[r * LDA + kk + q] = t[q];
         }
     } else if (a_rs == 1 && rows_in) {
         for (int e = lid; e < kn * (TM / VWG); e += WG) {
             const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
-            load_run(t, A + (size_t)(k0 + kk) * a_cs + row0 + r, a_vec);
+            load_run_a(t, A + (size_t)(k0 + kk) * a_cs + row0 + r, a_vec);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) as[(r + q) * LDA + kk] = t[q];
         }
     } else if (a_cs == 1) {
         for (int e = lid; e < TM * TK; e += WG) {
             const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
-            as[r * LDA + kk] = (gi < M && gk < kend) ? LOAD(A, gi * a_rs + gk) : (real)0;
+            as[r * LDA + kk] = (gi < M && gk < kend) ? LOAD_A(A, gi * a_rs + gk) : (real)0;
         }
     } else {
         for (int e = lid; e < TM * kn; e += WG) {
             const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
-            as[r * LDA + kk] = gi < M ? LOAD(A, gi * a_rs + gk * a_cs) : (real)0;
+            as[r * LDA + kk] = gi < M ? LOAD_A(A, gi * a_rs + gk * a_cs) : (real)0;
         }
     }
 }
 
 /* Stage op(B)'s k-rows [k0, k0+TK) x columns [col0, col0+TN) into bs (TK x TN), as stage_a. */
 inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
-                    __global const store_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
+                    __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
     const bool cols_in = col0 + TN <= N;
     real t[VWG];
     if (b_cs == 1 && cols_in) {
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
-            load_run(t, B + (size_t)(k0 + kk) * b_rs + col0 + c, b_vec);
+            load_run_b(t, B + (size_t)(k0 + kk) * b_rs + col0 + c, b_vec);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
         }
@@ -135,19 +192,19 @@ inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
         for (int e = lid; e < TK * TN / VWG; e += WG) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            load_run(t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
+            load_run_b(t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
         }
     } else if (b_cs == 1) {
         for (int e = lid; e < kn * TN; e += WG) {
             const int kk = e / TN, c = e % TN, gj = col0 + c, gk = k0 + kk;
-            bs[kk * TN + c] = gj < N ? LOAD(B, gk * b_rs + gj) : (real)0;
+            bs[kk * TN + c] = gj < N ? LOAD_B(B, gk * b_rs + gj) : (real)0;
         }
     } else {
         for (int e = lid; e < TK * TN; e += WG) {
             const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
-            bs[kk * TN + c] = (gj < N && gk < kend) ? LOAD(B, gk * b_rs + gj * b_cs) : (real)0;
+            bs[kk * TN + c] = (gj < N && gk < kend) ? LOAD_B(B, gk * b_rs + gj * b_cs) : (real)0;
         }
     }
 }

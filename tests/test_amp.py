@@ -116,6 +116,52 @@ def test_float32_leaves_get_float32_grads_like_torch(dev, rng, half):
         assert np.linalg.norm(ours.grad.numpy() - g) <= tol * np.linalg.norm(g)
 
 
+def _bits(t: clnn.Tensor) -> np.ndarray:
+    return np.asarray(t.numpy()).view(np.uint16 if t.dtype.itemsize == 2 else np.uint32)
+
+
+# (name, op, input shapes, which inputs are already in the half type): a Linear of float32 tensors, one of a half
+# activation and float32 weights, a batched matmul broadcasting a float32 matrix, a transposed gemm
+PRODUCTS = [
+    ("linear", lambda x, w, b: clnn.gemm(x, w, b, beta=1.0, trans_b=True), [(37, 65), (19, 65), (19,)], ()),
+    ("linear_half_x", lambda x, w, b: clnn.gemm(x, w, b, beta=0.5, trans_b=True), [(9, 33), (17, 33), (1, 17)], (0,)),
+    ("matmul_batched", clnn.matmul, [(3, 17, 31), (31, 20)], (0,)),
+    ("gemm_trans_a", lambda a, b: clnn.gemm(a, b, alpha=0.5, trans_a=True), [(29, 13), (29, 7)], ()),
+]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "tiled"])
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+@pytest.mark.parametrize("name, fn, shapes, halves", PRODUCTS, ids=[p[0] for p in PRODUCTS])
+def test_products_round_float32_operands_in_their_loads(dev, rng, monkeypatch, half, name, fn, shapes, halves, direct):
+    """Under autocast a product of float32 tensors is one launch (the GEMM rounds them as it loads them), and
+    its output and gradients equal, bit for bit, those of the same product of tensors cast first."""
+    from clnn import kernels, tuning
+
+    for key in tuning.TABLE["gemm_direct"]:  # every product takes the direct kernel, or none does
+        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
+    values = [rng.standard_normal(s).astype(half if i in halves else np.float32) for i, s in enumerate(shapes)]
+    with clnn.use_device(dev):
+        fused = [clnn.tensor(v, requires_grad=True) for v in values]
+        cast = [clnn.tensor(v, requires_grad=True) for v in values]
+        launches = []
+        launch = kernels.launch
+        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+        with clnn.autocast(half):
+            y = fn(*fused)
+        monkeypatch.setattr(kernels, "launch", launch)
+        assert launches == [launches[0]] and launches[0].startswith("gemm"), launches
+        y2 = fn(*(t.astype(half) for t in cast))
+        assert y.dtype == y2.dtype == half
+        np.testing.assert_array_equal(_bits(y), _bits(y2))
+        g = clnn.tensor(rng.standard_normal(y.shape).astype(half))
+        y.backward(g)
+        y2.backward(g)
+        for ours, theirs in zip(fused, cast):
+            assert ours.grad.dtype == ours.dtype
+            np.testing.assert_array_equal(_bits(ours.grad), _bits(theirs.grad))
+
+
 @pytest.mark.parametrize("bad, kind, match", [
     (clnn.float32, TypeError, "clnn.float16 or clnn.bfloat16"),
     (np.int32, TypeError, "clnn.float16 or clnn.bfloat16"),
@@ -234,3 +280,18 @@ def test_compile_rejects_unknown_precision(dev):
     model = clnn.nn.Linear(3, 2).to(dev)
     with pytest.raises(ValueError, match="precision"):
         model.compile(precision="float16")
+
+
+def test_readme_mixed_precision_example_runs(dev):
+    """README's mixed-precision section, after its training section's setup, on the digits data."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## Training", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```")[0] for b in section.split("```python\n")[1:]]
+    setup, example = blocks[0], next(b for b in blocks if "precision=" in b)
+    setup = setup.split("for xb, yb")[0]  # the model, optimizer and data; the float32 loop is not needed
+    scope: dict = {}
+    with clnn.use_device(dev):
+        exec(setup + example, scope)  # noqa: S102 - the README's own code
+    assert scope["model"].precision == "mixed_bfloat16"
+    assert np.isfinite(scope["loss"].item()) and scope["loss"].dtype == clnn.float32
+    assert scope["scaler"].get_scale() > 0

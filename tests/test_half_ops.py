@@ -95,6 +95,10 @@ def test_norms_and_cross_entropy_match_torch(dev, rng, dtype):
         target = rng.integers(0, 37, 5)
         check_against_torch(lambda z: F.cross_entropy(z, target), lambda z: TF.cross_entropy(z, torch.tensor(target)),
                             [rng.standard_normal((5, 37))], rng, tol=tol, dtype=dtype)
+        probs = rng.dirichlet(np.ones(37), 5).astype(dtype)  # probability targets in the half type itself
+        check_against_torch(lambda z: F.cross_entropy(z, clnn.tensor(probs)),
+                            lambda z: TF.cross_entropy(z, torch.tensor(probs.astype(np.float64))),
+                            [rng.standard_normal((5, 37))], rng, tol=tol, dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", HALVES, ids=str)

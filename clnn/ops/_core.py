@@ -10,7 +10,17 @@ import numpy as np
 
 from .. import profiler
 from ..device import Device
-from ..tensor import FLOAT_DTYPES, Backward, Node, Tensor, autocast_dtype, float32, float64, is_grad_enabled
+from ..tensor import (
+    FLOAT_DTYPES,
+    HALF_DTYPES,
+    Backward,
+    Node,
+    Tensor,
+    autocast_dtype,
+    float32,
+    float64,
+    is_grad_enabled,
+)
 from ..validation import check_dtype_on
 
 INT_MAX = 2**31 - 1
@@ -75,6 +85,19 @@ def autocast(policy: str, *xs: Any) -> tuple[Any, ...]:
     target = half if policy == "half" else float32
     return tuple(x.astype(target) if isinstance(x, Tensor) and x.dtype in FLOAT_DTYPES and x.dtype != float64
                  and x.dtype != target else x for x in xs)
+
+
+def autocast_loads(*xs: Any) -> tuple[np.dtype | None, tuple[Any, ...]]:
+    """For ``"half"`` ops whose kernels round float32 operands to the half type as they load them (gemm,
+    matmul): inside ``clnn.autocast``, its half dtype and ``xs`` with only a tensor of the other half type
+    cast (no cast launch for float32); outside it, or with an operand autocast never casts (float64,
+    integers), None and :func:`autocast`'s ``"half"`` inputs."""
+    half = autocast_dtype()
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    if half is None or any(x.dtype not in (float32, *HALF_DTYPES) for x in tensors):
+        return None, autocast("half", *xs)
+    return half, tuple(x.astype(half) if isinstance(x, Tensor) and x.dtype not in (float32, half) else x
+                       for x in xs)
 
 
 def promote(a: Any, b: Any) -> tuple[Any, Any]:

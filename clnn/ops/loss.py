@@ -200,7 +200,7 @@ def _is_probabilities(target: Any, x: Tensor) -> bool:
         floating, shape = target.dtype in FLOAT_DTYPES, target.shape
     else:
         arr = np.asarray(target)
-        floating, shape = arr.dtype.kind == "f", arr.shape
+        floating, shape = arr.dtype in FLOAT_DTYPES, arr.shape
     return floating and shape == x.shape
 
 

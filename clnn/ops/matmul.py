@@ -12,9 +12,9 @@ from .. import kernels, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
-from ..tensor import HALF_DTYPES, Tensor
+from ..tensor import HALF_DTYPES, Tensor, autocast_mode
 from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
-from ._core import autocast, empty, record
+from ._core import autocast_loads, empty, record
 from .creation import tensor
 from .reduce import broadcast_to, sum_to_shape
 from .shape import reshape
@@ -136,7 +136,7 @@ def gemm_raw(
     b: Tensor, b_strides: tuple[int, int, int],
     batch: int, m: int, n: int, k: int,
     alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None, c_strides: tuple[int, int, int] | None = None,
-    how: GemmPlan | None = None,
+    how: GemmPlan | None = None, dtype: np.dtype | None = None,
 ) -> Tensor:
     """``out[b] = alpha * A[b] @ B[b] + beta * C[b]`` with A, B and C read through (batch, row, col) strides.
 
@@ -144,39 +144,42 @@ def gemm_raw(
     a transpose is a swap of the last two strides, a shared operand a batch stride of 0. ``c`` (read
     when ``beta != 0``, never modified) likewise through ``c_strides``, by default those of a contiguous
     (batch, m, n): zero strides broadcast a bias into the GEMM's store. ``how`` overrides :func:`plan`
-    (tests and the tuner force a kernel or tile with it). No autograd.
+    (tests and the tuner force a kernel or tile with it). ``dtype`` is the result's (``a``'s by default): a
+    half type where an operand is float32 rounds that operand to it in the kernel's loads, the same as
+    casting it first (``clnn.autocast``'s products, without a cast launch). No autograd.
 
     Returns:
         A new contiguous (batch, m, n) tensor.
     """
-    dev = a.device
-    out = empty((batch, m, n), a.dtype, dev)
+    dev, dtype = a.device, a.dtype if dtype is None else np.dtype(dtype)
+    out = empty((batch, m, n), dtype, dev)
     if out.size == 0:
         return out
     if c is None or beta == 0:
         c, c_strides, beta = out, (0, 0, 0), 0.0
     addend = (c, c_strides or (m * n, n, 1))
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
-    how = how or plan(dev, a.dtype, batch, m, n, k)
+    how = how or plan(dev, dtype, batch, m, n, k)
     cfg, splits, ks = how.cfg, how.splits, how.ks
-    defs = defines(a.dtype, **cfg)
+    rounded = {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("D", c)) if t.dtype != dtype}
+    defs = defines(dtype, **cfg, **rounded)
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
         dx = min(32, 1 << (n - 1).bit_length())
         dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
         kernels.launch(
             dev, kernels.kernel(dev, "gemm.cl", "gemm_direct", defs), (n, m, batch), (dx, dy, 1),
-            np.int32(m), np.int32(n), np.int32(k), real_scalar(a.dtype, alpha), real_scalar(a.dtype, beta),
+            np.int32(m), np.int32(n), np.int32(k), real_scalar(dtype, alpha), real_scalar(dtype, beta),
             a.data, *strides, out.data,
         )
         return out
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
-    part = out if splits == 1 else empty((batch, splits, m, n), a.dtype, dev)
+    part = out if splits == 1 else empty((batch, splits, m, n), dtype, dev)
     kernels.launch(
         dev, kernels.kernel(dev, "gemm.cl", "gemm", defs), (groups_n * rtn, groups_m * rtm, batch * splits),
         (rtn, rtm, 1), np.int32(m), np.int32(n), np.int32(k), np.int32(ks), np.int32(splits),
-        real_scalar(a.dtype, alpha if splits == 1 else 1.0), real_scalar(a.dtype, beta if splits == 1 else 0.0),
+        real_scalar(dtype, alpha if splits == 1 else 1.0), real_scalar(dtype, beta if splits == 1 else 0.0),
         a.data, *strides, part.data,
     )
     if splits > 1:
@@ -200,12 +203,20 @@ def sum_partials(part: Tensor, out: Tensor, splits: int, m: int, n: int, defs: d
     )
 
 
-def _check_pair(op: str, a: Any, b: Any) -> None:
+def _check_pair(op: str, a: Any, b: Any, half: np.dtype | None) -> np.dtype:
+    """Validate the operands; the product's dtype: theirs, or autocast's ``half`` (float32 ones rounded to it)."""
     require_tensor(f"{op}: a", a)
     require_tensor(f"{op}: b", b)
     same_device(op, a=a, b=b)
-    same_dtype(op, a=a, b=b)
+    if half is None:
+        same_dtype(op, a=a, b=b)
     require_float(f"{op}: a", a)
+    return a.dtype if half is None else half
+
+
+def _as(dtype: np.dtype, g: Tensor) -> Tensor:
+    """``g`` in ``dtype``: an operand's gradient from a product that rounded it (autocast) to a half type."""
+    return g if g.dtype == dtype else g.astype(dtype)
 
 
 @profiled
@@ -228,8 +239,8 @@ def gemm(
     Example:
         >>> y = clnn.gemm(x, w, bias, beta=1.0, trans_b=True)  # x @ w.T + bias
     """
-    a, b, c = autocast("half", a, b, c)
-    _check_pair("gemm", a, b)
+    half, (a, b, c) = autocast_loads(a, b, c)
+    dtype = _check_pair("gemm", a, b, half)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
     m, ka = (a.shape[1], a.shape[0]) if trans_a else a.shape
@@ -245,7 +256,8 @@ def gemm(
     if c is not None and beta != 0:
         require_tensor("gemm: c", c)
         same_device("gemm", a=a, c=c)
-        same_dtype("gemm", a=a, c=c)
+        if half is None:
+            same_dtype("gemm", a=a, c=c)
         try:
             fits = c.ndim <= 2 and broadcast_shapes("gemm", c.shape, (m, n)) == (m, n)
         except ValueError:
@@ -254,18 +266,19 @@ def gemm(
             raise ValueError(f"gemm: c must broadcast to the output shape {(m, n)}; got shape {c.shape}")
         cc = c
     c_strides = (0, *broadcast_strides(cc.shape, (m, n))) if cc is not None else None
-    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc, c_strides), (m, n))
+    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc, c_strides, dtype=dtype), (m, n))
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
         ga = gb = gc = None
-        if a.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
-            ga = gemm(b, g, alpha=alpha, trans_a=trans_b, trans_b=True) if trans_a else \
-                gemm(g, b, alpha=alpha, trans_b=not trans_b)
-        if b.requires_grad:  # d op(b) = alpha op(a)^T g; with trans_b, db = alpha g^T op(a)
-            gb = gemm(g, a, alpha=alpha, trans_a=True, trans_b=trans_a) if trans_b else \
-                gemm(a, g, alpha=alpha, trans_a=not trans_a)
+        with autocast_mode(half):  # the products round float32 operands as the forward did
+            if a.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
+                ga = _as(a.dtype, gemm(b, g, alpha=alpha, trans_a=trans_b, trans_b=True) if trans_a else
+                         gemm(g, b, alpha=alpha, trans_b=not trans_b))
+            if b.requires_grad:  # d op(b) = alpha op(a)^T g; with trans_b, db = alpha g^T op(a)
+                gb = _as(b.dtype, gemm(g, a, alpha=alpha, trans_a=True, trans_b=trans_a) if trans_b else
+                         gemm(a, g, alpha=alpha, trans_a=not trans_a))
         if cc is not None and c.requires_grad:
-            gc = sum_to_shape(g * beta, c.shape)
+            gc = _as(c.dtype, sum_to_shape(g * beta, c.shape))
         return (ga, gb) if cc is None else (ga, gb, gc)
 
     return record(out, (a, b) if cc is None else (a, b, c), backward, "gemm")
@@ -294,8 +307,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         a = tensor(np.asarray(a), dtype=b.dtype, device=b.device)
     if not isinstance(b, Tensor):
         b = tensor(np.asarray(b), dtype=a.dtype, device=a.device)
-    a, b = autocast("half", a, b)
-    _check_pair("matmul", a, b)
+    half, (a, b) = autocast_loads(a, b)
+    dtype = _check_pair("matmul", a, b, half)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must have at least 1 dimension; got shapes {a.shape} and {b.shape}")
     a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
@@ -320,7 +333,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
     a3, a_bs = operand(a2, m, k)
     b3, b_bs = operand(b2, k, n)
-    out = gemm_raw(a3, (a_bs, k, 1), b3, (b_bs, n, 1), batch, m, n, k)
+    out = gemm_raw(a3, (a_bs, k, 1), b3, (b_bs, n, 1), batch, m, n, k, dtype=dtype)
     final = batch_shape + (() if a.ndim == 1 else (m,)) + (() if b.ndim == 1 else (n,))
     result = reshape(out, final)
 
@@ -328,11 +341,11 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         g3 = reshape(g, (batch, m, n))
         ga = gb = None
         if a.requires_grad:  # g @ b^T, summed over the batches a was broadcast along
-            ga = gemm_raw(g3, (m * n, n, 1), b3, (b_bs, 1, n), batch, m, k, n)
-            ga = reshape(sum_to_shape(reshape(ga, batch_shape + (m, k)), a2.shape), a.shape)
+            ga = gemm_raw(g3, (m * n, n, 1), b3, (b_bs, 1, n), batch, m, k, n, dtype=dtype)
+            ga = _as(a.dtype, reshape(sum_to_shape(reshape(ga, batch_shape + (m, k)), a2.shape), a.shape))
         if b.requires_grad:  # a^T @ g
-            gb = gemm_raw(a3, (a_bs, 1, k), g3, (m * n, n, 1), batch, k, n, m)
-            gb = reshape(sum_to_shape(reshape(gb, batch_shape + (k, n)), b2.shape), b.shape)
+            gb = gemm_raw(a3, (a_bs, 1, k), g3, (m * n, n, 1), batch, k, n, m, dtype=dtype)
+            gb = _as(b.dtype, reshape(sum_to_shape(reshape(gb, batch_shape + (k, n)), b2.shape), b.shape))
         return ga, gb
 
     return record(result.detach(), (a, b), backward, "matmul")

@@ -26,7 +26,8 @@ from clnn.ops import index as index_ops
 from clnn.ops.matmul import GemmPlan, gemm_raw
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
-TOL = {F16: 2e-2, F32: 1e-4, F64: 1e-9}
+BF16 = np.dtype(clnn.bfloat16)
+TOL = {F16: 2e-2, BF16: 2e-2, F32: 1e-4, F64: 1e-9}
 _fetched: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
 
 
@@ -161,7 +162,7 @@ def copy(dt: np.dtype, rng: np.random.Generator) -> None:
     check("slice", x[1:, ::-2, 1:4], xn[1:, ::-2, 1:4], dt)
     check("broadcast_to", clnn.tensor(xn[:1]).broadcast_to((4, 3, 5)), np.broadcast_to(xn[:1], (4, 3, 5)), dt)
     dev = clnn.device()
-    for target in (F16, F32, F64, np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)):
+    for target in (F16, BF16, F32, F64, np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)):
         if target == dt or not dev.supports(target):
             continue
         check(f"astype {target.name}", x.astype(target), xn.astype(target), target)
@@ -255,6 +256,13 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
                                  ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):  # both read transposed
             out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how)
             check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st}", out, ref, dt)
+        if dt in (F16, BF16):  # autocast's product: float32 operands and bias rounded to dt in the loads
+            xn, wn, bias = data(rng, (17, 16), F32), data(rng, (20, 16), F32), data(rng, (20,), F32)
+            xr, wr, br = (v.astype(dt).astype(np.float64) for v in (xn, wn, bias))
+            rounded = (xr @ wr.T + br)[None]
+            out = gemm_raw(clnn.tensor(xn), (0, 16, 1), clnn.tensor(wn), (0, 1, 16), 1, 17, 20, 16, beta=1.0,
+                           c=clnn.tensor(bias), c_strides=(0, 0, 1), how=how, dtype=dt)
+            check(f"gemm {how.kernel} of float32 operands", out, rounded, dt)
 
 
 def _t(x: np.ndarray) -> clnn.Tensor:
@@ -273,7 +281,7 @@ def _gemm_tiled(dt: np.dtype, rng: np.random.Generator) -> None:
     check("matmul batched", out, a64 @ bat.astype(np.float64), dt)
     out.sum().backward()
     check("matmul grad a", a.grad, np.ones((17, 5)) @ bat.astype(np.float64).sum(0).T, dt)
-    if dt != np.float16:  # half storage is never split
+    if dt not in (F16, BF16):  # half storage is never split
         # as planned for a 16-core device, a long k is split across work-groups and the parts summed
         # in order by gemm_sum; Oclgrind reports one compute unit, so it is planned for 16 (or the pose's) here
         dev = clnn.device()
@@ -498,22 +506,22 @@ def optim(dt: np.dtype, rng: np.random.Generator) -> None:
         finite(f"{type(o).__name__} step", dt, p)
 
 
-# One row per op family: (function, dtypes it runs in). float16 is storage-only on Oclgrind.
+# One row per op family: (function, dtypes it runs in). float16 and bfloat16 are storage-only on Oclgrind.
 FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple[np.dtype, ...]]] = {
-    "elementwise": (elementwise, (F32, F16, F64)),
-    "reduce": (reduce, (F32, F16, F64)),
-    "copy": (copy, (F32, F16, F64)),
+    "elementwise": (elementwise, (F32, F16, BF16, F64)),
+    "reduce": (reduce, (F32, F16, BF16, F64)),
+    "copy": (copy, (F32, F16, BF16, F64)),
     "index": (index, (F32, F16, F64)),
     "random": (random, (F32, F16, F64)),
-    "gemm": (gemm, (F32, F16, F64)),
-    "softmax": (softmax, (F32, F16, F64)),
+    "gemm": (gemm, (F32, F16, BF16, F64)),
+    "softmax": (softmax, (F32, F16, BF16, F64)),
     "attention": (attention, (F32, F16, F64)),
     "huber": (huber, (F32, F16, F64)),
-    "norm": (norm, (F32, F16, F64)),
+    "norm": (norm, (F32, F16, BF16, F64)),
     "pool": (pool, (F32, F16, F64)),
-    "conv": (conv, (F32, F16, F64)),
+    "conv": (conv, (F32, F16, BF16, F64)),
     "signal": (signal, (F32, F16, F64)),
-    "optim": (optim, (F32, F16, F64)),
+    "optim": (optim, (F32, F16, BF16, F64)),
     "rnn": (rnn, (F32, F64)),
 }
 
