@@ -280,18 +280,3 @@ def test_compile_rejects_unknown_precision(dev):
     model = clnn.nn.Linear(3, 2).to(dev)
     with pytest.raises(ValueError, match="precision"):
         model.compile(precision="float16")
-
-
-def test_readme_mixed_precision_example_runs(dev):
-    """README's mixed-precision section, after its training section's setup, on the digits data."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = text.split("## Training", 1)[1].split("\n## ", 1)[0]
-    blocks = [b.split("```")[0] for b in section.split("```python\n")[1:]]
-    setup, example = blocks[0], next(b for b in blocks if "precision=" in b)
-    setup = setup.split("for xb, yb")[0]  # the model, optimizer and data; the float32 loop is not needed
-    scope: dict = {}
-    with clnn.use_device(dev):
-        exec(setup + example, scope)  # noqa: S102 - the README's own code
-    assert scope["model"].precision == "mixed_bfloat16"
-    assert np.isfinite(scope["loss"].item()) and scope["loss"].dtype == clnn.float32
-    assert scope["scaler"].get_scale() > 0
