@@ -121,6 +121,7 @@ def scaled_dot_product_attention(
     return _attend((q, k, v), layouts, 1, batch, (lq, s, e, ev), (*batch, lq, ev), attn_mask, p, is_causal, scale)
 
 
+@profiled
 def multi_head_attention(q: Tensor, k: Tensor | None, v: Tensor | None, heads: int, seq_first: bool,
                          attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
     """Attention of ``heads`` heads read from and written in the projections' layout (no head split copies).
