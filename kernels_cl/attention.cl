@@ -6,8 +6,11 @@
  * torch's is_causal). z is dropout's keep / (1 - p) with ATT_F_DROPOUT, else 1. A score of -inf (a masked
  * key) takes no part; a row where no key takes part has output 0 and gradient 0, as torch's.
  *
- * Layout (contiguous): q (B, L, E), k (B, S, E), v (B, S, Ev), out and its gradient (B, L, Ev); B is the
- * product of the batch dimensions. The mask is read through element strides, 0 where it broadcasts:
+ * Layout: q (B, L, E), k (B, S, E), v (B, S, Ev), out (B, L, Ev), each gradient as its tensor; B is the
+ * product of the batch dimensions. A row's features are contiguous; row r of batch b starts at element
+ * lay.w + (b / nh) lay.x + (b % nh) lay.y + r lay.z of the tensor's layout lay (a long4), so q, k and v can be
+ * read straight from the projections' (N, L, H E) or (L, N, H E) output, even one packed [q | k | v] buffer,
+ * and out written in the same form: multi-head attention needs no head split or merge copies. The mask is read through element strides, 0 where it broadcasts:
  * (b, i, j) is at (b / mnb) msb0 + (b % mnb) msb1 + i msl + j mss. lse and D are (B, L) in `real`.
  * The L x S scores are never stored: each kernel recomputes them tile by tile.
  *
@@ -50,6 +53,12 @@
 #define ATT_MASK_ARGS int mnb, int msb0, int msb1, int msl, int mss, \
     __global const store_t *fmask, __global const uchar *bmask
 #define ATT_ARGS int flags, int L, int S, int E, int Ev, real scale, real p_drop, uint2 seed, uint2 offset
+#define ATT_LAYOUT_ARGS int nh, long4 lq, long4 lk, long4 lv, long4 lo
+
+/* element offset of row r of batch b in layout lay */
+inline size_t at(long4 lay, int nh, int b, int r) {
+    return lay.w + (b / nh) * lay.x + (b % nh) * lay.y + r * lay.z;
+}
 
 /* offset of mask element (b, i, 0) */
 inline long mask_row(int b, int i, int mnb, int msb0, int msb1, int msl) {
@@ -76,11 +85,12 @@ inline real dot_d(const real *a, __local const real *b) {
     return s;
 }
 
-/* rows r0..r0+nt-1 of a (rows, width) matrix into tile[r][d], zero-padded to ATT_D, times f */
-inline void load_tile(__local real *tile, __global const store_t *src, int nt, int width, real f, int t, int n) {
+/* nt rows, rs elements apart, of width values into tile[r][d], zero-padded to ATT_D, times f */
+inline void load_tile(__local real *tile, __global const store_t *src, long rs, int nt, int width, real f, int t,
+                      int n) {
     for (int idx = t; idx < nt * ATT_D; idx += n) {
         int r = idx / ATT_D, d = idx % ATT_D;
-        tile[idx] = d < width ? f * LOAD(src, (size_t)r * width + d) : 0;
+        tile[idx] = d < width ? f * LOAD(src, r * rs + d) : 0;
     }
 }
 
@@ -105,7 +115,7 @@ inline int keys_seen(int flags, int L, int S, int i0) {
     return flags & ATT_F_CAUSAL ? min(S, min(L, i0 + (int)get_local_size(0))) : S;
 }
 
-__kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __global const store_t *k,
+__kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const store_t *q, __global const store_t *k,
                        __global const store_t *v, __global store_t *out, __global real *lse) {
     __local real ks[ATT_BK * ATT_D], vs[ATT_BK * ATT_D];
     int t = get_local_id(0), n = get_local_size(0);
@@ -114,15 +124,15 @@ __kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __glo
     real qp[ATT_D], acc[ATT_D];
     size_t row = (size_t)b * L + i;
     for (int d = 0; d < ATT_D; ++d) acc[d] = 0;
-    load_row(qp, q + row * E, E, scale);
+    load_row(qp, q + at(lq, nh, b, i), E, scale);
     long mrow = mask_row(b, i, mnb, msb0, msb1, msl);
     real m = -BIG, l = 0;
     int send = keys_seen(flags, L, S, bi.y);
     for (int j0 = 0; j0 < send; j0 += ATT_BK) {
         int nt = min(ATT_BK, send - j0);
         barrier(CLK_LOCAL_MEM_FENCE);
-        load_tile(ks, k + ((size_t)b * S + j0) * E, nt, E, 1, t, n);
-        load_tile(vs, v + ((size_t)b * S + j0) * Ev, nt, Ev, 1, t, n);
+        load_tile(ks, k + at(lk, nh, b, j0), lk.z, nt, E, 1, t, n);
+        load_tile(vs, v + at(lv, nh, b, j0), lv.z, nt, Ev, 1, t, n);
         barrier(CLK_LOCAL_MEM_FENCE);
         int jn = flags & ATT_F_CAUSAL ? min(nt, i - j0 + 1) : nt;
         for (int jj = 0; jj < jn; ++jj) {
@@ -142,21 +152,22 @@ __kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __glo
         }
     }
     if (!valid) return;
-    store_row(out + row * Ev, acc, Ev, l > 0 ? 1 / l : 0);
+    store_row(out + at(lo, nh, b, i), acc, Ev, l > 0 ? 1 / l : 0);
     lse[row] = l > 0 ? m + log(l) : BIG;
 }
 
-/* D[r] = dO[r] . out[r] for the B L rows r */
-__kernel void attn_bwd_dot(int rows, int Ev, __global const store_t *out, __global const store_t *gout,
-                           __global real *dsum) {
+/* D[b L + i] = dO[b, i] . out[b, i] for the B L rows */
+__kernel void attn_bwd_dot(int rows, int L, int Ev, int nh, long4 lo, __global const store_t *out,
+                           __global const store_t *gout, __global real *dsum) {
     int r = get_global_id(0);
     if (r >= rows) return;
+    size_t o = at(lo, nh, r / L, r % L);
     real s = 0;
-    for (int d = 0; d < Ev; ++d) s += LOAD(gout, (size_t)r * Ev + d) * LOAD(out, (size_t)r * Ev + d);
+    for (int d = 0; d < Ev; ++d) s += LOAD(gout, o + d) * LOAD(out, o + d);
     dsum[r] = s;
 }
 
-__kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __global const store_t *k,
+__kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const store_t *q, __global const store_t *k,
                          __global const store_t *v, __global const real *lse, __global const real *dsum,
                          __global const store_t *gout, __global store_t *gq) {
     __local real ks[ATT_BK * ATT_D], vs[ATT_BK * ATT_D];
@@ -166,16 +177,16 @@ __kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __g
     real qp[ATT_D], g[ATT_D], dq[ATT_D];
     size_t row = (size_t)b * L + i;
     for (int d = 0; d < ATT_D; ++d) dq[d] = 0;
-    load_row(qp, q + row * E, E, scale);
-    load_row(g, gout + row * Ev, Ev, 1);
+    load_row(qp, q + at(lq, nh, b, i), E, scale);
+    load_row(g, gout + at(lo, nh, b, i), Ev, 1);
     real li = lse[row];
     long mrow = mask_row(b, i, mnb, msb0, msb1, msl);
     int send = keys_seen(flags, L, S, bi.y);
     for (int j0 = 0; j0 < send; j0 += ATT_BK) {
         int nt = min(ATT_BK, send - j0);
         barrier(CLK_LOCAL_MEM_FENCE);
-        load_tile(ks, k + ((size_t)b * S + j0) * E, nt, E, 1, t, n);
-        load_tile(vs, v + ((size_t)b * S + j0) * Ev, nt, Ev, 1, t, n);
+        load_tile(ks, k + at(lk, nh, b, j0), lk.z, nt, E, 1, t, n);
+        load_tile(vs, v + at(lv, nh, b, j0), lv.z, nt, Ev, 1, t, n);
         barrier(CLK_LOCAL_MEM_FENCE);
         int jn = flags & ATT_F_CAUSAL ? min(nt, i - j0 + 1) : nt;
         for (int jj = 0; jj < jn; ++jj) {
@@ -192,10 +203,10 @@ __kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __g
             for (int d = 0; d < ATT_D; ++d) dq[d] += ds * ks[jj * ATT_D + d];
         }
     }
-    if (valid) store_row(gq + row * E, dq, E, scale);
+    if (valid) store_row(gq + at(lq, nh, b, i), dq, E, scale);
 }
 
-__kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __global const store_t *k,
+__kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const store_t *q, __global const store_t *k,
                           __global const store_t *v, __global const real *lse, __global const real *dsum,
                           __global const store_t *gout, __global store_t *gk, __global store_t *gv) {
     __local real qs[ATT_BK * ATT_D], gs[ATT_BK * ATT_D], ls[ATT_BK], ds[ATT_BK];
@@ -203,18 +214,17 @@ __kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __
     int2 bj = block_of(S);
     int b = bj.x, valid = bj.y + t < S, j = min(bj.y + t, S - 1);  /* work-items past S shadow key S - 1 */
     real kp[ATT_D], vp[ATT_D], dk[ATT_D], dv[ATT_D];
-    size_t krow = (size_t)b * S + j;
     for (int d = 0; d < ATT_D; ++d) dk[d] = dv[d] = 0;
-    load_row(kp, k + krow * E, E, 1);
-    load_row(vp, v + krow * Ev, Ev, 1);
+    load_row(kp, k + at(lk, nh, b, j), E, 1);
+    load_row(vp, v + at(lv, nh, b, j), Ev, 1);
     long mcol = (long)j * mss;
     /* causal: queries i < j0 see no key of this block */
     for (int i0 = flags & ATT_F_CAUSAL ? bj.y : 0; i0 < L; i0 += ATT_BK) {
         int nt = min(ATT_BK, L - i0);
         size_t qrow = (size_t)b * L + i0;
         barrier(CLK_LOCAL_MEM_FENCE);
-        load_tile(qs, q + qrow * E, nt, E, scale, t, n);
-        load_tile(gs, gout + qrow * Ev, nt, Ev, 1, t, n);
+        load_tile(qs, q + at(lq, nh, b, i0), lq.z, nt, E, scale, t, n);
+        load_tile(gs, gout + at(lo, nh, b, i0), lo.z, nt, Ev, 1, t, n);
         for (int r = t; r < nt; r += n) {
             ls[r] = lse[qrow + r];
             ds[r] = dsum[qrow + r];
@@ -237,6 +247,6 @@ __kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, __global const store_t *q, __
         }
     }
     if (!valid) return;
-    store_row(gk + krow * E, dk, E, 1);
-    store_row(gv + krow * Ev, dv, Ev, 1);
+    store_row(gk + at(lk, nh, b, j), dk, E, 1);
+    store_row(gv + at(lv, nh, b, j), dv, Ev, 1);
 }

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import functional as F
 from ..ops import creation, log
+from ..ops.attention import multi_head_attention
 from ..ops.matmul import gemm
 from ..tensor import Tensor
 from ..validation import require_choice, require_int, require_number, require_tensor
@@ -143,32 +144,38 @@ class MultiheadAttention(Module):
         mask = self._mask(key_padding_mask, attn_mask, is_causal, need_weights, batched, (n, lq, s), q.dtype)
         if not batched:
             q, k, v = (t.reshape(t.shape[0], 1, t.shape[1]) for t in (q, k, v))
-        elif self.batch_first:
-            q, k, v = (t.transpose(0, 1) for t in (q, k, v))
-        causal = is_causal and mask is None
-        wq, wk, wv, bq, bk, bv = self._weights()
-
-        def heads(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:  # (T, N, *) -> (N, H, T, head_dim)
-            return _linear(x, w, b).reshape(x.shape[0], n, h, self.head_dim).permute(1, 2, 0, 3)
-
-        qh, kh, vh = heads(q, wq, bq), heads(k, wk, bk), heads(v, wv, bv)
+        seq_first = not seq  # the layout stays the caller's: (T, N, *) or (N, T, *)
         p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:
+            wq, wk, wv, bq, bk, bv = self._weights()
+            split, merge = ((1, 2, 0, 3), (2, 0, 1, 3)) if seq_first else ((0, 2, 1, 3), (0, 2, 1, 3))
+
+            def heads(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:  # -> (N, H, T, head_dim)
+                y = _linear(x, w, b)
+                return y.reshape(*y.shape[:2], h, self.head_dim).permute(split)
+
+            qh, kh, vh = heads(q, wq, bq), heads(k, wk, bk), heads(v, wv, bv)
             scores = (qh * (1 / math.sqrt(self.head_dim))) @ kh.transpose(-1, -2)
             weights = F.dropout(F.softmax(scores if mask is None else scores + mask, -1), p, p > 0)
-            out = weights @ vh
+            out = (weights @ vh).permute(merge)
+            out = out.reshape(*out.shape[:2], e)
             if average_attn_weights:
                 weights = weights.mean(1)
             if not batched:
                 weights = weights.reshape(*weights.shape[1:])
         else:
-            out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, dropout_p=p, is_causal=causal)
-        out = _linear(out.permute(2, 0, 1, 3).reshape(lq, n, e), self.out_proj.weight, self.out_proj.bias)
+            causal = is_causal and mask is None
+            if query is key is value and self._qkv_same_embed_dim:  # self-attention: one packed projection
+                qkv = _linear(q, self.in_proj_weight, self.in_proj_bias)
+                out = multi_head_attention(qkv, None, None, h, seq_first, mask, p, causal)
+            else:
+                wq, wk, wv, bq, bk, bv = self._weights()
+                out = multi_head_attention(_linear(q, wq, bq), _linear(k, wk, bk), _linear(v, wv, bv), h, seq_first,
+                                           mask, p, causal)
+        out = _linear(out, self.out_proj.weight, self.out_proj.bias)
         if not batched:
             out = out.reshape(lq, e)
-        elif self.batch_first:
-            out = out.transpose(0, 1)
         return out, weights
 
     def _mask(self, kpm: Any, attn_mask: Any, is_causal: bool, need_weights: bool, batched: bool,

@@ -48,28 +48,31 @@ def _mask_geometry(mask: Tensor, batch: tuple[int, ...], lq: int, s: int) -> tup
     return mask, tuple(np.int32(x) for x in (nb1, sb0, sb1, strides[-2], strides[-1]))
 
 
-def _check(query: Any, key: Any, value: Any, attn_mask: Any, is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+def _check(query: Any, key: Any, value: Any, attn_mask: Any, is_causal: bool,
+           shapes: tuple[tuple[int, ...], ...] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """The inputs, checked as (..., L, E), (..., S, E), (..., S, Ev) tensors of ``shapes`` (default: their own)."""
     op = "scaled_dot_product_attention"
     q, k, v = (require_float(f"{op}: {n}", t) for n, t in (("query", query), ("key", key), ("value", value)))
     same_device(op, query=q, key=k, value=v)
     same_dtype(op, query=q, key=k, value=v)
-    for n, t in (("query", q), ("key", k), ("value", v)):
-        if t.ndim < 2:
-            raise ValueError(f"{op}: {n} expects shape (..., length, features); got {t.shape}")
-    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
-        raise ValueError(f"{op}: query, key and value need the same batch dims; got {q.shape}, {k.shape}, {v.shape}")
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"{op}: key expects {q.shape[-1]} features (query has {q.shape[-1]}); got key {k.shape}")
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"{op}: value expects {k.shape[-2]} rows (key has {k.shape[-2]}); got value {v.shape}")
-    if max(q.shape[-1], v.shape[-1]) > HEAD_MAX:
-        raise ValueError(f"{op}: head dims up to {HEAD_MAX} are supported; got query {q.shape}, value {v.shape}")
+    qs, ks, vs = shapes or (q.shape, k.shape, v.shape)
+    for n, t in (("query", qs), ("key", ks), ("value", vs)):
+        if len(t) < 2:
+            raise ValueError(f"{op}: {n} expects shape (..., length, features); got {t}")
+    if not qs[:-2] == ks[:-2] == vs[:-2]:
+        raise ValueError(f"{op}: query, key and value need the same batch dims; got {qs}, {ks}, {vs}")
+    if ks[-1] != qs[-1]:
+        raise ValueError(f"{op}: key expects {qs[-1]} features (query has {qs[-1]}); got key {ks}")
+    if vs[-2] != ks[-2]:
+        raise ValueError(f"{op}: value expects {ks[-2]} rows (key has {ks[-2]}); got value {vs}")
+    if max(qs[-1], vs[-1]) > HEAD_MAX:
+        raise ValueError(f"{op}: head dims up to {HEAD_MAX} are supported; got query {qs}, value {vs}")
     if attn_mask is not None:
         m = require_tensor(f"{op}: attn_mask", attn_mask)
         same_device(op, query=q, attn_mask=m)
         if m.dtype not in (np.dtype(np.bool_), q.dtype):
             raise TypeError(f"{op}: attn_mask expects bool or {q.dtype} (query's dtype); got {m.dtype}")
-        target = (*q.shape[:-1], k.shape[-2])
+        target = (*qs[:-1], ks[-2])
         pad = (1,) * (len(target) - m.ndim) + m.shape
         if m.ndim > len(target) or any(a not in (1, b) for a, b in zip(pad, target)):
             raise ValueError(f"{op}: attn_mask expects a shape that broadcasts to {target}; got {m.shape}")
@@ -114,6 +117,51 @@ def scaled_dot_product_attention(
     *batch_list, lq, e = q.shape
     batch, s, ev = tuple(batch_list), k.shape[-2], v.shape[-1]
     scale = 1 / math.sqrt(e) if scale is None else require_number("scaled_dot_product_attention: scale", scale)
+    layouts = ((lq * e, 0, e, 0), (s * e, 0, e, 0), (s * ev, 0, ev, 0), (lq * ev, 0, ev, 0))
+    return _attend((q, k, v), layouts, 1, batch, (lq, s, e, ev), (*batch, lq, ev), attn_mask, p, is_causal, scale)
+
+
+@profiled
+def multi_head_attention(q: Tensor, k: Tensor | None, v: Tensor | None, heads: int, seq_first: bool,
+                         attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+    """Attention of ``heads`` heads read from and written in the projections' layout (no head split copies).
+
+    q (N, L, H E) ((L, N, H E) when ``seq_first``), k (N, S, H E), v (N, S, H Ev) in q's order, or k and v
+    None and q the packed (..., 3 H E) ``[q | k | v]`` of a self-attention. ``attn_mask`` broadcasts to
+    (N, H, L, S) as :func:`scaled_dot_product_attention`'s; the scale is ``1 / sqrt(E)``.
+    Returns (N, L, H Ev) ((L, N, H Ev) when ``seq_first``): head h in columns h Ev .. (h + 1) Ev.
+    """
+    packed = k is None
+    k, v = (q, q) if packed else (k, v)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if require_tensor(f"multi_head_attention: {name}", t).ndim != 3:
+            raise ValueError(f"multi_head_attention: {name} expects (N, length, heads * head_dim); got {t.shape}")
+    seq = 0 if seq_first else 1
+    n, lq, s = q.shape[1 - seq], q.shape[seq], k.shape[seq]
+    e, ev = (q.shape[-1] // (3 * heads),) * 2 if packed else (q.shape[-1] // heads, v.shape[-1] // heads)
+    width = (3 * heads * e,) * 3 if packed else (heads * e, heads * e, heads * ev)
+    if (q.shape[-1], k.shape[-1], v.shape[-1]) != width or k.shape[1 - seq] != n:
+        raise ValueError(f"multi_head_attention: q, k, v expect (N, length, heads * head_dim) with heads={heads}; "
+                         f"got {q.shape}, {k.shape}, {v.shape} (packed={packed})")
+    q, k, v = _check(q, k, v, attn_mask, is_causal, ((n, heads, lq, e), (n, heads, s, e), (n, heads, s, ev)))
+
+    def layout(width: int, rows: int, hd: int, column: int) -> tuple[int, int, int, int]:
+        return (width, hd, n * width, column) if seq_first else (rows * width, hd, width, column)
+
+    layouts = (layout(q.shape[-1], lq, e, 0), layout(k.shape[-1], s, e, heads * e if packed else 0),
+               layout(v.shape[-1], s, ev, 2 * heads * e if packed else 0), layout(heads * ev, lq, ev, 0))
+    out_shape = (lq, n, heads * ev) if seq_first else (n, lq, heads * ev)
+    return _attend((q, k, v), layouts, heads, (n, heads), (lq, s, e, ev), out_shape, attn_mask, dropout_p, is_causal,
+                   1 / math.sqrt(e))
+
+
+def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, int, int], ...], nh: int,
+            batch: tuple[int, ...], sizes: tuple[int, int, int, int], out_shape: tuple[int, ...],
+            attn_mask: Tensor | None, p: float, is_causal: bool, scale: float) -> Tensor:
+    """The fused kernels on q, k, v (k and v may be q itself: a packed buffer) in attention.cl's layouts
+    (q's, k's, v's, out's: (batch stride, head stride, row stride, offset)), batch index b = (b / nh, b % nh)."""
+    q, k, v = qkv
+    lq, s, e, ev = sizes
     dev, nb = q.device, math.prod(batch)
     flags = (F_CAUSAL if is_causal else 0) | (F_DROPOUT if p > 0 else 0)
     fmask = bmask = q  # any valid buffer where the kernel reads none
@@ -125,8 +173,9 @@ def scaled_dot_product_attention(
         else:
             flags, fmask = flags | F_FLOAT_MASK, mask
     seed, offset = next_key(None) if p > 0 else (cltypes.make_uint2(0, 0), cltypes.make_uint2(0, 0))
+    lay = [cltypes.make_long4(*x) for x in layouts]
     args = (np.int32(flags), np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale),
-            real_scalar(q.dtype, p), seed, offset, *geometry, fmask.data, bmask.data)
+            real_scalar(q.dtype, p), seed, offset, *geometry, fmask.data, bmask.data, np.int32(nh), *lay)
     d = _plan(dev, q.dtype, e, ev)
     acc = np.float64 if q.dtype == np.float64 else np.float32
 
@@ -136,18 +185,20 @@ def scaled_dot_product_attention(
         kernels.launch(dev, kernels.kernel(dev, "attention.cl", name, d), (nb * blocks * wg,), (wg,), *args,
                        *[b.data for b in buffers])
 
-    out = empty((*batch, lq, ev), q.dtype, dev)
+    out = empty(out_shape, q.dtype, dev)
     lse = empty((nb, lq), acc, dev)
     run("attn_fwd", lq, q, k, v, out, lse)
     saved = out.detach()
+    packed = k is q
 
-    def backward(g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        gq, gk, gv = (empty(t.shape, t.dtype, dev) for t in (q, k, v))
+    def backward(g: Tensor) -> tuple[Tensor | None, ...]:
+        gq = empty(q.shape, q.dtype, dev)
+        gk, gv = (gq, gq) if packed else (empty(t.shape, t.dtype, dev) for t in (k, v))
         dsum = empty((nb, lq), acc, dev)
         kernels.launch_1d(dev, kernels.kernel(dev, "attention.cl", "attn_bwd_dot", d), nb * lq, np.int32(nb * lq),
-                          np.int32(ev), saved.data, g.data, dsum.data)
+                          np.int32(lq), np.int32(ev), np.int32(nh), lay[3], saved.data, g.data, dsum.data)
         run("attn_bwd_q", lq, q, k, v, lse, dsum, g, gq)
         run("attn_bwd_kv", s, q, k, v, lse, dsum, g, gk, gv)
-        return gq, gk, gv
+        return (gq, None, None) if packed else (gq, gk, gv)
 
     return record(out, (q, k, v), backward, "scaled_dot_product_attention")

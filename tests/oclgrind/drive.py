@@ -343,7 +343,8 @@ def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 def attention(dt: np.dtype, rng: np.random.Generator) -> None:
-    """Fused attention: no mask, bool (a row with no key), broadcast float, causal with L > S, dropout."""
+    """Fused attention: no mask, bool (a row with no key), broadcast float, causal with L > S, dropout; multi-head
+    layouts."""
     import clnn.functional as F
 
     q, k, v = _leaf(rng, (2, 5, 6), dt), _leaf(rng, (2, 9, 6), dt), _leaf(rng, (2, 9, 3), dt)
@@ -357,6 +358,14 @@ def attention(dt: np.dtype, rng: np.random.Generator) -> None:
     out = F.scaled_dot_product_attention(k, q, q, is_causal=True)  # L = 9 > S = 5
     out.sum().backward()
     finite("attention causal L > S", dt, out, *_grads(q, k))
+    from clnn.ops.attention import multi_head_attention
+
+    for seq_first in (False, True):  # strided layouts: a packed (N, L, 3 H E) self-attention, (L, N, H E) apart
+        qkv, x, n = _leaf(rng, (3, 4, 12), dt), _leaf(rng, (3, 4, 4), dt), 3 if seq_first else 4
+        out = multi_head_attention(qkv, None, None, 2, seq_first, is_causal=True) + multi_head_attention(
+            x, x, x, 2, seq_first, clnn.tensor(keep[1, :n, :n]))
+        out.sum().backward()
+        finite(f"multi_head_attention seq_first={seq_first}", dt, out, *_grads(qkv, x))
 
 
 def huber(dt: np.dtype, rng: np.random.Generator) -> None:
