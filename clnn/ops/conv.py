@@ -20,17 +20,15 @@ import numpy as np
 from .. import kernels, profiler
 from ..kernels import defines, launch_1d
 from ..profiler import profiled
-from ..tensor import Tensor, is_grad_enabled
+from ..tensor import Tensor
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import empty, record
 from .creation import zeros
-from .elementwise import unary_grad
-from .matmul import gemm_config, plan, sum_partials
+from .matmul import act_backward, check_act, epilogue, gemm_config, keeps_pre, plan, sum_partials
 from .norm import channel_sum
 
 PARTIAL_BYTES = 32 << 20  # most bytes the weight gradient's k-split partial sums may take
 THIN = 8  # products with at most this many rows per group take the direct kernels
-ACTS = kernels.op_codes("conv.cl", "ACT_")  # activations the forward store can apply
 IntOrTuple = int | Sequence[int]
 
 
@@ -82,11 +80,13 @@ def _run(t: Tensor, name: str, g: _Geom, rows: int, cols: int, k: int, out: Tens
     )
 
 
-def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none") -> Tensor:
-    """y = act(conv(x, w) + bias), shape (N, O, OH, OW); records nothing."""
+def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
+             pre: Tensor | None = None) -> Tensor:
+    """y = act(conv(x, w) + bias), shape (N, O, OH, OW), and the value before ``act`` into ``pre`` when
+    given; records nothing."""
     y = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device)
     _run(x, "fwd", g, g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw, y, x.data, w.data,
-         (bias if bias is not None else y).data, np.int32(bias is not None), np.int32(ACTS[act]))
+         (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre))
     return y
 
 
@@ -94,7 +94,7 @@ def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
     """gx (N, C, H, W) of y = conv(x, w) given gy (N, O, OH, OW), plus bias per channel; records nothing."""
     gx = empty((g.n, g.c, g.h, g.w), gy.dtype, gy.device)
     _run(gy, "bwd_data", g, g.c // g.groups, g.n * g.h * g.w, g.o // g.groups * g.kh * g.kw, gx, gy.data, w.data,
-         (bias if bias is not None else gx).data, np.int32(bias is not None), np.int32(ACTS["none"]))
+         (bias if bias is not None else gx).data, np.int32(bias is not None))
     return gx
 
 
@@ -247,13 +247,13 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     g = _geometry(op, x, weight, groups, nd, stride, padding, dilation)
     x4 = Tensor(x.data, (g.n, g.c, g.h, g.w), x.dtype, x.device)
     w4 = Tensor(weight.data, (g.o, g.c // groups, g.kh, g.kw), x.dtype, x.device)
-    y = _forward(x4, w4, bias, g, activation)
-    saved = y.detach() if activation != "none" and is_grad_enabled() else None
+    pre = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device) if keeps_pre(activation, x, weight, bias) else None
+    y = _forward(x4, w4, bias, g, activation, pre)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
         gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
-        if saved is not None:  # through the activation, from its saved output
-            gy4 = unary_grad(activation, saved, saved, gy4)
+        if activation != "none":  # through the activation, as unfused
+            gy4 = act_backward(activation, y, pre, gy4)
         gx = _input_grad(gy4, w4, None, g) if x.requires_grad else None
         gw = _weight_grad(x4, gy4, g) if weight.requires_grad else None
         grads = (
@@ -271,9 +271,8 @@ def conv_act(
     dilation: IntOrTuple, groups: int, activation: str,
 ) -> Tensor:
     """``activation(conv{1,2}d(x, weight, bias, ...))`` as one kernel (``nn.Sequential``'s fusion); the
-    backward runs through the activation from its saved output. ``activation``: a key of ``ACTS``."""
-    if activation not in ACTS:
-        raise ValueError(f"conv_act: activation must be one of {sorted(ACTS)}; got {activation!r}")
+    backward runs through the activation exactly as unfused. ``activation``: one of ``FUSED_ACTS``."""
+    check_act("conv_act", activation)
     nd = 1 if isinstance(weight, Tensor) and weight.ndim == 3 else 2
     with profiler.scope(f"conv{nd}d"):  # profiled as the convolution it is
         return _conv(f"conv{nd}d", nd, x, weight, bias, stride, padding, dilation, groups, activation)

@@ -1,4 +1,5 @@
-"""Matrix products: ``gemm`` and NumPy-style ``matmul`` (``kernels_cl/gemm.cl``)."""
+"""Matrix products: ``gemm`` and NumPy-style ``matmul`` (``kernels_cl/gemm.cl``), and the fused epilogue
+that GEMM and convolution stores share: the bias added and an activation applied in the store."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels, tuning
+from .. import kernels, profiler, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
-from ..tensor import Tensor
+from ..tensor import Tensor, is_grad_enabled
 from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
 from ._core import empty, record
 from .creation import tensor
+from .elementwise import UNARY, unary_grad
 from .reduce import broadcast_to, sum_to_shape
 from .shape import reshape
 
+FUSED_ACTS = ("relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu")  # activations a GEMM or conv store applies
 _KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "APAD", "DB")
 _FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "APAD": 0, "DB": 0}  # 16 work-items
 
@@ -131,20 +134,45 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def check_act(op: str, act: str) -> None:
+    """Raise unless ``act`` is ``"none"`` or one of ``FUSED_ACTS``."""
+    if act != "none" and act not in FUSED_ACTS:
+        raise ValueError(f"{op}: activation must be 'none' or one of {FUSED_ACTS}; got {act!r}")
+
+
+def keeps_pre(act: str, *inputs: Tensor | None) -> bool:
+    """Whether a fused ``act`` must also store its pre-activation: for a backward through an activation
+    other than relu (whose mask its output gives)."""
+    return act not in ("none", "relu") and is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
+
+
+def epilogue(act: str, out: Tensor, pre: Tensor | None) -> tuple[Any, ...]:
+    """The store's (act code, keep, pre buffer) kernel arguments (gemm.h's ``store_act``) for ``act``."""
+    return np.int32(-1 if act == "none" else UNARY[act]), np.int32(pre is not None), (out if pre is None else pre).data
+
+
+def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
+    """``g`` through a fused ``act`` with output ``y``: relu's mask from ``y``, the others at ``pre``; the
+    same ``unary_grad`` an unfused activation runs, so the gradients are identical."""
+    return unary_grad(act, y if pre is None else pre, y, g)
+
+
 def gemm_raw(
     a: Tensor, a_strides: tuple[int, int, int],
     b: Tensor, b_strides: tuple[int, int, int],
     batch: int, m: int, n: int, k: int,
     alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None, c_strides: tuple[int, int, int] | None = None,
-    how: GemmPlan | None = None,
+    how: GemmPlan | None = None, act: str = "none", pre: Tensor | None = None,
 ) -> Tensor:
-    """``out[b] = alpha * A[b] @ B[b] + beta * C[b]`` with A, B and C read through (batch, row, col) strides.
+    """``out[b] = act(alpha * A[b] @ B[b] + beta * C[b])`` with A, B and C read through (batch, row, col) strides.
 
     ``A[b][i, p] = a.flat[b*a_strides[0] + i*a_strides[1] + p*a_strides[2]]`` (M x K), likewise B (K x N);
     a transpose is a swap of the last two strides, a shared operand a batch stride of 0. ``c`` (read
     when ``beta != 0``, never modified) likewise through ``c_strides``, by default those of a contiguous
     (batch, m, n): zero strides broadcast a bias into the GEMM's store. ``how`` overrides :func:`plan`
-    (tests and the tuner force a kernel or tile with it). No autograd.
+    (tests and the tuner force a kernel or tile with it). ``act``: ``"none"`` or one of ``FUSED_ACTS``,
+    applied in the store, which also writes the value before it to ``pre`` (a (batch, m, n) tensor)
+    when given. No autograd.
 
     Returns:
         A new contiguous (batch, m, n) tensor.
@@ -159,6 +187,7 @@ def gemm_raw(
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
     how = how or plan(dev, a.dtype, batch, m, n, k)
     cfg, splits, ks = how.cfg, how.splits, how.ks
+    fused = epilogue(act, out, pre)
     defs = defines(a.dtype, **cfg)
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
@@ -167,7 +196,7 @@ def gemm_raw(
         kernels.launch(
             dev, kernels.kernel(dev, "gemm.cl", "gemm_direct", defs), (n, m, batch), (dx, dy, 1),
             np.int32(m), np.int32(n), np.int32(k), real_scalar(a.dtype, alpha), real_scalar(a.dtype, beta),
-            a.data, *strides, out.data,
+            a.data, *strides, *fused, out.data,
         )
         return out
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
@@ -177,18 +206,19 @@ def gemm_raw(
         dev, kernels.kernel(dev, "gemm.cl", "gemm", defs), (groups_n * rtn, groups_m * rtm, batch * splits),
         (rtn, rtm, 1), np.int32(m), np.int32(n), np.int32(k), np.int32(ks), np.int32(splits),
         real_scalar(a.dtype, alpha if splits == 1 else 1.0), real_scalar(a.dtype, beta if splits == 1 else 0.0),
-        a.data, *strides, part.data,
+        a.data, *strides, *(fused if splits == 1 else epilogue("none", part, None)), part.data,
     )
     if splits > 1:
-        sum_partials(part, out, splits, m, n, defs, alpha, beta, addend)
+        sum_partials(part, out, splits, m, n, defs, alpha, beta, addend, act, pre)
     return out
 
 
 def sum_partials(part: Tensor, out: Tensor, splits: int, m: int, n: int, defs: dict[str, object], alpha: float = 1.0,
-                 beta: float = 0.0, addend: tuple[Tensor, tuple[int, int, int]] | None = None) -> None:
-    """``out[b] = alpha * sum_s part[b, s] + beta * C[b]`` for a k-split's (batch, splits, m, n) partials, summed in
-    order of s (``gemm_sum``); ``addend`` is (C, its strides) as in :func:`gemm_raw`. Each work-item adds ``splits``
-    values, so the work-groups shrink until every compute unit gets two."""
+                 beta: float = 0.0, addend: tuple[Tensor, tuple[int, int, int]] | None = None, act: str = "none",
+                 pre: Tensor | None = None) -> None:
+    """``out[b] = act(alpha * sum_s part[b, s] + beta * C[b])`` for a k-split's (batch, splits, m, n) partials, summed
+    in order of s (``gemm_sum``); ``addend``, ``act`` and ``pre`` as in :func:`gemm_raw`. Each work-item adds
+    ``splits`` values, so the work-groups shrink until every compute unit gets two."""
     dev = out.device
     c, c_strides = addend if addend is not None and beta != 0 else (out, (0, 0, 0))
     local = max(32, min(group_size(dev), 1 << max(out.size // (2 * dev.compute_units), 1).bit_length() - 1))
@@ -196,7 +226,7 @@ def sum_partials(part: Tensor, out: Tensor, splits: int, m: int, n: int, defs: d
         dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defs), (out.size,), (min(local, group_size(dev)),),
         np.int32(out.size), np.int32(m), np.int32(n), np.int32(splits), real_scalar(out.dtype, alpha),
         real_scalar(out.dtype, beta if addend is not None else 0.0), part.data, c.data,
-        *(np.int32(s) for s in c_strides), out.data,
+        *(np.int32(s) for s in c_strides), *epilogue(act, out, pre), out.data,
     )
 
 
@@ -228,6 +258,20 @@ def gemm(
     Example:
         >>> y = clnn.gemm(x, w, bias, beta=1.0, trans_b=True)  # x @ w.T + bias
     """
+    return _gemm(a, b, c, alpha, beta, trans_a, trans_b)
+
+
+def linear_act(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str) -> Tensor:
+    """``activation(x @ weight.T + bias)`` for 2-D ``x`` as one GEMM launch (``nn.Sequential``'s fusion of
+    ``Linear`` and an activation module); the backward runs through the activation exactly as unfused.
+    ``activation``: one of ``FUSED_ACTS``."""
+    check_act("linear_act", activation)
+    with profiler.scope("gemm"):  # profiled as the product it is
+        return _gemm(x, weight, bias, 1.0, 0.0 if bias is None else 1.0, False, True, activation)
+
+
+def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, trans_a: bool, trans_b: bool,
+          act: str = "none") -> Tensor:
     _check_pair("gemm", a, b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
@@ -253,9 +297,13 @@ def gemm(
             raise ValueError(f"gemm: c must broadcast to the output shape {(m, n)}; got shape {c.shape}")
         cc = c
     c_strides = (0, *broadcast_strides(cc.shape, (m, n))) if cc is not None else None
-    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc, c_strides), (m, n))
+    pre = empty((m, n), a.dtype, a.device) if keeps_pre(act, a, b, cc) else None
+    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc, c_strides, act=act, pre=pre), (m, n))
+    y = out.detach() if act != "none" else None
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
+        if y is not None:
+            g = act_backward(act, y, pre, g)
         ga = gb = gc = None
         if a.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
             ga = gemm(b, g, alpha=alpha, trans_a=trans_b, trans_b=True) if trans_a else \
