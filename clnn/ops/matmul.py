@@ -4,6 +4,7 @@ that GEMM and convolution stores share: the bias added and an activation applied
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,9 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
 
 def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, int]:
     """The ``gemm.cl`` tile ``kind`` (``"gemm"``, or ``"gemm_small"`` for products with few rows or
-    columns) for ``dev``: the tuning choice (database, then table), halved until it fits the device.
+    columns, or a convolution kernel's ``"conv_fwd"``, ``"conv_bwd_data"``, ``"conv_bwd_weight"``) for
+    ``dev``: the tuning choice (database, then table; a kind with neither takes ``"gemm"``'s), halved
+    until it fits the device.
 
     Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW), divides the work-group
     by 4 and local memory by about 8; a minimal scalar tile is the last resort.
@@ -57,7 +60,7 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
     Raises:
         ValueError: the device cannot run even the minimal tile.
     """
-    p = tuning.params(dev, kind)
+    p = tuning.params(dev, kind) or tuning.params(dev, "gemm")
     cfg = {key: int(p.get(key, 0)) for key in _KEYS}
     if "VWG" not in p:
         cfg["VWG"] = cfg["VW"]
@@ -89,11 +92,14 @@ class GemmPlan:
 _SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1]) -> GemmPlan:
+def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1],
+         big: str = "gemm", cfgs: Sequence[dict[str, int]] | None = None) -> GemmPlan:
     """The kernel, tile and k-splits (at most ``max_splits``) for one product; depends only on shapes and the device.
 
-    Products of at most ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their
-    time is the launch's, and tiles would be mostly padding. Otherwise a rough cost model in cycles:
+    The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind) and ``gemm_small``'s,
+    or ``cfgs`` (a tuner's candidate: then the tiled kernel, whatever the size). Products of at most
+    ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their time is the launch's, and
+    tiles would be mostly padding. Otherwise a rough cost model in cycles:
     each work-group costs ``KS * (TM*TN/16 + (TM+TN)/2)`` (vector FMAs and staging), groups run in
     waves of ``compute_units``, and split partials cost one pass each. Few output tiles over a long k
     (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
@@ -101,12 +107,13 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     that give each unit at least two are taken whenever one exists, and among the rest fewer groups
     count as proportionally slower. Half storage is never split (its partials would round to half).
     """
-    if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
-        return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
+    if cfgs is None:
+        if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
+            return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
+        cfgs = [gemm_config(dev, dtype, kind) for kind in (big, "gemm_small")]
     gpu, fill = dev.type == "gpu", 2 * dev.compute_units
     options = []
-    for kind in ("gemm", "gemm_small"):
-        cfg = gemm_config(dev, dtype, kind)
+    for cfg in cfgs:
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
         tiles = batch * _ceil(m, tm) * _ceil(n, tn)
         for s in _SPLITS if np.dtype(dtype) != np.float16 else (1,):
