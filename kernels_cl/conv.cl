@@ -36,6 +36,11 @@
 #define GEOM int N, int C, int H, int W, int O, int KH, int KW, int OH, int OW, int SH, int SW, int PH, \
              int PW, int DH, int DW, int G
 
+/* t / s, without a division for stride 1 (a CPU compiler vectorizing across work-items scalarizes divisions) */
+inline int unstride(int t, int s) {
+    return s == 1 ? t : t / s;
+}
+
 inline void zero_acc(realv acc[WM][NV]) {
 #pragma unroll
     for (int i = 0; i < WM; ++i)
@@ -160,21 +165,22 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         const int kn = min(TK, K - k0);
-        for (int e = lid; e < TM * kn; e += WG) {
-            const int r = e / kn, kk = e % kn;
-            As[r][kk] = row0 + r < Cg ? LOAD(w, ka[kk] + (row0 + r) * KK) : (real)0;
+        for (int e = lid; e < TM * TK; e += WG) { /* divisions by the constant TK: no run-time division */
+            const int r = e / TK, kk = e % TK;
+            if (kk < kn) As[r][kk] = row0 + r < Cg ? LOAD(w, ka[kk] + (row0 + r) * KK) : (real)0;
         }
         __local real *bs = (__local real *)&Bs[0][0];
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, th = qh[c] - kh[kk], tw = qw[c] - kw[kk];
-            const int oh = th / SH; /* a tap from output (oh, ow) when exact and in range */
+            const int oh = unstride(th, SH); /* a tap from output (oh, ow) when exact and in range */
             real t[VWG];
             if (qrun[c] && th >= 0 && oh * SH == th && oh < OH && tw >= 0 && tw + VWG <= OW) {
                 load_run(t, gy + qo[c] + ko[kk] + oh * OW + tw, false);
             } else {
 #pragma unroll
                 for (int q = 0; q < VWG; ++q) {
-                    const int thq = qh[c + q] - kh[kk], twq = qw[c + q] - kw[kk], ohq = thq / SH, owq = twq / SW;
+                    const int thq = qh[c + q] - kh[kk], twq = qw[c + q] - kw[kk];
+                    const int ohq = unstride(thq, SH), owq = unstride(twq, SW);
                     const bool in = thq >= 0 && twq >= 0 && ohq * SH == thq && owq * SW == twq && ohq < OH && owq < OW;
                     t[q] = in ? LOAD(gy, qo[c + q] + ko[kk] + ohq * OW + owq) : (real)0;
                 }
