@@ -79,7 +79,7 @@ def op_codes(file: str, prefix: str) -> dict[str, int]:
 
     The kernel files are the one source of the numbers that select an op at run time (``U_RELU``,
     ``OPT_ADAM``, ...); the host's tables are read from them, so the two cannot drift apart.
-    ``op_codes("elementwise.cl", "U_")["relu"]`` is ``U_RELU``.
+    ``op_codes("unary.h", "U_")["relu"]`` is ``U_RELU``.
 
     Raises:
         KeyError: ``file`` defines no integer code starting with ``prefix``.

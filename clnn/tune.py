@@ -4,14 +4,18 @@ For each tunable kernel family the tuner walks a parameter space (the current ch
 the built-in table's rows for other device types, then the rest in a fixed shuffled order), skips
 candidates that are invalid or exceed the device's limits or fail to build, saying why, checks every
 remaining candidate against NumPy in float64 before timing it, and stores the fastest correct one in
-the database of :mod:`clnn.tuning`, which gemm then consults before its built-in table.
+the database of :mod:`clnn.tuning`, which the planners then consult before the built-in table. Families:
+``gemm`` (the ``gemm`` and ``gemm_small`` tiles) and ``conv`` (the implicit-GEMM convolution kernels'
+tiles, ``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_weight``, each timed at a representative layer).
 """
 
 from __future__ import annotations
 
+import abc
 import argparse
 import itertools
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +27,7 @@ import pyopencl as cl
 
 from . import kernels, tuning
 from .device import Device, device
+from .ops import conv
 from .ops.creation import tensor
 from .ops.matmul import _KEYS, config_problem, gemm_config, gemm_raw, tiled_plan
 from .tensor import Tensor
@@ -46,9 +51,16 @@ def _shapes(dev: Device, kind: str) -> tuple[int, int, int]:
     return (64, 25088, 288) if big else (64, 4096, 288)
 
 
+def _conv_shape(dev: Device) -> tuple[int, int, int, int, int]:
+    """The (N, C, H, W, O) of the 3x3, padding 1 layer the conv kinds are timed at: the issue's
+    b32 64->128 56x56 on GPUs, smaller on CPUs."""
+    return (32, 64, 56, 56, 128) if dev.type != "cpu" else (8, 32, 28, 28, 64)
+
+
 def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]]:
     """Every ``gemm.cl`` tile worth timing for ``kind``, without repeats: the current choice, the
-    table's rows, then the space in a fixed shuffled order (invalid combinations left out)."""
+    table's rows, then the space in a fixed shuffled order (invalid combinations left out). The
+    convolution kernels are single-buffered, so their candidates all have DB=0."""
     current = gemm_config(dev, np.float32, kind)
     firsts = [current] + [{**current, **row} for rows in (tuning.TABLE["gemm"], tuning.TABLE["gemm_small"])
                           for row in rows.values()]
@@ -57,6 +69,7 @@ def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]
     random.Random(seed).shuffle(rest)
     seen = set()
     for cfg in firsts + rest:
+        cfg = {**cfg, "DB": 0} if kind in conv.TUNED else cfg
         key = tuple(cfg[k] for k in _KEYS)
         if key not in seen:
             seen.add(key)
@@ -67,34 +80,23 @@ def _relerr(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
-class _Problem:
-    """Operands and float64 references for one kind: the timed shape and an odd-shaped, transposed,
-    batched check that straddles any tile's edges."""
+class _Problem(abc.ABC):
+    """A kind's timed run and its float64 checks; subclasses set ``shape``, ``flops`` and ``refs`` and
+    define ``run(cfg, which)`` (``which``: 0 the timed shape, 1 an odd-shaped check that straddles any tile)."""
 
-    def __init__(self, dev: Device, shape: tuple[int, int, int], rng: np.random.Generator) -> None:
-        self.dev, (self.m, self.n, self.k) = dev, shape
-        a = rng.standard_normal((self.m, self.k)).astype(np.float32)
-        b = rng.standard_normal((self.k, self.n)).astype(np.float32)
-        self.a, self.b = tensor(a, device=dev), tensor(b, device=dev)
-        self.ref = a.astype(np.float64) @ b
-        self.small = (2, 131, 137, 67)  # batch, m, n, k: primes past a 128 tile, a short last k-slice
-        batch, m, n, k = self.small
-        sa, sb = rng.standard_normal((batch, k, m)), rng.standard_normal((batch, n, k))
-        self.sa, self.sb = tensor(sa.astype(np.float32), device=dev), tensor(sb.astype(np.float32), device=dev)
-        sa32, sb32 = sa.astype(np.float32).astype(np.float64), sb.astype(np.float32).astype(np.float64)
-        self.small_ref = sa32.transpose(0, 2, 1) @ sb32.transpose(0, 2, 1)
+    dev: Device
+    shape: tuple[int, ...]
+    flops: float
+    refs: tuple[np.ndarray, np.ndarray]
 
-    def run(self, cfg: dict[str, int]) -> Tensor:
-        m, n, k = self.m, self.n, self.k
-        return gemm_raw(self.a, (0, k, 1), self.b, (0, n, 1), 1, m, n, k, how=tiled_plan(cfg, k))
+    @abc.abstractmethod
+    def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
+        """The kernel with tile ``cfg`` on the timed (0) or the odd (1) shape's operands."""
 
     def check(self, cfg: dict[str, int]) -> str | None:
-        """Why ``cfg`` computes a wrong product (relative error over 1e-5), or None."""
-        batch, m, n, k = self.small
-        small = gemm_raw(self.sa, (k * m, 1, m), self.sb, (n * k, 1, k), batch, m, n, k, how=tiled_plan(cfg, k))
-        for what, out, ref in (("transposed batch", small.numpy(), self.small_ref),
-                               ("timed shape", self.run(cfg).numpy()[0], self.ref)):
-            err = _relerr(out, ref)
+        """Why ``cfg`` computes a wrong result (relative error over 1e-5), or None."""
+        for which, what in ((1, "odd shape"), (0, "timed shape")):
+            err = _relerr(self.run(cfg, which).numpy().reshape(self.refs[which].shape), self.refs[which])
             if not err < 1e-5:
                 return f"wrong result on the {what}: relative error {err:.1e}"
         return None
@@ -112,8 +114,102 @@ class _Problem:
         return best
 
 
+class _GemmProblem(_Problem):
+    """A product of the kind's shape, and a transposed, batched odd-shaped one."""
+
+    def __init__(self, dev: Device, shape: tuple[int, int, int], rng: np.random.Generator) -> None:
+        self.dev, self.shape, (m, n, k) = dev, shape, shape
+        self.flops = 2.0 * m * n * k
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        self.a, self.b = tensor(a, device=dev), tensor(b, device=dev)
+        self.small = (2, 131, 137, 67)  # batch, m, n, k: primes past a 128 tile, a short last k-slice
+        batch, sm, sn, sk = self.small
+        sa, sb = rng.standard_normal((batch, sk, sm)), rng.standard_normal((batch, sn, sk))
+        self.sa, self.sb = tensor(sa.astype(np.float32), device=dev), tensor(sb.astype(np.float32), device=dev)
+        sa32, sb32 = sa.astype(np.float32).astype(np.float64), sb.astype(np.float32).astype(np.float64)
+        self.refs = (a.astype(np.float64) @ b, sa32.transpose(0, 2, 1) @ sb32.transpose(0, 2, 1))
+
+    def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
+        if which:
+            batch, m, n, k = self.small
+            return gemm_raw(self.sa, (k * m, 1, m), self.sb, (n * k, 1, k), batch, m, n, k, how=tiled_plan(cfg, k))
+        m, n, k = self.shape
+        return gemm_raw(self.a, (0, k, 1), self.b, (0, n, 1), 1, m, n, k, how=tiled_plan(cfg, k))
+
+
+class _ConvProblem(_Problem):
+    """One convolution kernel (``kind``) of a 3x3, padding-1 conv2d at the representative layer, and at
+    an odd shape (131 -> 137 channels, 7x9 pixels) past every tile."""
+
+    def __init__(self, dev: Device, kind: str, shape: tuple[int, int, int, int, int],
+                 rng: np.random.Generator) -> None:
+        self.dev, self.kind, self.shape = dev, kind, shape
+        self.flops = 2.0 * math.prod(shape) * 9
+        self.operands, refs = [], []
+        for n, c, h, w, o in (shape, (2, 131, 7, 9, 137)):
+            x, wt, gy = (rng.standard_normal(s).astype(np.float32) for s in ((n, c, h, w), (o, c, 3, 3), (n, o, h, w)))
+            self.operands.append(tuple(tensor(v, device=dev) for v in (x, wt, gy)))
+            refs.append(_conv_ref(kind, *(v.astype(np.float64) for v in (x, wt, gy))))
+        self.refs = (refs[0], refs[1])
+
+    def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
+        return conv.run_tile(self.kind, *self.operands[which], 1, cfg)
+
+
+def _conv_ref(kind: str, x: np.ndarray, w: np.ndarray, gy: np.ndarray) -> np.ndarray:
+    """conv2d(x, w, padding=1)'s (3x3 w) ``kind`` result in NumPy: y, the input gradient or the weight gradient."""
+    windows = np.lib.stride_tricks.sliding_window_view
+    win = windows(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))  # (N, C, H, W, 3, 3)
+    if kind == "conv_fwd":
+        return np.einsum("nchwij,ocij->nohw", win, w, optimize=True)
+    if kind == "conv_bwd_weight":
+        return np.einsum("nohw,nchwij->ocij", gy, win, optimize=True)
+    gwin = windows(np.pad(gy, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))  # taps flipped below
+    return np.einsum("nohwij,ocij->nchw", gwin, w[:, :, ::-1, ::-1], optimize=True)
+
+
 def _brief(cfg: dict[str, int]) -> str:
     return " ".join(f"{k}={cfg[k]}" for k in _KEYS)
+
+
+def _search(dev: Device, kind: str, problem: _Problem, budget: float, path: Path | None, out: Printer,
+            step: str) -> dict[str, Any] | None:
+    """Time ``kind``'s candidates on ``problem`` within ``budget`` seconds (the current choice always);
+    store and return the fastest correct one's entry, or None when none ran."""
+    deadline = time.perf_counter() + budget
+    out(f"{kind}: timing {'x'.join(map(str, problem.shape))} float32 on {dev}")
+    best: tuple[float, dict[str, int]] | None = None
+    tried = 0
+    for cfg in candidates(dev, kind):
+        if best is not None and time.perf_counter() > deadline:
+            break
+        tried += 1
+        problem_text = config_problem(cfg, dev)
+        if problem_text is None:
+            try:
+                problem_text = problem.check(cfg)
+            except kernels.KernelBuildError as err:
+                lines = str(err).splitlines()
+                problem_text = "build failed: " + next((ln.strip() for ln in lines if "error" in ln), lines[0])
+            except cl.Error as err:  # e.g. too many registers for the work-group: refused at launch
+                problem_text = f"launch failed: {err}"
+        if problem_text is not None:
+            out(f"  skip {_brief(cfg)}: {problem_text}")
+            continue
+        secs = problem.seconds(cfg, max(0.05, deadline - time.perf_counter()) / 4)
+        if best is None or secs < best[0]:
+            best = (secs, cfg)
+        out(f"  [{tried}] {_brief(cfg)}: {problem.flops / secs / 1e9:.1f} GFLOP/s "
+            f"(best {problem.flops / best[0] / 1e9:.1f})")
+    if best is None:
+        out(f"{kind}: no candidate ran; nothing stored")
+        return None
+    entry = {"params": best[1], "gflops": round(problem.flops / best[0] / 1e9, 2), "shape": list(problem.shape),
+             "tried": tried, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    tuning.store(dev, kind, entry, path)
+    out(f"{kind}: stored {_brief(best[1])} ({entry['gflops']} GFLOP/s, {tried} candidates) [{step}]")
+    return entry
 
 
 def tune_gemm(dev: Device, budget: float, path: Path | None, out: Printer) -> dict[str, dict[str, Any]]:
@@ -121,51 +217,31 @@ def tune_gemm(dev: Device, budget: float, path: Path | None, out: Printer) -> di
 
     The current choice is always measured, so each kind gets an entry however small the budget.
     """
-    winners = {}
-    kinds = ("gemm", "gemm_small")
-    rng = np.random.default_rng(0)
+    kinds, rng, winners = ("gemm", "gemm_small"), np.random.default_rng(0), {}
     for i, kind in enumerate(kinds):
-        deadline = time.perf_counter() + budget / len(kinds)
-        shape = _shapes(dev, kind)
-        problem = _Problem(dev, shape, rng)
-        flops = 2.0 * shape[0] * shape[1] * shape[2]
-        out(f"{kind}: timing {shape[0]}x{shape[1]}x{shape[2]} float32 products on {dev}")
-        best: tuple[float, dict[str, int]] | None = None
-        tried = 0
-        for cfg in candidates(dev, kind):
-            if best is not None and time.perf_counter() > deadline:
-                break
-            tried += 1
-            problem_text = config_problem(cfg, dev)
-            if problem_text is None:
-                try:
-                    problem_text = problem.check(cfg)
-                except kernels.KernelBuildError as err:
-                    lines = str(err).splitlines()
-                    problem_text = "build failed: " + next((ln.strip() for ln in lines if "error" in ln), lines[0])
-                except cl.Error as err:  # e.g. too many registers for the work-group: refused at launch
-                    problem_text = f"launch failed: {err}"
-            if problem_text is not None:
-                out(f"  skip {_brief(cfg)}: {problem_text}")
-                continue
-            secs = problem.seconds(cfg, max(0.05, deadline - time.perf_counter()) / 4)
-            if best is None or secs < best[0]:
-                best = (secs, cfg)
-            out(f"  [{tried}] {_brief(cfg)}: {flops / secs / 1e9:.1f} GFLOP/s (best {flops / best[0] / 1e9:.1f})")
-        if best is None:
-            out(f"{kind}: no candidate ran; nothing stored")
-            continue
-        entry = {"params": best[1], "gflops": round(flops / best[0] / 1e9, 2), "shape": list(shape),
-                 "tried": tried, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
-        tuning.store(dev, kind, entry, path)
-        winners[kind] = entry
-        out(f"{kind}: stored {_brief(best[1])} ({entry['gflops']} GFLOP/s, {tried} candidates)"
-            f" [{i + 1}/{len(kinds)}]")
+        entry = _search(dev, kind, _GemmProblem(dev, _shapes(dev, kind), rng), budget / len(kinds), path, out,
+                        f"{i + 1}/{len(kinds)}")
+        if entry is not None:
+            winners[kind] = entry
+    return winners
+
+
+def tune_conv(dev: Device, budget: float, path: Path | None, out: Printer) -> dict[str, dict[str, Any]]:
+    """Tune the tiles of the convolution kernels (``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_weight``)
+    within ``budget`` seconds, as :func:`tune_gemm`; the convolution planner weighs each stored tile
+    against ``gemm_small``'s."""
+    rng, winners = np.random.default_rng(0), {}
+    for i, kind in enumerate(conv.TUNED):
+        problem = _ConvProblem(dev, kind, _conv_shape(dev), rng)
+        entry = _search(dev, kind, problem, budget / len(conv.TUNED), path, out, f"{i + 1}/{len(conv.TUNED)}")
+        if entry is not None:
+            winners[kind] = entry
     return winners
 
 
 TUNERS: dict[str, Callable[[Device, float, Path | None, Printer], dict[str, dict[str, Any]]]] = {
     "gemm": tune_gemm,
+    "conv": tune_conv,
 }
 
 

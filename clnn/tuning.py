@@ -44,6 +44,16 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
         "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
+    # conv.cl's implicit-GEMM kernels: the big tile each weighs against gemm_small (gemm.h's keys; DB is
+    # ignored). Empty rows take gemm's tile; `clnn tune --kernels conv` stores measured ones per device.
+    "conv_fwd": {"default": {}},
+    "conv_bwd_data": {
+        "default": {},
+        # CPUs: every column tile gathers all of the weights again, so wider tiles pay off: 4x64->128 56x56
+        # input gradient 68 -> 45 ms (Intel), 70 -> 50 ms (PoCL) against gemm_small's 32x64
+        "cpu": {"TM": 64, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+    },
+    "conv_bwd_weight": {"default": {}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

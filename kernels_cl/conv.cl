@@ -16,7 +16,9 @@
  * The operand tiles are gathered straight from NCHW x, gy and OIHW w while staging into local memory; the
  * decomposition of a tile's columns into (n, pixel) or (c, i, j) is computed once per work-group and that
  * of each k-slice's rows once per slice, in small local tables, so staging costs no division per element.
- * The store writes NCHW (or OIHW) directly, adding the bias and applying the activation `act`.
+ * The store writes NCHW (or OIHW) directly, adding the bias; the forward's store then applies the
+ * activation `act` (a unary.h code, negative: none) and with `keep` also writes the value before it to
+ * `pre` (laid out as y), through gemm.h's store_act.
  * Local tiles are single-buffered here (gemm.h's DB is ignored).
  *
  * Direct kernels (one work-item per output element, taps in a fixed order), for depthwise and other
@@ -29,16 +31,14 @@
  */
 #include "gemm.h"
 
-#define ACT_NONE 0
-#define ACT_RELU 1
-
 #define FAR (1 << 28) /* a coordinate offset that puts a padded row or column outside every image */
 
 #define GEOM int N, int C, int H, int W, int O, int KH, int KW, int OH, int OW, int SH, int SW, int PH, \
              int PW, int DH, int DW, int G
 
-inline real activate(real v, int act) {
-    return act == ACT_RELU && v < 0 ? (real)0 : v; /* NaN passes through, as torch.relu */
+/* t / s, without a division for stride 1 (a CPU compiler vectorizing across work-items scalarizes divisions) */
+inline int unstride(int t, int s) {
+    return s == 1 ? t : t / s;
 }
 
 inline void zero_acc(realv acc[WM][NV]) {
@@ -64,7 +64,8 @@ inline void zero_acc(realv acc[WM][NV]) {
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *restrict w,
-              __global const store_t *restrict bias, int has_bias, int act, __global store_t *restrict y) {
+              __global const store_t *restrict bias, int has_bias, int act, int keep, __global store_t *pre,
+              __global store_t *y) {
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN], qy[TN]; /* per column (n, p): x offset, top-left tap, y offset */
@@ -125,13 +126,13 @@ void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *
     }
     EACH_OUTPUT(Og, NP, {
         const int o = g * Og + row0 + r;
-        STORE(y, qy[c] + o * P, activate(has_bias ? val + LOAD(bias, o) : val, act));
+        store_act(y, pre, qy[c] + (size_t)o * P, has_bias ? val + LOAD(bias, o) : val, act, keep);
     })
 }
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const store_t *restrict w,
-                   __global const store_t *restrict bias, int has_bias, int act, __global store_t *restrict gx) {
+                   __global const store_t *restrict bias, int has_bias, __global store_t *restrict gx) {
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN], qx[TN]; /* per column (n, h, w): gy offset, padded pixel, gx offset */
@@ -164,21 +165,22 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         const int kn = min(TK, K - k0);
-        for (int e = lid; e < TM * kn; e += WG) {
-            const int r = e / kn, kk = e % kn;
-            As[r][kk] = row0 + r < Cg ? LOAD(w, ka[kk] + (row0 + r) * KK) : (real)0;
+        for (int e = lid; e < TM * TK; e += WG) { /* divisions by the constant TK: no run-time division */
+            const int r = e / TK, kk = e % TK;
+            if (kk < kn) As[r][kk] = row0 + r < Cg ? LOAD(w, ka[kk] + (row0 + r) * KK) : (real)0;
         }
         __local real *bs = (__local real *)&Bs[0][0];
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, th = qh[c] - kh[kk], tw = qw[c] - kw[kk];
-            const int oh = th / SH; /* a tap from output (oh, ow) when exact and in range */
+            const int oh = unstride(th, SH); /* a tap from output (oh, ow) when exact and in range */
             real t[VWG];
             if (qrun[c] && th >= 0 && oh * SH == th && oh < OH && tw >= 0 && tw + VWG <= OW) {
                 load_run(t, gy + qo[c] + ko[kk] + oh * OW + tw, false);
             } else {
 #pragma unroll
                 for (int q = 0; q < VWG; ++q) {
-                    const int thq = qh[c + q] - kh[kk], twq = qw[c + q] - kw[kk], ohq = thq / SH, owq = twq / SW;
+                    const int thq = qh[c + q] - kh[kk], twq = qw[c + q] - kw[kk];
+                    const int ohq = unstride(thq, SH), owq = unstride(twq, SW);
                     const bool in = thq >= 0 && twq >= 0 && ohq * SH == thq && owq * SW == twq && ohq < OH && owq < OW;
                     t[q] = in ? LOAD(gy, qo[c + q] + ko[kk] + ohq * OW + owq) : (real)0;
                 }
@@ -191,7 +193,7 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
     }
     EACH_OUTPUT(Cg, NHW, {
         const int ch = g * Cg + row0 + r;
-        STORE(gx, qx[c] + ch * HW, activate(has_bias ? val + LOAD(bias, ch) : val, act));
+        STORE(gx, qx[c] + ch * HW, has_bias ? val + LOAD(bias, ch) : val);
     })
 }
 
@@ -270,8 +272,8 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x, __
 }
 
 __kernel void conv_direct_fwd(GEOM, __global const store_t *restrict x, __global const store_t *restrict w,
-                              __global const store_t *restrict bias, int has_bias, int act,
-                              __global store_t *restrict y) {
+                              __global const store_t *restrict bias, int has_bias, int act, int keep,
+                              __global store_t *pre, __global store_t *y) {
     const int e = get_global_id(0); /* e = ((n*O + o)*OH + oh)*OW + ow */
     if (e >= N * O * OH * OW) return;
     const int ow = e % OW, oh = e / OW % OH, o = e / (OW * OH) % O, n = e / (OW * OH * O);
@@ -289,11 +291,11 @@ __kernel void conv_direct_fwd(GEOM, __global const store_t *restrict x, __global
             }
         }
     }
-    STORE(y, e, activate(acc, act));
+    store_act(y, pre, e, acc, act, keep);
 }
 
 __kernel void conv_direct_bwd_data(GEOM, __global const store_t *restrict gy, __global const store_t *restrict w,
-                                   __global const store_t *restrict bias, int has_bias, int act,
+                                   __global const store_t *restrict bias, int has_bias,
                                    __global store_t *restrict gx) {
     const int e = get_global_id(0); /* e = ((n*C + ch)*H + h)*W + ww */
     if (e >= N * C * H * W) return;
@@ -312,7 +314,7 @@ __kernel void conv_direct_bwd_data(GEOM, __global const store_t *restrict gy, __
             }
         }
     }
-    STORE(gx, e, activate(acc, act));
+    STORE(gx, e, acc);
 }
 
 __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x,

@@ -1,10 +1,13 @@
-/* gemm.cl: batched C = alpha * op(A) @ op(B) + beta * D: a tiled kernel, optionally split along k,
+/* gemm.cl: batched C = act(alpha * op(A) @ op(B) + beta * D): a tiled kernel, optionally split along k,
  * and a direct kernel for small products.
  *
  * Layout: A is read as A[b*a_bs + i*a_rs + k*a_cs] (M x K), B as B[b*b_bs + k*b_rs + j*b_cs] (K x N):
  * any transpose is a choice of strides. C is row-major and contiguous: C[b*M*N + i*N + j]. The addend
  * D (read only when beta != 0) is D[b*d_bs + i*d_rs + j*d_cs]: a zero stride broadcasts it, so a
- * Linear layer's bias row is added in the store, with no copy of it into C first.
+ * Linear layer's bias row is added in the store, with no copy of it into C first. The store then applies
+ * the activation act, a unary.h code (negative: none), and with keep also writes the value before it to
+ * P (laid out as C): nn.Sequential's Linear -> activation in one launch (gemm.h's store_act). A split
+ * gemm's partials take act < 0, keep 0; gemm_sum applies them.
  *
  * gemm (tiled): each work-group computes a TM x TN tile of C. Per TK-deep slice of the k axis it
  * stages op(A)'s TM x TK block (As[m][k], rows padded by APAD against bank conflicts) and op(B)'s
@@ -54,7 +57,8 @@ __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
-          __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, __global store_t *restrict C) {
+          __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
+          __global store_t *P, __global store_t *C) {
     __local real As[DB + 1][TM][LDA]; /* op(A) blocks, row-major */
     __local realv Bs[DB + 1][TK][TN / VW]; /* op(B) blocks, row-major; realv keeps them vector-aligned */
     const int tx = get_local_id(0), ty = get_local_id(1);
@@ -64,6 +68,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     A += (size_t)(z / S) * a_bs + (size_t)kbeg * a_cs;
     B += (size_t)(z / S) * b_bs + (size_t)kbeg * b_rs;
     C += (size_t)z * M * N;
+    P += (size_t)z * M * N;
     D += (size_t)(z / S) * d_bs;
     const bool a_vec = runs_aligned(A, a_cs == 1 ? a_rs : a_cs), b_vec = runs_aligned(B, b_cs == 1 ? b_rs : b_cs);
 
@@ -107,7 +112,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
             for (int q = 0; q < VW; ++q) {
                 if (gj + q < N) {
                     const real d = beta != 0 ? beta * LOAD_D(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs) : 0;
-                    STORE(C, gi * N + gj + q, alpha * t[q] + d);
+                    store_act(C, P, (size_t)gi * N + gj + q, alpha * t[q] + d, act, keep);
                 }
             }
         }
@@ -117,8 +122,8 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 /* out[b][r][c] = alpha * (sum over s of part[b][s][r][c]) + beta * D[b*d_bs + r*d_rs + c*d_cs] for the
  * (batch, M, N) result, one work-item per element: the partials of a k-split gemm, added in order of s. */
 __kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __global const real *restrict part,
-                       __global const d_t *restrict D, int d_bs, int d_rs, int d_cs,
-                       __global store_t *restrict out) {
+                       __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
+                       __global store_t *P, __global store_t *out) {
     const int i = get_global_id(0);
     if (i >= total) return;
     const int MN = M * N, b = i / MN, r = (i - b * MN) / N, c = i % N;
@@ -126,15 +131,15 @@ __kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __
     real acc = 0;
     for (int s = 0; s < S; ++s) acc += p[(size_t)s * MN];
     const real d = beta != 0 ? beta * LOAD_D(D, (size_t)b * d_bs + (size_t)r * d_rs + (size_t)c * d_cs) : 0;
-    STORE(out, i, alpha * acc + d);
+    store_act(out, P, i, alpha * acc + d, act, keep);
 }
 
 /* C[b][i][j] = alpha * sum over k (in order) of A[b][i][k] * B[b][k][j] + beta * D[b][i][j] */
 __kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
                           __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
                           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
-                          __global const d_t *restrict D, int d_bs, int d_rs, int d_cs,
-                          __global store_t *restrict C) {
+                          __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
+                          __global store_t *P, __global store_t *C) {
     const int j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
     if (i >= M || j >= N) return;
     A += (size_t)b * a_bs + (size_t)i * a_rs;
@@ -142,5 +147,5 @@ __kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
     real acc = 0;
     for (int p = 0; p < K; ++p) acc += LOAD_A(A, (size_t)p * a_cs) * LOAD_B(B, (size_t)p * b_rs);
     const real d = beta != 0 ? beta * LOAD_D(D, (size_t)b * d_bs + (size_t)i * d_rs + (size_t)j * d_cs) : 0;
-    STORE(C, ((size_t)b * M + i) * N + j, alpha * acc + d);
+    store_act(C, P, ((size_t)b * M + i) * N + j, alpha * acc + d, act, keep);
 }

@@ -1,11 +1,13 @@
 /* gemm.h: the tiled GEMM's building blocks, shared by gemm.cl and conv.cl: the tunables and their
  * defaults, the staging of a row- or column-strided operand's tile into local memory (stage_a,
  * stage_b) and the register-blocked multiply of one staged k-slice (MULTIPLY). gemm.cl's banner
- * describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, APAD, DB).
+ * describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, APAD, DB); and the fused
+ * epilogue's store (store_act), which applies an activation given as a unary.h code.
  */
 #ifndef CLNN_GEMM_H
 #define CLNN_GEMM_H
 #include "clnn_dtype.h"
+#include "unary.h"
 
 #ifndef TM
 #define TM 64
@@ -115,6 +117,13 @@ typedef float d_t;
 typedef store_t d_t;
 #define LOAD_D LOAD
 #endif
+
+/* C[i] = act(v) for a unary.h code act (any negative code: none); with keep, also P[i] = v, the
+ * pre-activation that the backward of an activation other than relu differentiates at */
+inline void store_act(__global store_t *C, __global store_t *P, size_t i, real v, int act, int keep) {
+    if (keep) STORE(P, i, v);
+    STORE(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
+}
 
 /* t[0..VWG) = p[0..VWG): one vector load when `vec` (p aligned to the vector), else scalar loads */
 inline void load_run(real *t, __global const store_t *p, bool vec) {

@@ -195,14 +195,17 @@ def test_memory_bound(rng):
     assert 32 * mib >= conv_mod.PARTIAL_BYTES
 
 
+@pytest.mark.parametrize("act", ["relu", "gelu", "tanh", "silu"])
 @pytest.mark.parametrize("layer, xs", [
     (lambda: clnn.nn.Conv2d(6, 20, 3, padding=1, stride=(1, 2)), (3, 6, 11, 13)),  # tiled
     (lambda: clnn.nn.Conv2d(4, 4, 3, groups=4), (2, 4, 9, 8)),                      # depthwise: direct
     (lambda: clnn.nn.Conv1d(5, 12, 4, dilation=2), (3, 5, 23)),
 ])
-def test_fused_relu(layer, xs, rng):
-    """Sequential(conv, ReLU) runs as one kernel and matches the unfused layers bit for bit, and torch."""
+def test_fused_activation(layer, xs, act, rng):
+    """Sequential(conv, activation) runs as one kernel; its gradients (and relu's output) match the unfused
+    layers bit for bit (the others' output is computed by another kernel's math), and torch."""
     conv = layer()
+    module = {"relu": clnn.nn.ReLU, "gelu": clnn.nn.GELU, "tanh": clnn.nn.Tanh, "silu": clnn.nn.SiLU}[act]
     xa = rng.standard_normal(xs).astype(np.float32)
     runs = []
     for fused in (True, False):
@@ -211,19 +214,23 @@ def test_fused_relu(layer, xs, rng):
         for p in conv.parameters():
             p.grad = None
         with clnn.profiler.profile() as prof:
-            y = clnn.nn.Sequential(conv, clnn.nn.ReLU())(x) if fused else F.relu(conv(x))
+            y = clnn.nn.Sequential(conv, module())(x) if fused else module()(conv(x))
         names = [k.name for k in prof.kernels]
         assert ("unary" not in names) == fused, names
         gy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
         y.backward(clnn.tensor(gy))
         runs.append([a.numpy() for a in (y, x.grad, conv.weight.grad, conv.bias.grad)])
-    for a, b in zip(*runs):
-        assert a.tobytes() == b.tobytes()
+    for i, (a, b) in enumerate(zip(*runs)):
+        if i or act == "relu":
+            assert a.tobytes() == b.tobytes()
+        else:
+            assert_close(a, b, 1e-6, "fused vs unfused output")
     tx = torch.tensor(xa.astype(np.float64), requires_grad=True)
     tw, tb = (torch.tensor(p.numpy().astype(np.float64), requires_grad=True) for p in (conv.weight, conv.bias))
     op = TORCH["conv1d" if len(xs) == 3 else "conv2d"]
-    ref = torch.relu(op(tx, tw, tb, stride=conv.stride, padding=conv.padding, dilation=conv.dilation,
-                        groups=conv.groups))
+    f = {"relu": torch.relu, "gelu": torch.nn.functional.gelu, "tanh": torch.tanh,
+         "silu": torch.nn.functional.silu}[act]
+    ref = f(op(tx, tw, tb, stride=conv.stride, padding=conv.padding, dilation=conv.dilation, groups=conv.groups))
     ref.backward(torch.tensor(gy.astype(np.float64)))
     for got, want in zip(runs[0], (ref, tx.grad, tw.grad, tb.grad)):
-        assert_close(got, want.detach().numpy(), 1e-5, "fused conv + relu")
+        assert_close(got, want.detach().numpy(), 1e-5, f"fused conv + {act}")

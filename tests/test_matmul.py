@@ -8,16 +8,18 @@ even though the kernel accumulates in float32.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import numpy as np
 import pytest
 import torch
-from helpers import assert_close
+from helpers import assert_close, assert_sum_close
 
 import clnn
 from clnn import kernels, tuning
-from clnn.ops.matmul import GemmPlan, config_problem, gemm_config, gemm_raw, plan
+from clnn.ops.matmul import GemmPlan, config_problem, gemm_config, gemm_raw, plan, tiled_plan
 
+matmul_mod = importlib.import_module("clnn.ops.matmul")  # clnn.ops.matmul is also the function
 TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}
 DTYPES = list(TOL)
 
@@ -412,3 +414,64 @@ def test_strided_addend_in_the_store(dev, rng, addend, kind, splits):
     c_full = {"row": c[None, None, :], "column": c[None, :, None], "full": c}[addend]
     ref = 0.5 * _ref(a) @ _ref(b) - 2.0 * _ref(np.broadcast_to(c_full, (batch, m, n)).copy())
     assert_close(out.numpy(), ref.numpy(), 1e-5, f"{kind} x{how.splits}, {addend} addend")
+
+
+ACT_MODULES = {"relu": clnn.nn.ReLU, "gelu": clnn.nn.GELU, "gelu_tanh": lambda: clnn.nn.GELU("tanh"),
+               "sigmoid": clnn.nn.Sigmoid, "tanh": clnn.nn.Tanh, "silu": clnn.nn.SiLU}
+TORCH_ACTS = {"relu": torch.relu, "gelu": torch.nn.functional.gelu,
+              "gelu_tanh": lambda z: torch.nn.functional.gelu(z, approximate="tanh"), "sigmoid": torch.sigmoid,
+              "tanh": torch.tanh, "silu": torch.nn.functional.silu}
+
+
+def _linear_plan(dev, path, k):
+    """The forward product's plan for ``path``: the direct kernel, one tile, or k split in 3 ranges."""
+    cfg = gemm_config(dev, np.dtype("float32"))
+    if path == "direct":
+        return GemmPlan("direct", cfg)
+    if path == "tiled":
+        return tiled_plan(cfg, k)
+    ks = kernels.round_up(-(-k // 3), cfg["TK"])
+    return GemmPlan("tiled", cfg, -(-k // ks), ks)
+
+
+@pytest.mark.parametrize("act", matmul_mod.FUSED_ACTS)
+@pytest.mark.parametrize("path", ["direct", "tiled", "split"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_linear_activation(dev, rng, monkeypatch, act, path, bias):
+    """Sequential(Linear, activation) is one launch fewer than the layers apart (the activation in the GEMM's
+    store, after the k-split's sum), its gradients are bit-identical to theirs, and both match torch."""
+    fin, fout, xs = 131, 37, (3, 7, 131)  # primes past every tile; a short last k-range
+    lin = clnn.nn.Linear(fin, fout, bias=bias, device=dev)
+    xa, gy = _rand(rng, xs), _rand(rng, (3, 7, fout))
+    how = _linear_plan(dev, path, fin)
+    assert path != "split" or how.splits == 3
+    runs, counts = [], []
+    for fused in (True, False):
+        x = clnn.tensor(xa, device=dev)
+        x.requires_grad = True
+        for p in lin.parameters():
+            p.grad = None
+        with monkeypatch.context() as m, clnn.profiler.profile(dev) as prof:
+            m.setattr(matmul_mod, "plan", lambda *args, **kw: how)  # the forward's product only
+            y = clnn.nn.Sequential(lin, ACT_MODULES[act]())(x) if fused else ACT_MODULES[act]()(lin(x))
+        counts.append(len(prof.kernels))
+        y.backward(clnn.tensor(gy, device=dev))
+        runs.append([t.numpy() for t in (y, x.grad, *(p.grad for p in lin.parameters()))])
+    assert counts[0] == counts[1] - 1, counts
+    for i, (a, b) in enumerate(zip(*runs)):
+        if i > 0 or act == "relu":  # the gradients, and relu's output, exactly; the others' output as computed
+            assert a.tobytes() == b.tobytes(), f"fused vs unfused, result {i}"  # by another kernel's math
+        else:
+            assert_close(a, b, 1e-6, "fused vs unfused output")
+    tx, tw = (_ref(v).requires_grad_() for v in (xa, lin.weight.numpy()))
+    tb = _ref(lin.bias.numpy()).requires_grad_() if bias else None
+    z = torch.nn.functional.linear(tx, tw, tb)
+    ref = TORCH_ACTS[act](z)
+    ref.backward(_ref(gy))
+    assert_close(runs[0][0], ref.detach().numpy(), 1e-5, "fused output")
+    dz = (_ref(gy) * torch.autograd.functional.jacobian(lambda v: TORCH_ACTS[act](v).sum(), z.detach())).abs()
+    mags = (dz @ tw.detach().abs(), dz.reshape(-1, fout).T @ tx.detach().abs().reshape(-1, fin),
+            dz.reshape(-1, fout).sum(0))
+    for got, want, mag, what in zip(runs[0][1:], (tx.grad, tw.grad, tb.grad if bias else None), mags,
+                                    ("input", "weight", "bias")):
+        assert_sum_close(got, want.numpy(), mag.numpy(), 1e-5, f"fused {what} gradient")

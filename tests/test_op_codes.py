@@ -22,7 +22,7 @@ PACKAGE = Path(clnn.__file__).resolve().parent
 # Op families, named by strings on the host: (kernels_cl file, define prefix, host table, host names that
 # take an op name: functions whose first argument it is, or variables assigned it).
 NAMED = [
-    ("elementwise.cl", "U_", elementwise.UNARY, ("unary", "unary_grad")),
+    ("unary.h", "U_", elementwise.UNARY, ("unary", "unary_grad")),
     ("elementwise.cl", "B_", elementwise.BINARY, ("_binary",)),
     ("elementwise.cl", "C_", elementwise.COMPARE, ("_compare",)),
     ("reduce.cl", "R_", reduce.OPS, ("_reduce", "_arg")),

@@ -4,6 +4,7 @@ shows, is used by gemm's planner, resets; candidates that do not fit the device 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 
 import numpy as np
@@ -12,7 +13,9 @@ import torch
 from helpers import assert_close
 
 import clnn
+import clnn.functional as F
 from clnn import cli, tune, tuning
+from clnn.ops import conv
 from clnn.ops.matmul import config_problem, gemm_config, plan
 
 
@@ -73,6 +76,48 @@ def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeyp
     assert winners["gemm"]["params"] == winners["gemm_small"]["params"] == fits
 
 
+def test_tune_conv_stores_each_kernel_and_the_planner_uses_it(dev, db, monkeypatch, capsys):
+    """``clnn tune --kernels conv`` over a tiny space (two candidates, a small layer) checks each candidate
+    against NumPy (a wrong reference would skip them all), stores one tile per kernel, single-buffered."""
+    first = tune.candidates
+    monkeypatch.setattr(tune, "candidates", lambda dev, kind: itertools.islice(first(dev, kind), 2))
+    monkeypatch.setattr(tune, "_conv_shape", lambda dev: (2, 8, 9, 11, 16))
+    assert cli.main(["tune", "--budget", "1", "--kernels", "conv"]) == 0
+    progress = capsys.readouterr().out
+    assert "wrong result" not in progress and "failed" not in progress, progress  # skips only for device limits
+    stored = json.loads(db.read_text())["devices"][tuning.device_key(dev)]
+    assert set(stored) == set(conv.TUNED)
+    for kind in conv.TUNED:
+        assert stored[kind]["params"]["DB"] == 0 and stored[kind]["shape"] == [2, 8, 9, 11, 16]
+        assert gemm_config(dev, np.float32, kind) == stored[kind]["params"]
+
+
+def test_a_stored_conv_entry_decides_the_tile(dev, db, rng):
+    """A tile no table row has, stored for the convolution kernels, is what conv2d's planner then picks for a
+    layer with 16 channels in and out (its 16 rows fill the tile, so it beats gemm_small's on every device and
+    pose), no other kind changes, and forward and gradients stay correct."""
+    odd = {"TM": 16, "TN": 64, "TK": 8, "WM": 4, "WN": 8, "VW": 2, "VWG": 2, "APAD": 1, "DB": 0}
+    xa, wa, gya = (rng.standard_normal(s).astype(np.float32) for s in ((2, 16, 30, 30), (16, 16, 3, 3),
+                                                                       (2, 16, 30, 30)))
+    x = clnn.tensor(xa, device=dev)
+    shapes = {"fwd": (16, 1800, 144), "bwd_data": (16, 1800, 144)}  # rows, N*H*W, k of each product
+    before = {name: conv._tile(x, name, *s, 1) for name, s in shapes.items()}
+    for kind in conv.TUNED:
+        tuning.store(dev, kind, {"params": odd})
+    for name, s in shapes.items():
+        assert conv._tile(x, name, *s, 1) == odd != before[name], name
+    assert gemm_config(dev, np.float32, "gemm") != odd  # gemm keeps its tile
+    x.requires_grad = True
+    w = clnn.tensor(wa, device=dev, requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    y.backward(clnn.tensor(gya, device=dev))
+    tx, tw = (torch.from_numpy(v).double().requires_grad_() for v in (xa, wa))
+    ref = torch.nn.functional.conv2d(tx, tw, padding=1)
+    ref.backward(torch.from_numpy(gya).double())
+    for got, want, what in ((y, ref, "y"), (x.grad, tx.grad, "input gradient"), (w.grad, tw.grad, "weight gradient")):
+        assert_close(got.numpy(), want.detach().numpy(), 1e-5, f"conv2d {what} with the stored tile")
+
+
 def test_candidate_space_is_valid_and_starts_with_the_current_choice(dev):
     first = list(zip(range(50), tune.candidates(dev, "gemm")))
     assert first[0][1] == gemm_config(dev, np.float32, "gemm")
@@ -82,7 +127,7 @@ def test_candidate_space_is_valid_and_starts_with_the_current_choice(dev):
 
 
 @pytest.mark.parametrize("argv, pattern", [
-    (["tune", "--kernels", "conv"], r"--kernels expects names from \['gemm'\]; got 'conv'"),
+    (["tune", "--kernels", "winograd"], r"--kernels expects names from \['conv', 'gemm'\]; got 'winograd'"),
     (["tune", "--budget", "0"], r"--budget expects a positive number of seconds; got 0.0"),
 ])
 def test_bad_arguments(db, argv, pattern):

@@ -18,7 +18,7 @@ from .. import functional as F
 from ..device import Device
 from ..ops import creation
 from ..ops.conv import conv_act
-from ..ops.matmul import gemm
+from ..ops.matmul import linear_act
 from ..tensor import Tensor
 from ..validation import require_choice, require_int, require_ints, require_number
 from .module import Module, Parameter
@@ -75,15 +75,15 @@ class Linear(Module):
             self.register_parameter("bias", None)
 
     def forward(self, x: Tensor) -> Tensor:
+        return self.forward_fused(x, "none")
+
+    def forward_fused(self, x: Tensor, activation: str) -> Tensor:
+        """``activation(self(x))`` as one GEMM launch (``nn.Sequential`` calls it for a following activation)."""
         if not isinstance(x, Tensor):
             raise TypeError(f"Linear: x expects a clnn.Tensor; got {type(x).__name__}")
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"Linear: x expects shape (*, {self.in_features}); got {x.shape}")
-        x2 = x.reshape(-1, self.in_features)
-        if self.bias is None:
-            y = gemm(x2, self.weight, trans_b=True)
-        else:
-            y = gemm(x2, self.weight, self.bias, beta=1.0, trans_b=True)
+        y = linear_act(x.reshape(-1, self.in_features), self.weight, self.bias, activation)
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
@@ -154,7 +154,7 @@ class Conv1d(_ConvNd):
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def forward_fused(self, x: Tensor, activation: str) -> Tensor:
-        """``activation(self(x))`` as one kernel (``nn.Sequential`` calls it for a following ReLU)."""
+        """``activation(self(x))`` as one kernel (``nn.Sequential`` calls it for a following activation)."""
         return conv_act(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups, activation)
 
 
@@ -376,7 +376,7 @@ class ReLU(Module):
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
 
-    fused_activation = "relu"  # the name a preceding layer's ``forward_fused`` applies in its store
+    fused_activation = "relu"  # the ``FUSED_ACTS`` name a preceding layer's ``forward_fused`` applies in its store
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)
@@ -403,6 +403,10 @@ class GELU(Module):
         super().__init__()
         self.approximate = require_choice("GELU: approximate", approximate, ("none", "tanh"))
 
+    @property
+    def fused_activation(self) -> str:
+        return "gelu" if self.approximate == "none" else "gelu_tanh"
+
     def forward(self, x: Tensor) -> Tensor:
         return F.gelu(x, self.approximate)
 
@@ -416,6 +420,8 @@ class SiLU(Module):
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
 
+    fused_activation = "silu"
+
     def forward(self, x: Tensor) -> Tensor:
         return F.silu(x)
 
@@ -423,12 +429,16 @@ class SiLU(Module):
 class Sigmoid(Module):
     """``1 / (1 + exp(-x))``."""
 
+    fused_activation = "sigmoid"
+
     def forward(self, x: Tensor) -> Tensor:
         return F.sigmoid(x)
 
 
 class Tanh(Module):
     """Hyperbolic tangent."""
+
+    fused_activation = "tanh"
 
     def forward(self, x: Tensor) -> Tensor:
         return F.tanh(x)

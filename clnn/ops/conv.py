@@ -20,17 +20,16 @@ import numpy as np
 from .. import kernels, profiler
 from ..kernels import defines, launch_1d
 from ..profiler import profiled
-from ..tensor import HALF_DTYPES, Tensor, is_grad_enabled
+from ..tensor import HALF_DTYPES, Tensor
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import autocast, empty, record
 from .creation import zeros
-from .elementwise import unary_grad
-from .matmul import gemm_config, plan, sum_partials
+from .matmul import act_backward, check_act, epilogue, gemm_config, keeps_pre, plan, sum_partials
 from .norm import channel_sum
 
 PARTIAL_BYTES = 32 << 20  # most bytes the weight gradient's k-split partial sums may take
 THIN = 8  # products with at most this many rows per group take the direct kernels
-ACTS = kernels.op_codes("conv.cl", "ACT_")  # activations the forward store can apply
+TUNED = ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")  # tuning kinds: each kernel's tile (clnn.tune)
 IntOrTuple = int | Sequence[int]
 
 
@@ -61,15 +60,18 @@ class _Geom:
         return tuple(np.int32(v) for v in vals)
 
 
-def _tile(t: Tensor, rows: int, cols: int, k: int, groups: int) -> dict[str, int] | None:
-    """The GEMM tile for a per-group ``rows`` x ``cols`` x ``k`` product, or None for the direct kernel."""
-    how = plan(t.device, t.dtype, groups, rows, cols, k, max_splits=1)  # the store applies bias and activation
+def _tile(t: Tensor, name: str, rows: int, cols: int, k: int, groups: int) -> dict[str, int] | None:
+    """The tile for ``conv_<name>``'s per-group ``rows`` x ``cols`` x ``k`` product (its tuned tile or gemm's,
+    against gemm_small's), or None for the direct kernel."""
+    how = plan(t.device, t.dtype, groups, rows, cols, k, max_splits=1, big=f"conv_{name}")  # the store adds bias
     return None if how.kernel == "direct" or rows <= THIN else how.cfg
 
 
-def _run(t: Tensor, name: str, g: _Geom, rows: int, cols: int, k: int, out: Tensor, *args: Any) -> None:
-    """``conv_<name>`` (tiled) or ``conv_direct_<name>`` writing ``out``, geometry first, ``out`` last."""
-    dev, cfg = t.device, _tile(t, rows, cols, k, g.groups)
+def _run(t: Tensor, name: str, g: _Geom, rows: int, cols: int, k: int, out: Tensor, *args: Any,
+         cfg: dict[str, int] | None = None) -> None:
+    """``conv_<name>`` (tiled; ``cfg`` forces its tile) or ``conv_direct_<name>`` writing ``out``, geometry
+    first, ``out`` last."""
+    dev, cfg = t.device, cfg or _tile(t, name, rows, cols, k, g.groups)
     if cfg is None:
         k_ = kernels.kernel(dev, "conv.cl", f"conv_direct_{name}", defines(t.dtype, **gemm_config(dev, t.dtype)))
         launch_1d(dev, k_, out.size, *g.args(), *args, out.data)
@@ -82,19 +84,21 @@ def _run(t: Tensor, name: str, g: _Geom, rows: int, cols: int, k: int, out: Tens
     )
 
 
-def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none") -> Tensor:
-    """y = act(conv(x, w) + bias), shape (N, O, OH, OW); records nothing."""
+def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
+             pre: Tensor | None = None, cfg: dict[str, int] | None = None) -> Tensor:
+    """y = act(conv(x, w) + bias), shape (N, O, OH, OW), and the value before ``act`` into ``pre`` when
+    given; records nothing."""
     y = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device)
     _run(x, "fwd", g, g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw, y, x.data, w.data,
-         (bias if bias is not None else y).data, np.int32(bias is not None), np.int32(ACTS[act]))
+         (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre), cfg=cfg)
     return y
 
 
-def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
+def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, cfg: dict[str, int] | None = None) -> Tensor:
     """gx (N, C, H, W) of y = conv(x, w) given gy (N, O, OH, OW), plus bias per channel; records nothing."""
     gx = empty((g.n, g.c, g.h, g.w), gy.dtype, gy.device)
     _run(gy, "bwd_data", g, g.c // g.groups, g.n * g.h * g.w, g.o // g.groups * g.kh * g.kw, gx, gy.data, w.data,
-         (bias if bias is not None else gx).data, np.int32(bias is not None), np.int32(ACTS["none"]))
+         (bias if bias is not None else gx).data, np.int32(bias is not None), cfg=cfg)
     return gx
 
 
@@ -106,17 +110,18 @@ def _splits(nq: int, step: int, want: int, partial: int, itemsize: int) -> tuple
     return -(-nq // ks), ks
 
 
-def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
-    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy, summed over pixels in a fixed order."""
+def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = None) -> Tensor:
+    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy, summed over pixels in a fixed order; ``cfg``
+    forces the tiled kernel's tile."""
     dev, dt = x.device, x.dtype
     shape = (g.o, g.c // g.groups, g.kh, g.kw)
     og, ncol, nq = g.o // g.groups, g.c // g.groups * g.kh * g.kw, g.n * g.oh * g.ow
     if nq == 0:  # empty batch
         return zeros(shape, dtype=dt, device=dev)
     gw = empty(shape, dt, dev)
-    how = plan(dev, dt, g.groups, og, ncol, nq)
+    how = plan(dev, dt, g.groups, og, ncol, nq, big="conv_bwd_weight", cfgs=None if cfg is None else [cfg])
     half = np.dtype(dt) in HALF_DTYPES  # half partials would round
-    if how.kernel == "direct" or og <= THIN:
+    if cfg is None and (how.kernel == "direct" or og <= THIN):
         cfg = gemm_config(dev, dt)
         want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
         splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, dt.itemsize)
@@ -136,6 +141,16 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
     if splits > 1:
         sum_partials(part, gw, splits, gw.size // (1 if part.ndim == 2 else g.groups), 1, defines(dt, **cfg))
     return gw
+
+
+def run_tile(kind: str, x: Tensor, w: Tensor, gy: Tensor, padding: int, cfg: dict[str, int]) -> Tensor:
+    """The kernel of ``kind`` (one of ``TUNED``) for conv2d(x, w, padding=padding) with tile ``cfg`` forced (a
+    tuner's candidate): ``conv_fwd`` gives y, ``conv_bwd_data`` the input gradient and ``conv_bwd_weight`` the
+    weight gradient for the output gradient ``gy``. No checks, no autograd."""
+    g = _geometry("conv2d", x, w, 1, 2, 1, padding, 1)
+    if kind == "conv_fwd":
+        return _forward(x, w, None, g, cfg=cfg)
+    return _input_grad(gy, w, None, g, cfg) if kind == "conv_bwd_data" else _weight_grad(x, gy, g, cfg)
 
 
 def _bias_grad(gy: Tensor) -> Tensor:
@@ -248,13 +263,13 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     g = _geometry(op, x, weight, groups, nd, stride, padding, dilation)
     x4 = Tensor(x.data, (g.n, g.c, g.h, g.w), x.dtype, x.device)
     w4 = Tensor(weight.data, (g.o, g.c // groups, g.kh, g.kw), x.dtype, x.device)
-    y = _forward(x4, w4, bias, g, activation)
-    saved = y.detach() if activation != "none" and is_grad_enabled() else None
+    pre = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device) if keeps_pre(activation, x, weight, bias) else None
+    y = _forward(x4, w4, bias, g, activation, pre)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
         gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
-        if saved is not None:  # through the activation, from its saved output
-            gy4 = unary_grad(activation, saved, saved, gy4)
+        if activation != "none":  # through the activation, as unfused
+            gy4 = act_backward(activation, y, pre, gy4)
         gx = _input_grad(gy4, w4, None, g) if x.requires_grad else None
         gw = _weight_grad(x4, gy4, g) if weight.requires_grad else None
         grads = (
@@ -272,9 +287,8 @@ def conv_act(
     dilation: IntOrTuple, groups: int, activation: str,
 ) -> Tensor:
     """``activation(conv{1,2}d(x, weight, bias, ...))`` as one kernel (``nn.Sequential``'s fusion); the
-    backward runs through the activation from its saved output. ``activation``: a key of ``ACTS``."""
-    if activation not in ACTS:
-        raise ValueError(f"conv_act: activation must be one of {sorted(ACTS)}; got {activation!r}")
+    backward runs through the activation exactly as unfused. ``activation``: one of ``FUSED_ACTS``."""
+    check_act("conv_act", activation)
     nd = 1 if isinstance(weight, Tensor) and weight.ndim == 3 else 2
     with profiler.scope(f"conv{nd}d"):  # profiled as the convolution it is
         return _conv(f"conv{nd}d", nd, x, weight, bias, stride, padding, dilation, groups, activation)

@@ -1,6 +1,6 @@
 """Elementwise ops: unary maps, tensor-scalar and tensor-tensor arithmetic with broadcasting, comparisons.
 
-Launches kernels from ``kernels_cl/elementwise.cl``; op codes are its ``U_*``, ``B_*``, ``C_*`` defines.
+Launches kernels from ``kernels_cl/elementwise.cl``; op codes are its ``B_*``, ``C_*`` and ``unary.h``'s ``U_*``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ._core import empty, promote, record
 from .creation import tensor
 from .reduce import sum_to_shape
 
-UNARY = kernels.op_codes("elementwise.cl", "U_")
+UNARY = kernels.op_codes("unary.h", "U_")
 BINARY = kernels.op_codes("elementwise.cl", "B_")
 COMPARE = kernels.op_codes("elementwise.cl", "C_")
 SCALAR_TYPES = (int, float, np.integer, np.floating, bool, np.bool_)

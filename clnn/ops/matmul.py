@@ -1,24 +1,28 @@
-"""Matrix products: ``gemm`` and NumPy-style ``matmul`` (``kernels_cl/gemm.cl``)."""
+"""Matrix products: ``gemm`` and NumPy-style ``matmul`` (``kernels_cl/gemm.cl``), and the fused epilogue
+that GEMM and convolution stores share: the bias added and an activation applied in the store."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .. import kernels, tuning
+from .. import kernels, profiler, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
-from ..tensor import HALF_DTYPES, Tensor, autocast_mode
+from ..tensor import HALF_DTYPES, Tensor, autocast_mode, is_grad_enabled
 from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
 from ._core import autocast_loads, empty, record
 from .creation import tensor
+from .elementwise import UNARY, unary_grad
 from .reduce import broadcast_to, sum_to_shape
 from .shape import reshape
 
+FUSED_ACTS = ("relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu")  # activations a GEMM or conv store applies
 _KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "APAD", "DB")
 _FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "APAD": 0, "DB": 0}  # 16 work-items
 
@@ -46,7 +50,9 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
 
 def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, int]:
     """The ``gemm.cl`` tile ``kind`` (``"gemm"``, or ``"gemm_small"`` for products with few rows or
-    columns) for ``dev``: the tuning choice (database, then table), halved until it fits the device.
+    columns, or a convolution kernel's ``"conv_fwd"``, ``"conv_bwd_data"``, ``"conv_bwd_weight"``) for
+    ``dev``: the tuning choice (database, then table; a kind with neither takes ``"gemm"``'s), halved
+    until it fits the device.
 
     Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW), divides the work-group
     by 4 and local memory by about 8; a minimal scalar tile is the last resort.
@@ -54,7 +60,7 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
     Raises:
         ValueError: the device cannot run even the minimal tile.
     """
-    p = tuning.params(dev, kind)
+    p = tuning.params(dev, kind) or tuning.params(dev, "gemm")
     cfg = {key: int(p.get(key, 0)) for key in _KEYS}
     if "VWG" not in p:
         cfg["VWG"] = cfg["VW"]
@@ -86,11 +92,14 @@ class GemmPlan:
 _SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1]) -> GemmPlan:
+def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1],
+         big: str = "gemm", cfgs: Sequence[dict[str, int]] | None = None) -> GemmPlan:
     """The kernel, tile and k-splits (at most ``max_splits``) for one product; depends only on shapes and the device.
 
-    Products of at most ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their
-    time is the launch's, and tiles would be mostly padding. Otherwise a rough cost model in cycles:
+    The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind) and ``gemm_small``'s,
+    or ``cfgs`` (a tuner's candidate: then the tiled kernel, whatever the size). Products of at most
+    ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their time is the launch's, and
+    tiles would be mostly padding. Otherwise a rough cost model in cycles:
     each work-group costs ``KS * (TM*TN/16 + (TM+TN)/2)`` (vector FMAs and staging), groups run in
     waves of ``compute_units``, and split partials cost one pass each. Few output tiles over a long k
     (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
@@ -98,12 +107,13 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     that give each unit at least two are taken whenever one exists, and among the rest fewer groups
     count as proportionally slower. Half storage is never split (its partials would round to half).
     """
-    if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
-        return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
+    if cfgs is None:
+        if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
+            return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
+        cfgs = [gemm_config(dev, dtype, kind) for kind in (big, "gemm_small")]
     gpu, fill = dev.type == "gpu", 2 * dev.compute_units
     options = []
-    for kind in ("gemm", "gemm_small"):
-        cfg = gemm_config(dev, dtype, kind)
+    for cfg in cfgs:
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
         tiles = batch * _ceil(m, tm) * _ceil(n, tn)
         for s in _SPLITS if np.dtype(dtype) not in HALF_DTYPES else (1,):
@@ -131,14 +141,37 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def check_act(op: str, act: str) -> None:
+    """Raise unless ``act`` is ``"none"`` or one of ``FUSED_ACTS``."""
+    if act != "none" and act not in FUSED_ACTS:
+        raise ValueError(f"{op}: activation must be 'none' or one of {FUSED_ACTS}; got {act!r}")
+
+
+def keeps_pre(act: str, *inputs: Tensor | None) -> bool:
+    """Whether a fused ``act`` must also store its pre-activation: for a backward through an activation
+    other than relu (whose mask its output gives)."""
+    return act not in ("none", "relu") and is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
+
+
+def epilogue(act: str, out: Tensor, pre: Tensor | None) -> tuple[Any, ...]:
+    """The store's (act code, keep, pre buffer) kernel arguments (gemm.h's ``store_act``) for ``act``."""
+    return np.int32(-1 if act == "none" else UNARY[act]), np.int32(pre is not None), (out if pre is None else pre).data
+
+
+def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
+    """``g`` through a fused ``act`` with output ``y``: relu's mask from ``y``, the others at ``pre``; the
+    same ``unary_grad`` an unfused activation runs, so the gradients are identical."""
+    return unary_grad(act, y if pre is None else pre, y, g)
+
+
 def gemm_raw(
     a: Tensor, a_strides: tuple[int, int, int],
     b: Tensor, b_strides: tuple[int, int, int],
     batch: int, m: int, n: int, k: int,
     alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None, c_strides: tuple[int, int, int] | None = None,
-    how: GemmPlan | None = None, dtype: np.dtype | None = None,
+    how: GemmPlan | None = None, dtype: np.dtype | None = None, act: str = "none", pre: Tensor | None = None,
 ) -> Tensor:
-    """``out[b] = alpha * A[b] @ B[b] + beta * C[b]`` with A, B and C read through (batch, row, col) strides.
+    """``out[b] = act(alpha * A[b] @ B[b] + beta * C[b])`` with A, B and C read through (batch, row, col) strides.
 
     ``A[b][i, p] = a.flat[b*a_strides[0] + i*a_strides[1] + p*a_strides[2]]`` (M x K), likewise B (K x N);
     a transpose is a swap of the last two strides, a shared operand a batch stride of 0. ``c`` (read
@@ -146,7 +179,9 @@ def gemm_raw(
     (batch, m, n): zero strides broadcast a bias into the GEMM's store. ``how`` overrides :func:`plan`
     (tests and the tuner force a kernel or tile with it). ``dtype`` is the result's (``a``'s by default): a
     half type where an operand is float32 rounds that operand to it in the kernel's loads, the same as
-    casting it first (``clnn.autocast``'s products, without a cast launch). No autograd.
+    casting it first (``clnn.autocast``'s products, without a cast launch). ``act``: ``"none"`` or one of
+    ``FUSED_ACTS``, applied in the store, which also writes the value before it to ``pre`` (a (batch, m, n)
+    tensor) when given. No autograd.
 
     Returns:
         A new contiguous (batch, m, n) tensor.
@@ -162,6 +197,7 @@ def gemm_raw(
     how = how or plan(dev, dtype, batch, m, n, k)
     cfg, splits, ks = how.cfg, how.splits, how.ks
     rounded = {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("D", c)) if t.dtype != dtype}
+    fused = epilogue(act, out, pre)
     defs = defines(dtype, **cfg, **rounded)
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
@@ -170,7 +206,7 @@ def gemm_raw(
         kernels.launch(
             dev, kernels.kernel(dev, "gemm.cl", "gemm_direct", defs), (n, m, batch), (dx, dy, 1),
             np.int32(m), np.int32(n), np.int32(k), real_scalar(dtype, alpha), real_scalar(dtype, beta),
-            a.data, *strides, out.data,
+            a.data, *strides, *fused, out.data,
         )
         return out
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
@@ -180,18 +216,19 @@ def gemm_raw(
         dev, kernels.kernel(dev, "gemm.cl", "gemm", defs), (groups_n * rtn, groups_m * rtm, batch * splits),
         (rtn, rtm, 1), np.int32(m), np.int32(n), np.int32(k), np.int32(ks), np.int32(splits),
         real_scalar(dtype, alpha if splits == 1 else 1.0), real_scalar(dtype, beta if splits == 1 else 0.0),
-        a.data, *strides, part.data,
+        a.data, *strides, *(fused if splits == 1 else epilogue("none", part, None)), part.data,
     )
     if splits > 1:
-        sum_partials(part, out, splits, m, n, defs, alpha, beta, addend)
+        sum_partials(part, out, splits, m, n, defs, alpha, beta, addend, act, pre)
     return out
 
 
 def sum_partials(part: Tensor, out: Tensor, splits: int, m: int, n: int, defs: dict[str, object], alpha: float = 1.0,
-                 beta: float = 0.0, addend: tuple[Tensor, tuple[int, int, int]] | None = None) -> None:
-    """``out[b] = alpha * sum_s part[b, s] + beta * C[b]`` for a k-split's (batch, splits, m, n) partials, summed in
-    order of s (``gemm_sum``); ``addend`` is (C, its strides) as in :func:`gemm_raw`. Each work-item adds ``splits``
-    values, so the work-groups shrink until every compute unit gets two."""
+                 beta: float = 0.0, addend: tuple[Tensor, tuple[int, int, int]] | None = None, act: str = "none",
+                 pre: Tensor | None = None) -> None:
+    """``out[b] = act(alpha * sum_s part[b, s] + beta * C[b])`` for a k-split's (batch, splits, m, n) partials, summed
+    in order of s (``gemm_sum``); ``addend``, ``act`` and ``pre`` as in :func:`gemm_raw`. Each work-item adds
+    ``splits`` values, so the work-groups shrink until every compute unit gets two."""
     dev = out.device
     c, c_strides = addend if addend is not None and beta != 0 else (out, (0, 0, 0))
     local = max(32, min(group_size(dev), 1 << max(out.size // (2 * dev.compute_units), 1).bit_length() - 1))
@@ -199,7 +236,7 @@ def sum_partials(part: Tensor, out: Tensor, splits: int, m: int, n: int, defs: d
         dev, kernels.kernel(dev, "gemm.cl", "gemm_sum", defs), (out.size,), (min(local, group_size(dev)),),
         np.int32(out.size), np.int32(m), np.int32(n), np.int32(splits), real_scalar(out.dtype, alpha),
         real_scalar(out.dtype, beta if addend is not None else 0.0), part.data, c.data,
-        *(np.int32(s) for s in c_strides), out.data,
+        *(np.int32(s) for s in c_strides), *epilogue(act, out, pre), out.data,
     )
 
 
@@ -239,6 +276,20 @@ def gemm(
     Example:
         >>> y = clnn.gemm(x, w, bias, beta=1.0, trans_b=True)  # x @ w.T + bias
     """
+    return _gemm(a, b, c, alpha, beta, trans_a, trans_b)
+
+
+def linear_act(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str) -> Tensor:
+    """``activation(x @ weight.T + bias)`` for 2-D ``x`` as one GEMM launch (``nn.Sequential``'s fusion of
+    ``Linear`` and an activation module); the backward runs through the activation exactly as unfused.
+    ``activation``: one of ``FUSED_ACTS``."""
+    check_act("linear_act", activation)
+    with profiler.scope("gemm"):  # profiled as the product it is
+        return _gemm(x, weight, bias, 1.0, 0.0 if bias is None else 1.0, False, True, activation)
+
+
+def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, trans_a: bool, trans_b: bool,
+          act: str = "none") -> Tensor:
     half, (a, b, c) = autocast_loads(a, b, c)
     dtype = _check_pair("gemm", a, b, half)
     if a.ndim != 2 or b.ndim != 2:
@@ -266,9 +317,14 @@ def gemm(
             raise ValueError(f"gemm: c must broadcast to the output shape {(m, n)}; got shape {c.shape}")
         cc = c
     c_strides = (0, *broadcast_strides(cc.shape, (m, n))) if cc is not None else None
-    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc, c_strides, dtype=dtype), (m, n))
+    pre = empty((m, n), dtype, a.device) if keeps_pre(act, a, b, cc) else None
+    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc, c_strides, dtype=dtype, act=act, pre=pre),
+                  (m, n))
+    y = out.detach() if act != "none" else None
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
+        if y is not None:
+            g = act_backward(act, y, pre, g)
         ga = gb = gc = None
         with autocast_mode(half):  # the products round float32 operands as the forward did
             if a.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T

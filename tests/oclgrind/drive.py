@@ -23,7 +23,7 @@ import pyopencl as cl
 import clnn
 from clnn import kernels, tuning
 from clnn.ops import index as index_ops
-from clnn.ops.matmul import GemmPlan, gemm_raw
+from clnn.ops.matmul import GemmPlan, gemm_raw, linear_act
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 BF16 = np.dtype(clnn.bfloat16)
@@ -254,8 +254,10 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     for how in (GemmPlan("direct", tile), GemmPlan("tiled", tile, 1, 16)):
         for a_st, b_st, x, y in (((272, 16, 1), (0, 20, 1), a, b),  # rows of 16 and 20: aligned vector loads
                                  ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):  # both read transposed
-            out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how)
-            check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st}", out, ref, dt)
+            pre = clnn.empty((2, 17, 20), dtype=dt)
+            out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how, act="relu", pre=pre)
+            check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st} + relu", out, np.maximum(ref, 0), dt)
+            check(f"gemm {how.kernel} pre-activation", pre, ref, dt)
         if dt in (F16, BF16):  # autocast's product: float32 operands and bias rounded to dt in the loads
             xn, wn, bias = data(rng, (17, 16), F32), data(rng, (20, 16), F32), data(rng, (20,), F32)
             xr, wr, br = (v.astype(dt).astype(np.float64) for v in (xn, wn, bias))
@@ -276,6 +278,9 @@ def _gemm_tiled(dt: np.dtype, rng: np.random.Generator) -> None:
     a64, b64 = an.astype(np.float64), bn.astype(np.float64)
     check("gemm", clnn.gemm(a, b, c, alpha=0.5, beta=2.0), 0.5 * a64 @ b64 + 2.0 * cn, dt)
     check("gemm trans", clnn.gemm(a.T, b.T, trans_a=True, trans_b=True), a64 @ b64, dt)
+    bias = data(rng, (19,), dt)
+    y = linear_act(a, clnn.tensor(np.ascontiguousarray(bn.T)), clnn.tensor(bias), "tanh")  # stores the pre-activation
+    check("linear + tanh", y, np.tanh(a64 @ b64 + bias), dt)
     bat = data(rng, (2, 9, 5), dt)
     out = clnn.matmul(a, clnn.tensor(bat, requires_grad=True))
     check("matmul batched", out, a64 @ bat.astype(np.float64), dt)
@@ -289,6 +294,9 @@ def _gemm_tiled(dt: np.dtype, rng: np.random.Generator) -> None:
         try:
             ln, rn = data(rng, (4, 256), dt), data(rng, (256, 4), dt)
             check("gemm k-split", clnn.tensor(ln) @ clnn.tensor(rn), ln.astype(np.float64) @ rn, dt)
+            y = linear_act(clnn.tensor(ln, requires_grad=True), clnn.tensor(np.ascontiguousarray(rn.T)), None, "silu")
+            z = ln.astype(np.float64) @ rn
+            check("linear k-split + silu", y, z / (1 + np.exp(-z)), dt)
         finally:
             dev.compute_units = saved
 
@@ -427,7 +435,7 @@ def pool(dt: np.dtype, rng: np.random.Generator) -> None:
 
 def conv(dt: np.dtype, rng: np.random.Generator) -> None:
     """conv2d (stride, padding, dilation, groups, bias), conv1d, conv_transpose2d and all gradients by the
-    direct kernels, then a grouped conv2d with ReLU by the tiled implicit GEMM."""
+    direct kernels, then a grouped conv2d with SiLU by the tiled implicit GEMM."""
     import clnn.functional as F
 
     x, w, b = _leaf(rng, (1, 4, 6, 5), dt), _leaf(rng, (4, 2, 3, 3), dt), _leaf(rng, (4,), dt)
@@ -448,9 +456,9 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         from clnn.ops.conv import conv_act
 
         x, w, b = _leaf(rng, (2, 18, 4, 3), dt), _leaf(rng, (20, 9, 3, 3), dt), _leaf(rng, (20,), dt)
-        y = conv_act(x, w, b, 1, 1, 1, 2, "relu")
+        y = conv_act(x, w, b, 1, 1, 1, 2, "silu")  # stores the pre-activation too
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
-        finite("conv2d tiled + relu", dt, y, *_grads(x, w, b))
+        finite("conv2d tiled + silu", dt, y, *_grads(x, w, b))
     finally:
         tuning.TABLE["gemm_direct"]["default"] = saved
 

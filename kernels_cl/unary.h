@@ -1,0 +1,120 @@
+/* unary.h: the unary maps y = f(x; alpha, beta) and their derivatives, shared by elementwise.cl (the
+ * maps) and the GEMM and convolution stores (gemm.h), which apply an activation in their epilogue.
+ *
+ * The op is a run-time code U_* below (the host reads the values from this file with
+ * kernels.op_codes("unary.h", "U_")), uniform across a launch. Needs clnn_dtype.h's `real`.
+ */
+#ifndef CLNN_UNARY_H
+#define CLNN_UNARY_H
+#include "clnn_dtype.h"
+
+/* unary y = f(x; alpha, beta) */
+#define U_NEG 0
+#define U_EXP 1
+#define U_LOG 2
+#define U_SQRT 3
+#define U_ABS 4
+#define U_RELU 5
+#define U_LEAKY_RELU 6   /* alpha: negative slope */
+#define U_ELU 7          /* alpha */
+#define U_GELU 8
+#define U_GELU_TANH 9
+#define U_SIGMOID 10
+#define U_TANH 11
+#define U_SOFTPLUS 12    /* alpha: beta, beta: threshold */
+#define U_SILU 13
+#define U_HARDSWISH 14
+#define U_ADD_S 15       /* x + alpha */
+#define U_MUL_S 16       /* x * alpha */
+#define U_RSUB_S 17      /* alpha - x */
+#define U_RDIV_S 18      /* alpha / x */
+#define U_POW_S 19       /* x ^ alpha */
+#define U_RPOW_S 20      /* alpha ^ x */
+#define U_CLAMP 21       /* min(max(x, alpha), beta) */
+#define U_SQUARE 22
+
+#define SQRT1_2 0.70710678118654752440
+#define SQRT2_PI 0.79788456080286535588
+
+inline real softplus(real x, real beta, real threshold) {
+    real bx = beta * x;
+    return bx > threshold ? x : (fmax(bx, (real)0) + log1p(exp(-fabs(bx)))) / beta;
+}
+
+inline real sigmoid(real x) {
+    /* stable for large |x|: exp of a non-positive number only */
+    real e = exp(-fabs(x));
+    return x >= 0 ? 1 / (1 + e) : e / (1 + e);
+}
+
+inline real apply_unary(int op, real x, real a, real b) {
+    switch (op) {
+    case U_NEG: return -x;
+    case U_EXP: return exp(x);
+    case U_LOG: return log(x);
+    case U_SQRT: return sqrt(x);
+    case U_ABS: return fabs(x);
+    case U_RELU: return x < 0 ? (real)0 : x;  /* NaN passes through, as torch.relu (fmax would drop it) */
+    case U_LEAKY_RELU: return x > 0 ? x : a * x;
+    case U_ELU: return x > 0 ? x : a * expm1(x);
+    /* erfc and 2 * sigmoid(2u) = 1 + tanh(u) keep the digits of the small negative tail */
+    case U_GELU: return (real)0.5 * x * erfc(-x * (real)SQRT1_2);
+    case U_GELU_TANH: return x * sigmoid(2 * (real)SQRT2_PI * (x + (real)0.044715 * x * x * x));
+    case U_SIGMOID: return sigmoid(x);
+    case U_TANH: return tanh(x);
+    case U_SOFTPLUS: return softplus(x, a, b);
+    case U_SILU: return x * sigmoid(x);
+    case U_HARDSWISH: return x * clamp(x + 3, (real)0, (real)6) / 6;
+    case U_ADD_S: return x + a;
+    case U_MUL_S: return x * a;
+    case U_RSUB_S: return a - x;
+    case U_RDIV_S: return a / x;
+    case U_POW_S: return pow(x, a);
+    case U_RPOW_S: return pow(a, x);
+    case U_CLAMP: return fmin(fmax(x, a), b);
+    case U_SQUARE: return x * x;
+    }
+    return NAN;
+}
+
+/* d f(x) / dx given x and y = f(x) */
+inline real unary_derivative(int op, real x, real y, real a, real b) {
+    switch (op) {
+    case U_NEG: return -1;
+    case U_EXP: return y;
+    case U_LOG: return 1 / x;
+    case U_SQRT: return (real)0.5 / y;
+    case U_ABS: return (real)((x > 0) - (x < 0));
+    case U_RELU: return x > 0 ? 1 : 0;
+    case U_LEAKY_RELU: return x > 0 ? 1 : a;
+    case U_ELU: return x > 0 ? 1 : a * exp(x);
+    case U_GELU: {
+        real cdf = (real)0.5 * erfc(-x * (real)SQRT1_2);
+        real pdf = exp((real)-0.5 * x * x) * (real)(SQRT2_PI * 0.5);
+        return cdf + x * pdf;
+    }
+    case U_GELU_TANH: {
+        real inner = (real)SQRT2_PI * (x + (real)0.044715 * x * x * x);
+        real s = sigmoid(2 * inner), sn = sigmoid(-2 * inner);  /* (1 + tanh) / 2 and (1 - tanh) / 2 */
+        real dinner = (real)SQRT2_PI * (1 + (real)(3 * 0.044715) * x * x);
+        return s + 2 * x * s * sn * dinner;
+    }
+    /* from x, not y: 1 - y cancels when y is near 1 and loses the small derivatives' digits */
+    case U_SIGMOID: return sigmoid(x) * sigmoid(-x);
+    case U_TANH: { real e = exp(-2 * fabs(x)); return 4 * e / ((1 + e) * (1 + e)); }
+    case U_SOFTPLUS: return a * x > b ? 1 : sigmoid(a * x);
+    case U_SILU: return sigmoid(x) * (1 + x * sigmoid(-x));
+    case U_HARDSWISH: return x < -3 ? 0 : (x > 3 ? 1 : (2 * x + 3) / 6);
+    case U_ADD_S: return 1;
+    case U_MUL_S: return a;
+    case U_RSUB_S: return -1;
+    case U_RDIV_S: return -y / x;
+    case U_POW_S: return a == 0 ? 0 : a * pow(x, a - 1);
+    case U_RPOW_S: return y * log(a);
+    case U_CLAMP: return (x >= a && x <= b) ? 1 : 0;
+    case U_SQUARE: return 2 * x;
+    }
+    return NAN;
+}
+
+#endif
