@@ -36,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from .ops import cat
+from . import kernels
+from .kernels import defines, launch_1d, real_scalar
+from .ops import tensor
 from .optim import Optimizer
-from .tensor import HALF_DTYPES, Tensor, autocast_mode, float16, no_grad
+from .tensor import HALF_DTYPES, Tensor, autocast_mode, float16
 from .validation import require_instance, require_int, require_number
 
 __all__ = ["autocast", "GradScaler"]
@@ -77,7 +79,8 @@ class GradScaler:
     ``scale(loss)`` multiplies the loss by the scale; ``step(optimizer)`` unscales the gradients (unless
     ``unscale_`` already did) and skips the update when any gradient is inf or NaN; ``update()`` halves
     the scale after a skipped step and doubles it after ``growth_interval`` steps in a row without one.
-    The inf/NaN check is a device-side reduction over all gradients, read back once per step.
+    ``unscale_`` is one in-place launch per gradient (``optim.cl``'s ``unscale_check``: no copy of a gradient)
+    that also raises a device-side inf/NaN flag, read back once per step.
 
     Example:
         >>> scaler = clnn.amp.GradScaler()
@@ -140,11 +143,19 @@ class GradScaler:
             raise ValueError(f"GradScaler.unscale_: expects float32 gradients; got float16 for a parameter of shape "
                              f"{half[0].shape} (keep float32 master weights and run the forward under autocast)")
         inv = float(np.float32(1.0 / np.float64(self._scale)))
-        with no_grad():
-            for p in params:
-                p.grad = p.grad * inv
-            peaks = cat([p.grad.abs().max().astype(np.float32).reshape(1) for p in params]).max()
-            self._found_inf[key] = not np.isfinite(peaks.item())  # the step's one read: inf or NaN anywhere
+        seen = set()
+        for p in params:  # gradients sharing memory (autograd hands one to several leaves) get their own copy
+            if id(p.grad.data) in seen:
+                p.grad = p.grad.clone()
+            seen.add(id(p.grad.data))
+        found = {}  # device -> its int32 inf/NaN flag
+        for p in params:
+            dev = p.grad.device
+            if dev not in found:
+                found[dev] = tensor(np.zeros(1, np.int32), device=dev)
+            launch_1d(dev, kernels.kernel(dev, "optim.cl", "unscale_check", defines(p.grad.dtype)), p.grad.size,
+                      np.int32(p.grad.size), p.grad.data, real_scalar(p.grad.dtype, inv), found[dev].data)
+        self._found_inf[key] = any(f.item() for f in found.values())  # the step's one read per device
 
     def step(self, optimizer: Optimizer, *args: Any, **kwargs: Any) -> Any:
         """``optimizer.step()`` on unscaled gradients, skipped (returning None) if any is inf or NaN."""

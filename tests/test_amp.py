@@ -216,6 +216,40 @@ def test_grad_scaler_matches_torch_on_a_stream_with_infs_and_nans(dev, rng):
         assert scaler.state_dict() == tscaler.state_dict()
 
 
+@pytest.mark.parametrize("dtype", [clnn.float32, clnn.bfloat16], ids=str)
+@pytest.mark.parametrize("bad", [None, np.inf, np.nan], ids=["finite", "inf", "nan"])
+def test_grad_scaler_unscales_in_place_with_one_launch_per_gradient_and_one_read(dev, rng, monkeypatch, dtype, bad):
+    """unscale_ multiplies each gradient by 1/scale in its own memory (one launch each, no other kernel), reads
+    one flag back, gives gradients that share memory their own copy first (each is unscaled once), and flags an
+    inf or NaN in any of them."""
+    from clnn import kernels
+
+    values = [rng.standard_normal(s).astype(np.float32) * 1e3 for s in ((7, 3), (5,), (1,))]
+    if bad is not None:
+        values[1][rng.integers(5)] = bad
+    with clnn.use_device(dev):
+        params = [clnn.tensor(rng.standard_normal(v.shape), dtype=dtype, requires_grad=True) for v in values]
+        for p, v in zip(params, values):
+            p.grad = clnn.tensor(v, dtype=dtype)
+        shared = clnn.tensor(rng.standard_normal((7, 3)), dtype=dtype, requires_grad=True)
+        shared.grad = params[0].grad  # autograd hands one gradient to several leaves (the two inputs of a + b)
+        scaler = clnn.amp.GradScaler(init_scale=2.0**7)
+        opt = clnn.optim.SGD([*params, shared], lr=0.1)
+        expect = [np.asarray(p.grad.numpy(), np.float32) / np.float32(2.0**7) for p in params]
+        memory = [p.grad.data for p in params]
+        launches, reads = [], []
+        launch, download = kernels.launch, dev.download
+        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+        monkeypatch.setattr(dev, "download", lambda *a: reads.append(1) or download(*a))
+        scaler.unscale_(opt)
+        monkeypatch.undo()
+        assert launches.count("unscale_check") == 4 and len(reads) == 1, (launches, reads)
+        assert all(p.grad.data is m for p, m in zip(params, memory))
+        for p, e in zip([*params, shared], [*expect, expect[0]]):
+            np.testing.assert_array_equal(np.asarray(p.grad.numpy(), np.float32), e.astype(dtype).astype(np.float32))
+        assert scaler._found_inf[id(opt)] == (bad is not None)
+
+
 def test_grad_scaler_state_dict_round_trips_with_torch():
     theirs = torch.amp.GradScaler("cpu", init_scale=512.0, growth_interval=7)
     ours = clnn.amp.GradScaler()
