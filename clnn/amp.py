@@ -4,9 +4,9 @@
 Inside ``with clnn.autocast(dtype):``
 
 - matmul, gemm (``nn.Linear``), conv1d/conv2d/conv_transpose2d take float32/float16/bfloat16 inputs in
-  ``dtype`` and return ``dtype``; matmul and gemm read float32 operands as they are and round them to
-  ``dtype`` in the GEMM's loads (no cast launch, the same bits as a cast), convolutions cast them (the casts
-  are recorded); either way float32 leaves get float32 gradients;
+  ``dtype`` and return ``dtype``; they read float32 operands as they are and round them to ``dtype`` in the
+  kernels' loads (no cast launch, the same bits as a cast; only a convolution's bias is cast), and float32
+  leaves get float32 gradients;
 - softmax, log_softmax, logsumexp, sum, mean, layer_norm, batch_norm and every loss cast half inputs to
   float32 and return float32;
 - a binary elementwise op on two floating dtypes promotes to the wider one (float32 with a half gives
@@ -17,10 +17,10 @@ Inside ``with clnn.autocast(dtype):``
 
 Memory: an op keeps for backward the tensors it ran on, so what is stored in half follows from the lists.
 A convolution or Linear returns half, and the ops after it on neither list (ReLU, pooling, dropout) keep
-half tensors; a convolution keeps half casts of a float32 input and weight. An op on the float32 list keeps
+half tensors; a convolution keeps a float32 input and weight as they are (no half copies). An op on the float32 list keeps
 a float32 copy of its half input (batch_norm after a convolution stores the activation twice: half for the
 ReLU, float32 for the norm), and the ops after it run and store in float32 up to the next matmul, gemm or
-convolution. matmul and gemm keep float32 operands as they are (a weight is the parameter itself).
+convolution. Products keep float32 operands as they are (a weight is the parameter itself).
 
 Differences from ``torch.autocast``: the float32 list is CUDA's for both half types (PyTorch's CPU
 bfloat16 path keeps softmax, log_softmax, layer_norm, sum, mean and logsumexp in bfloat16), and
