@@ -4,9 +4,9 @@
 Inside ``with clnn.autocast(dtype):``
 
 - matmul, gemm (``nn.Linear``), conv1d/conv2d/conv_transpose2d take float32/float16/bfloat16 inputs in
-  ``dtype`` and return ``dtype``; matmul and gemm read float32 operands as they are and round them to
-  ``dtype`` in the GEMM's loads (no cast launch, the same bits as a cast), convolutions cast them (the casts
-  are recorded); either way float32 leaves get float32 gradients;
+  ``dtype`` and return ``dtype``; they read float32 operands as they are and round them to ``dtype`` in the
+  kernels' loads (no cast launch, the same bits as a cast; only a convolution's bias is cast), and float32
+  leaves get float32 gradients;
 - softmax, log_softmax, logsumexp, sum, mean, layer_norm, batch_norm and every loss cast half inputs to
   float32 and return float32;
 - a binary elementwise op on two floating dtypes promotes to the wider one (float32 with a half gives
@@ -17,10 +17,10 @@ Inside ``with clnn.autocast(dtype):``
 
 Memory: an op keeps for backward the tensors it ran on, so what is stored in half follows from the lists.
 A convolution or Linear returns half, and the ops after it on neither list (ReLU, pooling, dropout) keep
-half tensors; a convolution keeps half casts of a float32 input and weight. An op on the float32 list keeps
-a float32 copy of its half input (batch_norm after a convolution stores the activation twice: half for the
-ReLU, float32 for the norm), and the ops after it run and store in float32 up to the next matmul, gemm or
-convolution. matmul and gemm keep float32 operands as they are (a weight is the parameter itself).
+half tensors; a convolution keeps a float32 input and weight as they are (no half copies). An op on the
+float32 list keeps a float32 copy of its half input (batch_norm after a convolution stores the activation
+twice: half for the ReLU, float32 for the norm), and the ops after it run and store in float32 up to the next
+matmul, gemm or convolution. Products keep float32 operands as they are (a weight is the parameter itself).
 
 Differences from ``torch.autocast``: the float32 list is CUDA's for both half types (PyTorch's CPU
 bfloat16 path keeps softmax, log_softmax, layer_norm, sum, mean and logsumexp in bfloat16), and
@@ -36,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from .ops import cat
+from . import kernels
+from .kernels import defines, launch_1d, real_scalar
+from .ops import tensor
 from .optim import Optimizer
-from .tensor import HALF_DTYPES, Tensor, autocast_mode, float16, no_grad
+from .tensor import HALF_DTYPES, Tensor, autocast_mode, float16
 from .validation import require_instance, require_int, require_number
 
 __all__ = ["autocast", "GradScaler"]
@@ -77,7 +79,8 @@ class GradScaler:
     ``scale(loss)`` multiplies the loss by the scale; ``step(optimizer)`` unscales the gradients (unless
     ``unscale_`` already did) and skips the update when any gradient is inf or NaN; ``update()`` halves
     the scale after a skipped step and doubles it after ``growth_interval`` steps in a row without one.
-    The inf/NaN check is a device-side reduction over all gradients, read back once per step.
+    ``unscale_`` is one in-place launch per gradient (``optim.cl``'s ``unscale_check``: no copy of a gradient)
+    that also raises a device-side inf/NaN flag, read back once per step.
 
     Example:
         >>> scaler = clnn.amp.GradScaler()
@@ -140,11 +143,19 @@ class GradScaler:
             raise ValueError(f"GradScaler.unscale_: expects float32 gradients; got float16 for a parameter of shape "
                              f"{half[0].shape} (keep float32 master weights and run the forward under autocast)")
         inv = float(np.float32(1.0 / np.float64(self._scale)))
-        with no_grad():
-            for p in params:
-                p.grad = p.grad * inv
-            peaks = cat([p.grad.abs().max().astype(np.float32).reshape(1) for p in params]).max()
-            self._found_inf[key] = not np.isfinite(peaks.item())  # the step's one read: inf or NaN anywhere
+        seen = set()
+        for p in params:  # gradients sharing memory (autograd hands one to several leaves) get their own copy
+            if id(p.grad.data) in seen:
+                p.grad = p.grad.clone()
+            seen.add(id(p.grad.data))
+        found = {}  # device -> its int32 inf/NaN flag
+        for p in params:
+            dev = p.grad.device
+            if dev not in found:
+                found[dev] = tensor(np.zeros(1, np.int32), device=dev)
+            launch_1d(dev, kernels.kernel(dev, "optim.cl", "unscale_check", defines(p.grad.dtype)), p.grad.size,
+                      np.int32(p.grad.size), p.grad.data, real_scalar(p.grad.dtype, inv), found[dev].data)
+        self._found_inf[key] = any(f.item() for f in found.values())  # the step's one read per device
 
     def step(self, optimizer: Optimizer, *args: Any, **kwargs: Any) -> Any:
         """``optimizer.step()`` on unscaled gradients, skipped (returning None) if any is inf or NaN."""

@@ -25,7 +25,9 @@
  * products too thin for a tile: conv_direct_fwd, conv_direct_bwd_data, and conv_direct_bwd_weight (one
  * work-item per (s, weight element), summing the s-th of S ranges of NQ = N*P pixels into partials).
  *
- * Defines: the element type (clnn_dtype.h) and gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, APAD).
+ * Defines: the element type (clnn_dtype.h), gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, APAD) and its A_F32,
+ * B_F32: the GEMM's first operand (w in fwd and bwd_data, gy in bwd_weight) or second (x, or gy in bwd_data)
+ * is float32, rounded to store_t as it is loaded (clnn.autocast's half convolutions, no cast pass).
  * Launch (tiled): work-group (TN/WN, TM/WM, 1), global (ceil(cols/TN)*TN/WN, ceil(rows/TM)*TM/WM, G*S);
  * direct: one work-item per element, 1-D.
  */
@@ -63,7 +65,7 @@ inline void zero_acc(realv acc[WM][NV]) {
     }
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
-void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *restrict w,
+void conv_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict w,
               __global const store_t *restrict bias, int has_bias, int act, int keep, __global store_t *pre,
               __global store_t *y) {
     __local real As[TM][LDA];
@@ -103,12 +105,12 @@ void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
             real t[VWG];
             if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
-                load_run(t, x + qo[c] + ko[kk], false);
+                load_run_b(t, x + qo[c] + ko[kk], false);
             } else {
 #pragma unroll
                 for (int q = 0; q < VWG; ++q) {
                     const int hq = qh[c + q] + kh[kk], wq = qw[c + q] + kw[kk];
-                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD(x, qo[c + q] + ko[kk]) : (real)0;
+                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD_B(x, qo[c + q] + ko[kk]) : (real)0;
                 }
             }
 #pragma unroll
@@ -131,7 +133,7 @@ void conv_fwd(GEOM, __global const store_t *restrict x, __global const store_t *
 }
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
-void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const store_t *restrict w,
+void conv_bwd_data(GEOM, __global const b_t *restrict gy, __global const a_t *restrict w,
                    __global const store_t *restrict bias, int has_bias, __global store_t *restrict gx) {
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
@@ -167,7 +169,7 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
         const int kn = min(TK, K - k0);
         for (int e = lid; e < TM * TK; e += WG) { /* divisions by the constant TK: no run-time division */
             const int r = e / TK, kk = e % TK;
-            if (kk < kn) As[r][kk] = row0 + r < Cg ? LOAD(w, ka[kk] + (row0 + r) * KK) : (real)0;
+            if (kk < kn) As[r][kk] = row0 + r < Cg ? LOAD_A(w, ka[kk] + (row0 + r) * KK) : (real)0;
         }
         __local real *bs = (__local real *)&Bs[0][0];
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
@@ -175,14 +177,14 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
             const int oh = unstride(th, SH); /* a tap from output (oh, ow) when exact and in range */
             real t[VWG];
             if (qrun[c] && th >= 0 && oh * SH == th && oh < OH && tw >= 0 && tw + VWG <= OW) {
-                load_run(t, gy + qo[c] + ko[kk] + oh * OW + tw, false);
+                load_run_b(t, gy + qo[c] + ko[kk] + oh * OW + tw, false);
             } else {
 #pragma unroll
                 for (int q = 0; q < VWG; ++q) {
                     const int thq = qh[c + q] - kh[kk], twq = qw[c + q] - kw[kk];
                     const int ohq = unstride(thq, SH), owq = unstride(twq, SW);
                     const bool in = thq >= 0 && twq >= 0 && ohq * SH == thq && owq * SW == twq && ohq < OH && owq < OW;
-                    t[q] = in ? LOAD(gy, qo[c + q] + ko[kk] + ohq * OW + owq) : (real)0;
+                    t[q] = in ? LOAD_B(gy, qo[c + q] + ko[kk] + ohq * OW + owq) : (real)0;
                 }
             }
 #pragma unroll
@@ -198,7 +200,7 @@ void conv_bwd_data(GEOM, __global const store_t *restrict gy, __global const sto
 }
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
-void conv_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x, __global const store_t *restrict gy,
+void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __global const a_t *restrict gy,
                      __global store_t *restrict gw) {
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
@@ -241,10 +243,10 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x, __
 #pragma unroll
                 for (int q = 0; q < VWG; ++q) t[q] = 0;
             } else if (arun[kk]) {
-                load_run(t, gy + ka[kk] + (row0 + r) * P, false);
+                load_run_a(t, gy + ka[kk] + (row0 + r) * P, false);
             } else {
 #pragma unroll
-                for (int q = 0; q < VWG; ++q) t[q] = kk + q < kn ? LOAD(gy, ka[kk + q] + (row0 + r) * P) : (real)0;
+                for (int q = 0; q < VWG; ++q) t[q] = kk + q < kn ? LOAD_A(gy, ka[kk + q] + (row0 + r) * P) : (real)0;
             }
 #pragma unroll
             for (int q = 0; q < VWG; ++q) As[r][kk + q] = t[q];
@@ -254,12 +256,12 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x, __
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
             if (kk >= kn) continue;
             if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
-                load_run(t, x + qo[c] + ko[kk], false);
+                load_run_b(t, x + qo[c] + ko[kk], false);
             } else {
 #pragma unroll
                 for (int q = 0; q < VWG; ++q) {
                     const int hq = qh[c] + kh[kk + q], wq = qw[c] + kw[kk + q];
-                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD(x, qo[c] + ko[kk + q]) : (real)0;
+                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD_B(x, qo[c] + ko[kk + q]) : (real)0;
                 }
             }
 #pragma unroll
@@ -271,7 +273,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x, __
     EACH_OUTPUT(Og, NCOL, STORE(gw, (row0 + r) * NCOL + col0 + c, val))
 }
 
-__kernel void conv_direct_fwd(GEOM, __global const store_t *restrict x, __global const store_t *restrict w,
+__kernel void conv_direct_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict w,
                               __global const store_t *restrict bias, int has_bias, int act, int keep,
                               __global store_t *pre, __global store_t *y) {
     const int e = get_global_id(0); /* e = ((n*O + o)*OH + oh)*OW + ow */
@@ -280,21 +282,21 @@ __kernel void conv_direct_fwd(GEOM, __global const store_t *restrict x, __global
     const int Cg = C / G, c0 = o / (O / G) * Cg, ih = oh * SH - PH, iw = ow * SW - PW;
     real acc = has_bias ? LOAD(bias, o) : (real)0;
     for (int c = 0; c < Cg; ++c) {
-        __global const store_t *xc = x + ((size_t)n * C + c0 + c) * H * W;
-        __global const store_t *wc = w + ((size_t)o * Cg + c) * KH * KW;
+        __global const b_t *xc = x + ((size_t)n * C + c0 + c) * H * W;
+        __global const a_t *wc = w + ((size_t)o * Cg + c) * KH * KW;
         for (int i = 0; i < KH; ++i) {
             const int h = ih + i * DH;
             if (h < 0 || h >= H) continue;
             for (int j = 0; j < KW; ++j) {
                 const int ww = iw + j * DW;
-                if (ww >= 0 && ww < W) acc += LOAD(xc, h * W + ww) * LOAD(wc, i * KW + j);
+                if (ww >= 0 && ww < W) acc += LOAD_B(xc, h * W + ww) * LOAD_A(wc, i * KW + j);
             }
         }
     }
     store_act(y, pre, e, acc, act, keep);
 }
 
-__kernel void conv_direct_bwd_data(GEOM, __global const store_t *restrict gy, __global const store_t *restrict w,
+__kernel void conv_direct_bwd_data(GEOM, __global const b_t *restrict gy, __global const a_t *restrict w,
                                    __global const store_t *restrict bias, int has_bias,
                                    __global store_t *restrict gx) {
     const int e = get_global_id(0); /* e = ((n*C + ch)*H + h)*W + ww */
@@ -303,22 +305,22 @@ __kernel void conv_direct_bwd_data(GEOM, __global const store_t *restrict gy, __
     const int Cg = C / G, Og = O / G, o0 = ch / Cg * Og, c = ch % Cg;
     real acc = has_bias ? LOAD(bias, ch) : (real)0;
     for (int o = o0; o < o0 + Og; ++o) {
-        __global const store_t *gyo = gy + ((size_t)n * O + o) * OH * OW;
-        __global const store_t *wo = w + ((size_t)o * Cg + c) * KH * KW;
+        __global const b_t *gyo = gy + ((size_t)n * O + o) * OH * OW;
+        __global const a_t *wo = w + ((size_t)o * Cg + c) * KH * KW;
         for (int i = 0; i < KH; ++i) {
             const int th = h + PH - i * DH, oh = th / SH;
             if (th < 0 || oh * SH != th || oh >= OH) continue;
             for (int j = 0; j < KW; ++j) {
                 const int tw = ww + PW - j * DW, ow = tw / SW;
-                if (tw >= 0 && ow * SW == tw && ow < OW) acc += LOAD(gyo, oh * OW + ow) * LOAD(wo, i * KW + j);
+                if (tw >= 0 && ow * SW == tw && ow < OW) acc += LOAD_B(gyo, oh * OW + ow) * LOAD_A(wo, i * KW + j);
             }
         }
     }
     STORE(gx, e, acc);
 }
 
-__kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const store_t *restrict x,
-                                     __global const store_t *restrict gy, __global store_t *restrict part) {
+__kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x,
+                                     __global const a_t *restrict gy, __global store_t *restrict part) {
     const int Cg = C / G, KK = KH * KW, total = O * Cg * KK, e = get_global_id(0) % total, s = get_global_id(0) / total;
     if (s >= S) return; /* e = (o*Cg + c)*KK + i*KW + j */
     const int j = e % KW, i = e / KW % KH, c = e / KK % Cg, o = e / (KK * Cg), ch = o / (O / G) * Cg + c;
@@ -327,7 +329,7 @@ __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const store_t
     for (int q = s * KS; q < q1; ++q) {
         const int n = q / P, p = q % P, h = p / OW * SH - PH + i * DH, ww = p % OW * SW - PW + j * DW;
         if (h >= 0 && h < H && ww >= 0 && ww < W)
-            acc += LOAD(gy, ((size_t)n * O + o) * P + p) * LOAD(x, (((size_t)n * C + ch) * H + h) * W + ww);
+            acc += LOAD_A(gy, ((size_t)n * O + o) * P + p) * LOAD_B(x, (((size_t)n * C + ch) * H + h) * W + ww);
     }
     STORE(part, (size_t)s * total + e, acc);
 }

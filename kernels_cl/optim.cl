@@ -1,4 +1,5 @@
-/* optim.cl: in-place parameter updates for SGD, Adam, AdamW and RMSprop, as torch.optim computes them.
+/* optim.cl: in-place parameter updates for SGD, Adam, AdamW and RMSprop, as torch.optim computes them,
+ * and GradScaler's in-place unscale of a gradient (unscale_check).
  *
  * Layout: p (parameter), g (its gradient) and the state buffers s0..s2 are contiguous, n elements each.
  * State buffers an optimizer does not use may alias p; they are never touched then.
@@ -84,4 +85,15 @@ __kernel void optim_step(int op, int n, int flags, __global store_t *p, __global
         }
     }
     STORE(p, i, param);
+}
+
+/* g *= inv_scale in place; found[0] |= 1 when an element of g was inf or NaN (checked before the multiply,
+ * as torch's _amp_foreach_non_finite_check_and_unscale_). The flag is an integer atomic (order-free, so
+ * deterministic) taken only on a non-finite element; the host zeroes it once per step, reads it once. */
+__kernel void unscale_check(int n, __global store_t *g, real inv_scale, __global int *found) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    real v = LOAD(g, i);
+    if (!isfinite(v)) atomic_or(found, 1);
+    STORE(g, i, v * inv_scale);
 }

@@ -162,6 +162,55 @@ def test_products_round_float32_operands_in_their_loads(dev, rng, monkeypatch, h
             np.testing.assert_array_equal(_bits(ours.grad), _bits(theirs.grad))
 
 
+# (name, op, input shapes, which inputs are already in the half type): convolutions of float32 tensors, of a half
+# activation and a float32 weight, grouped and strided, with a bias (its cast is the one extra launch)
+CONVS = [
+    ("conv2d", lambda x, w: F.conv2d(x, w, padding=1), [(2, 5, 9, 7), (11, 5, 3, 3)], ()),
+    ("conv2d_half_x", lambda x, w: F.conv2d(x, w, stride=2, groups=3), [(3, 6, 11, 8), (27, 2, 3, 2)], (0,)),
+    ("conv1d_bias", lambda x, w, b: F.conv1d(x, w, b, padding=2), [(2, 4, 13), (10, 4, 5), (10,)], ()),
+    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1), [(2, 9, 5, 6), (9, 10, 3, 3)],
+     ()),
+    ("conv_transpose2d_half_w", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(1, 2), dilation=2),
+     [(1, 10, 4, 7), (10, 11, 2, 3), (11,)], (1,)),
+]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "tiled"])
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+@pytest.mark.parametrize("name, fn, shapes, halves", CONVS, ids=[c[0] for c in CONVS])
+def test_convolutions_round_float32_operands_in_their_loads(dev, rng, monkeypatch, half, name, fn, shapes, halves,
+                                                            direct):
+    """Under autocast a convolution of float32 tensors launches only itself (and a bias's cast): the kernels
+    round x and the weight as they load them; its output and gradients equal, bit for bit, those of the same
+    convolution of tensors cast first."""
+    from clnn import kernels, tuning
+
+    for key in tuning.TABLE["gemm_direct"]:  # every convolution takes the direct kernels, or none does
+        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
+    values = [rng.standard_normal(s).astype(half if i in halves else np.float32) for i, s in enumerate(shapes)]
+    with clnn.use_device(dev):
+        fused = [clnn.tensor(v, requires_grad=True) for v in values]
+        cast = [clnn.tensor(v, requires_grad=True) for v in values]
+        launches = []
+        launch = kernels.launch
+        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+        with clnn.autocast(half):
+            y = fn(*fused)
+        monkeypatch.setattr(kernels, "launch", launch)
+        conv = [k for k in launches if k.startswith("conv_")]
+        assert len(conv) == 1 and conv[0].startswith("conv_direct") == direct, launches
+        assert len(launches) == 1 + (len(shapes) == 3), launches
+        y2 = fn(*(t.astype(half) for t in cast))
+        assert y.dtype == y2.dtype == half
+        np.testing.assert_array_equal(_bits(y), _bits(y2))
+        g = clnn.tensor(rng.standard_normal(y.shape).astype(half))
+        y.backward(g)
+        y2.backward(g)
+        for ours, theirs in zip(fused, cast):
+            assert ours.grad.dtype == ours.dtype
+            np.testing.assert_array_equal(_bits(ours.grad), _bits(theirs.grad))
+
+
 @pytest.mark.parametrize("bad, kind, match", [
     (clnn.float32, TypeError, "clnn.float16 or clnn.bfloat16"),
     (np.int32, TypeError, "clnn.float16 or clnn.bfloat16"),
@@ -214,6 +263,40 @@ def test_grad_scaler_matches_torch_on_a_stream_with_infs_and_nans(dev, rng):
             for p, tp in zip(params, tparams):
                 np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-6, atol=1e-7)
         assert scaler.state_dict() == tscaler.state_dict()
+
+
+@pytest.mark.parametrize("dtype", [clnn.float32, clnn.bfloat16], ids=str)
+@pytest.mark.parametrize("bad", [None, np.inf, np.nan], ids=["finite", "inf", "nan"])
+def test_grad_scaler_unscales_in_place_with_one_launch_per_gradient_and_one_read(dev, rng, monkeypatch, dtype, bad):
+    """unscale_ multiplies each gradient by 1/scale in its own memory (one launch each, no other kernel), reads
+    one flag back, gives gradients that share memory their own copy first (each is unscaled once), and flags an
+    inf or NaN in any of them."""
+    from clnn import kernels
+
+    values = [rng.standard_normal(s).astype(np.float32) * 1e3 for s in ((7, 3), (5,), (1,))]
+    if bad is not None:
+        values[1][rng.integers(5)] = bad
+    with clnn.use_device(dev):
+        params = [clnn.tensor(rng.standard_normal(v.shape), dtype=dtype, requires_grad=True) for v in values]
+        for p, v in zip(params, values):
+            p.grad = clnn.tensor(v, dtype=dtype)
+        shared = clnn.tensor(rng.standard_normal((7, 3)), dtype=dtype, requires_grad=True)
+        shared.grad = params[0].grad  # autograd hands one gradient to several leaves (the two inputs of a + b)
+        scaler = clnn.amp.GradScaler(init_scale=2.0**7)
+        opt = clnn.optim.SGD([*params, shared], lr=0.1)
+        expect = [np.asarray(p.grad.numpy(), np.float32) / np.float32(2.0**7) for p in params]
+        memory = [p.grad.data for p in params]
+        launches, reads = [], []
+        launch, download = kernels.launch, dev.download
+        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+        monkeypatch.setattr(dev, "download", lambda *a: reads.append(1) or download(*a))
+        scaler.unscale_(opt)
+        monkeypatch.undo()
+        assert launches.count("unscale_check") == 4 and len(reads) == 1, (launches, reads)
+        assert all(p.grad.data is m for p, m in zip(params, memory))
+        for p, e in zip([*params, shared], [*expect, expect[0]]):
+            np.testing.assert_array_equal(np.asarray(p.grad.numpy(), np.float32), e.astype(dtype).astype(np.float32))
+        assert scaler._found_inf[id(opt)] == (bad is not None)
 
 
 def test_grad_scaler_state_dict_round_trips_with_torch():

@@ -22,7 +22,7 @@ from ..kernels import defines, launch_1d
 from ..profiler import profiled
 from ..tensor import HALF_DTYPES, Tensor
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
-from ._core import autocast, empty, record
+from ._core import autocast, autocast_loads, empty, record
 from .creation import zeros
 from .matmul import act_backward, check_act, epilogue, gemm_config, keeps_pre, plan, sum_partials
 from .norm import channel_sum
@@ -67,37 +67,47 @@ def _tile(t: Tensor, name: str, rows: int, cols: int, k: int, groups: int) -> di
     return None if how.kernel == "direct" or rows <= THIN else how.cfg
 
 
-def _run(t: Tensor, name: str, g: _Geom, rows: int, cols: int, k: int, out: Tensor, *args: Any,
+def _rounded(out: Tensor, a: Tensor, b: Tensor) -> dict[str, int]:
+    """gemm.h's A_F32/B_F32 for the GEMM operands ``a``, ``b`` stored wider than ``out`` (float32 under autocast,
+    rounded to ``out``'s half type as the kernel loads them)."""
+    return {f"{name}_F32": 1 for name, t in (("A", a), ("B", b)) if t.dtype != out.dtype}
+
+
+def _run(name: str, g: _Geom, rows: int, cols: int, k: int, out: Tensor, a: Tensor, b: Tensor, *args: Any,
          cfg: dict[str, int] | None = None) -> None:
-    """``conv_<name>`` (tiled; ``cfg`` forces its tile) or ``conv_direct_<name>`` writing ``out``, geometry
-    first, ``out`` last."""
-    dev, cfg = t.device, cfg or _tile(t, name, rows, cols, k, g.groups)
+    """``conv_<name>`` (tiled; ``cfg`` forces its tile) or ``conv_direct_<name>`` of GEMM operands ``a`` (w)
+    and ``b`` (x, or gy in bwd_data) writing ``out``: geometry, ``b``, ``a``, ``args``, ``out``."""
+    dev, dt = out.device, out.dtype
+    cfg, rounded = cfg or _tile(out, name, rows, cols, k, g.groups), _rounded(out, a, b)
     if cfg is None:
-        k_ = kernels.kernel(dev, "conv.cl", f"conv_direct_{name}", defines(t.dtype, **gemm_config(dev, t.dtype)))
-        launch_1d(dev, k_, out.size, *g.args(), *args, out.data)
+        k_ = kernels.kernel(dev, "conv.cl", f"conv_direct_{name}", defines(dt, **gemm_config(dev, dt), **rounded))
+        launch_1d(dev, k_, out.size, *g.args(), b.data, a.data, *args, out.data)
         return
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     kernels.launch(
-        dev, kernels.kernel(dev, "conv.cl", f"conv_{name}", defines(t.dtype, **cfg)),
-        (-(-cols // cfg["TN"]) * rtn, -(-rows // cfg["TM"]) * rtm, g.groups), (rtn, rtm, 1), *g.args(), *args,
-        out.data,
+        dev, kernels.kernel(dev, "conv.cl", f"conv_{name}", defines(dt, **cfg, **rounded)),
+        (-(-cols // cfg["TN"]) * rtn, -(-rows // cfg["TM"]) * rtm, g.groups), (rtn, rtm, 1), *g.args(), b.data,
+        a.data, *args, out.data,
     )
 
 
 def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
-             pre: Tensor | None = None, cfg: dict[str, int] | None = None) -> Tensor:
+             pre: Tensor | None = None, cfg: dict[str, int] | None = None, dtype: Any = None) -> Tensor:
     """y = act(conv(x, w) + bias), shape (N, O, OH, OW), and the value before ``act`` into ``pre`` when
-    given; records nothing."""
-    y = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device)
-    _run(x, "fwd", g, g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw, y, x.data, w.data,
+    given, in ``dtype`` (x's by default; a half type rounds float32 ``x``, ``w`` in the loads); records
+    nothing."""
+    y = empty((g.n, g.o, g.oh, g.ow), x.dtype if dtype is None else dtype, x.device)
+    _run("fwd", g, g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw, y, w, x,
          (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre), cfg=cfg)
     return y
 
 
-def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, cfg: dict[str, int] | None = None) -> Tensor:
-    """gx (N, C, H, W) of y = conv(x, w) given gy (N, O, OH, OW), plus bias per channel; records nothing."""
-    gx = empty((g.n, g.c, g.h, g.w), gy.dtype, gy.device)
-    _run(gy, "bwd_data", g, g.c // g.groups, g.n * g.h * g.w, g.o // g.groups * g.kh * g.kw, gx, gy.data, w.data,
+def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, cfg: dict[str, int] | None = None,
+                dtype: Any = None) -> Tensor:
+    """gx (N, C, H, W) of y = conv(x, w) given gy (N, O, OH, OW), plus bias per channel, in ``dtype`` (gy's by
+    default; a half type rounds float32 ``gy``, ``w`` in the loads); records nothing."""
+    gx = empty((g.n, g.c, g.h, g.w), gy.dtype if dtype is None else dtype, gy.device)
+    _run("bwd_data", g, g.c // g.groups, g.n * g.h * g.w, g.o // g.groups * g.kh * g.kw, gx, w, gy,
          (bias if bias is not None else gx).data, np.int32(bias is not None), cfg=cfg)
     return gx
 
@@ -110,10 +120,11 @@ def _splits(nq: int, step: int, want: int, partial: int, itemsize: int) -> tuple
     return -(-nq // ks), ks
 
 
-def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = None) -> Tensor:
-    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy, summed over pixels in a fixed order; ``cfg``
-    forces the tiled kernel's tile."""
-    dev, dt = x.device, x.dtype
+def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = None, dtype: Any = None) -> Tensor:
+    """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy, summed over pixels in a fixed order, in ``dtype``
+    (x's by default; a half type rounds float32 ``x``, ``gy`` in the loads); ``cfg`` forces the tiled
+    kernel's tile."""
+    dev, dt = x.device, np.dtype(x.dtype if dtype is None else dtype)
     shape = (g.o, g.c // g.groups, g.kh, g.kw)
     og, ncol, nq = g.o // g.groups, g.c // g.groups * g.kh * g.kw, g.n * g.oh * g.ow
     if nq == 0:  # empty batch
@@ -126,7 +137,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
         want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
         splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, dt.itemsize)
         part = gw if splits == 1 else empty((splits, gw.size), dt, dev)
-        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **cfg))
+        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **cfg, **_rounded(gw, gy, x)))
         launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
     else:
         cfg = how.cfg
@@ -134,7 +145,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
         part = gw if splits == 1 else empty((g.groups, splits, og, ncol), dt, dev)
         rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
         kernels.launch(
-            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defines(dt, **cfg)),
+            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defines(dt, **cfg, **_rounded(gw, gy, x))),
             (-(-ncol // cfg["TN"]) * rtn, -(-og // cfg["TM"]) * rtm, g.groups * splits), (rtn, rtm, 1), *g.args(),
             np.int32(ks), np.int32(splits), x.data, gy.data, part.data,
         )
@@ -165,15 +176,17 @@ def _bias_grad(gy: Tensor) -> Tensor:
 
 
 def _check_operands(
-    op: str, x: Any, weight: Any, bias: Any, groups: Any, nd: int, transposed: bool
+    op: str, x: Any, weight: Any, bias: Any, groups: Any, nd: int, transposed: bool, half: np.dtype | None = None
 ) -> tuple[int, int]:
-    """Validate tensors and channels; returns (input channels, output channels)."""
+    """Validate tensors and channels (dtypes equal, or float32 and autocast's ``half``); returns (input channels,
+    output channels)."""
     require_tensor(f"{op}: x", x)
     require_tensor(f"{op}: weight", weight)
     if bias is not None:
         require_tensor(f"{op}: bias", bias)
     same_device(op, x=x, weight=weight, bias=bias)
-    same_dtype(op, x=x, weight=weight, bias=bias)
+    if half is None:
+        same_dtype(op, x=x, weight=weight, bias=bias)
     require_float(f"{op}: x", x)
     layout = "(N, C, L)" if nd == 1 else "(N, C, H, W)"
     if x.ndim != nd + 2:
@@ -256,25 +269,41 @@ def _lift(
 # ---- public ops -----------------------------------------------------------------------------------
 
 
+def _autocast(x: Any, weight: Any, bias: Any) -> tuple[np.dtype | None, Any, Any, Any]:
+    """Under ``clnn.autocast``: its half type, x and weight as they are if float32 (the kernels round them in
+    their loads; the other half type is cast), bias cast to the half type (the store reads it); else None
+    and the operands unchanged."""
+    half, (x, weight) = autocast_loads(x, weight)
+    if half is not None:
+        (bias,) = autocast("half", bias)
+    return half, x, weight, bias
+
+
+def _as(dtype: np.dtype, g: Tensor) -> Tensor:
+    """``g`` in ``dtype``: an operand's gradient from a convolution that rounded it (autocast) to a half type."""
+    return g if g.dtype == dtype else g.astype(dtype)
+
+
 def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
           dilation: Any, groups: int, activation: str = "none") -> Tensor:
-    x, weight, bias = autocast("half", x, weight, bias)
-    _check_operands(op, x, weight, bias, groups, nd, transposed=False)
+    half, x, weight, bias = _autocast(x, weight, bias)
+    _check_operands(op, x, weight, bias, groups, nd, transposed=False, half=half)
     g = _geometry(op, x, weight, groups, nd, stride, padding, dilation)
     x4 = Tensor(x.data, (g.n, g.c, g.h, g.w), x.dtype, x.device)
-    w4 = Tensor(weight.data, (g.o, g.c // groups, g.kh, g.kw), x.dtype, x.device)
-    pre = empty((g.n, g.o, g.oh, g.ow), x.dtype, x.device) if keeps_pre(activation, x, weight, bias) else None
-    y = _forward(x4, w4, bias, g, activation, pre)
+    w4 = Tensor(weight.data, (g.o, g.c // groups, g.kh, g.kw), weight.dtype, x.device)
+    out_dt = x.dtype if half is None else half
+    pre = empty((g.n, g.o, g.oh, g.ow), out_dt, x.device) if keeps_pre(activation, x, weight, bias) else None
+    y = _forward(x4, w4, bias, g, activation, pre, dtype=half)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
         gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
         if activation != "none":  # through the activation, as unfused
             gy4 = act_backward(activation, y, pre, gy4)
         gx = _input_grad(gy4, w4, None, g) if x.requires_grad else None
-        gw = _weight_grad(x4, gy4, g) if weight.requires_grad else None
+        gw = _weight_grad(x4, gy4, g, dtype=gy4.dtype) if weight.requires_grad else None
         grads = (
-            None if gx is None else Tensor(gx.data, x.shape, gx.dtype, gx.device),
-            None if gw is None else Tensor(gw.data, weight.shape, gw.dtype, gw.device),
+            None if gx is None else _as(x.dtype, Tensor(gx.data, x.shape, gx.dtype, gx.device)),
+            None if gw is None else _as(weight.dtype, Tensor(gw.data, weight.shape, gw.dtype, gw.device)),
         )
         return grads if bias is None else grads + (_bias_grad(gy4) if bias.requires_grad else None,)
 
@@ -353,8 +382,8 @@ def conv_transpose2d(
     Example: ``F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1)`` doubles H and W for 3x3 w.
     """
     op = "conv_transpose2d"
-    x, weight, bias = autocast("half", x, weight, bias)
-    cin, cout = _check_operands(op, x, weight, bias, groups, 2, transposed=True)
+    half, x, weight, bias = _autocast(x, weight, bias)
+    cin, cout = _check_operands(op, x, weight, bias, groups, 2, transposed=True, half=half)
     s = require_ints(f"{op}: stride", stride, 2, 1)
     p = require_ints(f"{op}: padding", padding, 2, 0)
     d = require_ints(f"{op}: dilation", dilation, 2, 1)
@@ -372,11 +401,11 @@ def conv_transpose2d(
     # the conv2d whose input gradient this is: input (N, C_out, *out) -> output (N, C_in, H, W)
     g = _Geom(x.shape[0], cout, out[0], out[1], cin, ks[0], ks[1], x.shape[2], x.shape[3],
               s[0], s[1], p[0], p[1], d[0], d[1], groups)
-    y = _input_grad(x, weight, bias, g)
+    y = _input_grad(x, weight, bias, g, dtype=half)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
-        gx = _forward(gy, weight, None, g) if x.requires_grad else None
-        gw = _weight_grad(gy, x, g) if weight.requires_grad else None
+        gx = _as(x.dtype, _forward(gy, weight, None, g)) if x.requires_grad else None
+        gw = _as(weight.dtype, _weight_grad(gy, x, g, dtype=gy.dtype)) if weight.requires_grad else None
         return (gx, gw) if bias is None else (gx, gw, _bias_grad(gy) if bias.requires_grad else None)
 
     return record(y, (x, weight) if bias is None else (x, weight, bias), backward, op)

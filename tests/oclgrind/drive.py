@@ -450,6 +450,7 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
     yt = F.conv_transpose2d(xt, wt, bt, stride=2, padding=1, output_padding=1)
     (yt * clnn.tensor(data(rng, yt.shape, dt))).sum().backward()
     finite("conv_transpose2d", dt, yt, *_grads(xt, wt, bt))
+    _conv_autocast(dt, rng, "direct")
     saved = dict(tuning.TABLE["gemm_direct"]["default"])
     tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the tiled implicit GEMM at a size Oclgrind runs
     try:
@@ -459,8 +460,25 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         y = conv_act(x, w, b, 1, 1, 1, 2, "silu")  # stores the pre-activation too
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled + silu", dt, y, *_grads(x, w, b))
+        _conv_autocast(dt, rng, "tiled")
     finally:
         tuning.TABLE["gemm_direct"]["default"] = saved
+
+
+def _conv_autocast(dt: np.dtype, rng: np.random.Generator, path: str) -> None:
+    """For a half ``dt``: conv2d and conv_transpose2d of float32 leaves under autocast (the kernels round x and
+    the weight in their loads: A_F32/B_F32), forward and gradients."""
+    import clnn.functional as F
+
+    if dt not in (F16, BF16):
+        return
+    x, w = _leaf(rng, (2, 9, 4, 3), F32), _leaf(rng, (10, 9, 3, 3), F32)
+    xt, wt = _leaf(rng, (1, 9, 3, 2), F32), _leaf(rng, (9, 10, 3, 3), F32)
+    with clnn.autocast(dt):
+        y, yt = F.conv2d(x, w, padding=1), F.conv_transpose2d(xt, wt, stride=2)
+    (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+    (yt * clnn.tensor(data(rng, yt.shape, dt))).sum().backward()
+    finite(f"conv2d {path} of float32 operands", dt, y, yt, *_grads(x, w, xt, wt))
 
 
 def signal(dt: np.dtype, rng: np.random.Generator) -> None:
@@ -521,6 +539,12 @@ def optim(dt: np.dtype, rng: np.random.Generator) -> None:
             (p * p).sum().backward()
             o.step()
         finite(f"{type(o).__name__} step", dt, p)
+    if dt != F16:  # GradScaler's in-place unscale and inf/NaN flag (unscale_check); float16 gradients are refused
+        p = _leaf(rng, (5, 7), dt)
+        p.grad = clnn.tensor(data(rng, p.shape, dt))
+        scaler = clnn.amp.GradScaler(init_scale=4.0)
+        scaler.unscale_(opt.SGD([p], lr=0.1))
+        finite("GradScaler.unscale_", dt, p.grad)
 
 
 # One row per op family: (function, dtypes it runs in). float16 and bfloat16 are storage-only on Oclgrind.
