@@ -56,15 +56,22 @@
 #ifndef ATT_Y
 #define ATT_Y 4
 #endif
-#define ATT_NR ((ATT_T + ATT_Y - 1) / ATT_Y)  /* accumulator rows per work-item */
+#define ATT_NR ((ATT_T + ATT_Y - 1) / ATT_Y)  /* block rows per work-item */
+#define ATT_NC ((ATT_T + ATT_X - 1) / ATT_X)  /* score columns per work-item */
 #define ATT_NA (ATT_NR * (ATT_D / ATT_X))    /* accumulator elements per work-item */
 
 /* the work-item's rows r = y + ATT_Y i of a block, its columns c = x + ATT_X j of a row of n */
 #define FOR_ROWS(r) for (int r = get_local_id(1); r < ATT_T; r += ATT_Y)
 #define FOR_COLS(c, n) for (int c = get_local_id(0); c < (n); c += ATT_X)
-/* the work-item's accumulator elements: a = index into acc, (r, d) */
-#define FOR_ACC(a, r, d) for (int a = 0, r = get_local_id(1); r < ATT_T; r += ATT_Y) \
-    for (int d = get_local_id(0); d < ATT_D; d += ATT_X, ++a)
+/* the work-item's score entries: e indexes its scores, (r, c) the tile's row and column (r, c < ATT_T) */
+#define FOR_SCORES(e, r, c) for (int e = 0; e < ATT_NR * ATT_NC; ++e) \
+    for (int r = get_local_id(1) + e / ATT_NC * ATT_Y, c = get_local_id(0) + e % ATT_NC * ATT_X; \
+         r < ATT_T && c < ATT_T; r = ATT_T)
+/* the work-item's accumulator elements: a indexes acc, (r, d) the block's row (clamped to ATT_T - 1 where
+ * ATT_Y > ATT_T: a duplicate no one stores) and column */
+#define FOR_ACC(a, r, d) for (int a = 0; a < ATT_NA; ++a) \
+    for (int r = min((int)get_local_id(1) + a / (ATT_D / ATT_X) * ATT_Y, ATT_T - 1), \
+         d = get_local_id(0) + a % (ATT_D / ATT_X) * ATT_X, once = 1; once; once = 0)
 
 #define ATT_F_FLOAT_MASK 1
 #define ATT_F_BOOL_MASK 2
@@ -100,11 +107,16 @@ inline real keep_scale(int flags, ulong e, uint2 seed, uint2 offset, real p) {
     return u >= p ? 1 / (1 - p) : 0;
 }
 
-/* a[0..ATT_D) . b[0, ATT_T, 2 ATT_T, ...]: a row-major row times a transposed tile's column */
-inline real dot_col(__local const real *a, __local const real *b) {
-    real s = 0;
-    for (int d = 0; d < ATT_D; ++d) s += a[d] * b[d * ATT_T];
-    return s;
+/* the work-item's scores out[e] = a[r] . bt[:, c] over its entries (r, c) (a row-major, bt transposed), all
+ * at once: independent sums for the pipeline; entries past the tile read row or column ATT_T - 1 */
+inline void dots(real *out, __local const real *a, __local const real *bt) {
+    int y = get_local_id(1), x = get_local_id(0);
+    for (int e = 0; e < ATT_NR * ATT_NC; ++e) out[e] = 0;
+    for (int d = 0; d < ATT_D; ++d)
+        for (int i = 0; i < ATT_NR; ++i) {
+            real av = a[min(y + ATT_Y * i, ATT_T - 1) * ATT_D + d];
+            for (int k = 0; k < ATT_NC; ++k) out[i * ATT_NC + k] += av * bt[d * ATT_T + min(x + ATT_X * k, ATT_T - 1)];
+        }
 }
 
 /* nt rows, rs elements apart, of width values times f into tile[r][d] (row-major), zero-padded to ATT_T x ATT_D */
@@ -120,10 +132,11 @@ inline void load_cols(__local real *tile, __global const store_t *src, long rs, 
 /* the work-item's accumulator elements of rows < nt and columns < width, times f[r] (f[r] = 0: row without key) */
 inline void store_acc(__global store_t *dst, long4 lay, int nh, int b, int r0, int nt, int width, const real *acc,
                       __local const real *f) {
-    FOR_ACC(a, r, d) if (r < nt && d < width) STORE(dst, at(lay, nh, b, r0 + r) + d, acc[a] * f[r]);
+    FOR_ACC(a, r, d) if (get_local_id(1) + a / (ATT_D / ATT_X) * ATT_Y < nt && d < width)
+        STORE(dst, at(lay, nh, b, r0 + r) + d, acc[a] * f[r]);
 }
 
-/* acc[(r, d)] = acc * f[r] + sum_c p[r][c] x[c][d] over c < n; p[r][c] is p[r pr + c pc] */
+/* acc[(r, d)] = acc * f[r] (f null: 1) + sum_c p[r][c] x[c][d] over c < n; p[r][c] is p[r pr + c pc] */
 inline void acc_update(real *acc, __local const real *f, __local const real *p, int pr, int pc,
                        __local const real *x, int n) {
     FOR_ACC(a, r, d) {
@@ -168,9 +181,11 @@ __kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const 
         load_cols(kt, k + at(lk, nh, b, j0), lk.z, nj, E);
         load_rows(vs, v + at(lv, nh, b, j0), lv.z, nj, Ev, 1);
         barrier(CLK_LOCAL_MEM_FENCE);
-        FOR_ROWS(r) FOR_COLS(c, ATT_T) {
+        real sv[ATT_NR * ATT_NC];
+        dots(sv, qs, kt);
+        FOR_SCORES(e, r, c) {
             int i = i0 + r, j = j0 + c;
-            sc[r * ATT_T + c] = SEES(i, j, i0 + ni, j0 + nj) ? dot_col(qs + r * ATT_D, kt + c) +
+            sc[r * ATT_T + c] = SEES(i, j, i0 + ni, j0 + nj) ? sv[e] +
                     mask_at(flags, fmask, bmask, mask_row(b, i, mnb, msb0, msb1, msl) + (long)j * mss) : -BIG;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -231,18 +246,21 @@ __kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global cons
         load_rows(ks, k + at(lk, nh, b, j0), lk.z, nj, E, 1);
         load_cols(vt, v + at(lv, nh, b, j0), lv.z, nj, Ev);
         barrier(CLK_LOCAL_MEM_FENCE);
-        FOR_ROWS(r) FOR_COLS(c, ATT_T) {
+        real sv[ATT_NR * ATT_NC], dp[ATT_NR * ATT_NC];
+        dots(sv, qs, kt);
+        dots(dp, gs, vt);
+        FOR_SCORES(e, r, c) {
             int i = i0 + r, j = j0 + c;
             real ds = 0;
             if (SEES(i, j, i0 + ni, j0 + nj)) {
                 size_t row = (size_t)b * L + i;
-                real s = dot_col(qs + r * ATT_D, kt + c) +
+                real s = sv[e] +
                          mask_at(flags, fmask, bmask, mask_row(b, i, mnb, msb0, msb1, msl) + (long)j * mss);
                 /* lse and D are read here, per score, not held in private memory across the barriers: Intel's
                  * CPU runtime (2026.22) miscompiled a D loaded before the barrier loop, giving every work-item
                  * the group's last D unless the group was exactly one SIMD vector (16 on AVX-512). */
                 real p = s == -BIG ? 0 : exp(s - lse[row]);
-                ds = p * (keep_scale(flags, row * S + j, seed, offset, p_drop) * dot_col(gs + r * ATT_D, vt + c)
+                ds = p * (keep_scale(flags, row * S + j, seed, offset, p_drop) * dp[e]
                           - dsum[row]);
             }
             sc[r * ATT_T + c] = ds;
@@ -274,16 +292,19 @@ __kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global con
         load_rows(qs, q + at(lq, nh, b, i0), lq.z, ni, E, scale);
         load_rows(gs, gout + at(lo, nh, b, i0), lo.z, ni, Ev, 1);
         barrier(CLK_LOCAL_MEM_FENCE);
-        FOR_ROWS(r) FOR_COLS(c, ATT_T) {  /* entry (query r, key c) */
+        real sv[ATT_NR * ATT_NC], dp[ATT_NR * ATT_NC];
+        dots(sv, qs, kt);
+        dots(dp, gs, vt);
+        FOR_SCORES(e, r, c) {  /* entry (query r, key c) */
             int i = i0 + r, j = j0 + c;
             real p = 0, ds = 0;
             if (SEES(i, j, i0 + ni, j0 + nj)) {
                 size_t row = (size_t)b * L + i;
-                real s = dot_col(qs + r * ATT_D, kt + c) +
+                real s = sv[e] +
                          mask_at(flags, fmask, bmask, mask_row(b, i, mnb, msb0, msb1, msl) + (long)j * mss);
                 p = s == -BIG ? 0 : exp(s - lse[row]);
                 real z = keep_scale(flags, row * S + j, seed, offset, p_drop);
-                ds = p * (z * dot_col(gs + r * ATT_D, vt + c) - dsum[row]);
+                ds = p * (z * dp[e] - dsum[row]);
                 p *= z;
             }
             pz[r * ATT_T + c] = p;
