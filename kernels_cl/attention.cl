@@ -38,8 +38,8 @@
  * Dropout: z_ij comes from Philox (philox.h) with counter (b L + i) S + j and the host's (seed, offset), so
  * the backward regenerates the forward's mask without storing it.
  * Defines: the element type (clnn_dtype.h); ATT_D, the padded row width (a power of two >= E and Ev);
- * ATT_T, rows per block and tile (the host picks it from the device's local memory); ATT_X <= 16 and ATT_Y,
- * the work-group's shape (powers of two).
+ * ATT_T, rows per block and tile (the host picks it from the device's local memory); ATT_X <= 16 and
+ * ATT_Y <= ATT_T, the work-group's shape (all powers of two).
  */
 #include "clnn_dtype.h"
 #include "philox.h"
@@ -56,22 +56,19 @@
 #ifndef ATT_Y
 #define ATT_Y 4
 #endif
-#define ATT_NR ((ATT_T + ATT_Y - 1) / ATT_Y)  /* block rows per work-item */
+#define ATT_NR (ATT_T / ATT_Y)                /* block rows per work-item */
 #define ATT_NC ((ATT_T + ATT_X - 1) / ATT_X)  /* score columns per work-item */
 #define ATT_NA (ATT_NR * (ATT_D / ATT_X))    /* accumulator elements per work-item */
 
 /* the work-item's rows r = y + ATT_Y i of a block, its columns c = x + ATT_X j of a row of n */
 #define FOR_ROWS(r) for (int r = get_local_id(1); r < ATT_T; r += ATT_Y)
 #define FOR_COLS(c, n) for (int c = get_local_id(0); c < (n); c += ATT_X)
-/* the work-item's score entries: e indexes its scores, (r, c) the tile's row and column (r, c < ATT_T) */
-#define FOR_SCORES(e, r, c) for (int e = 0; e < ATT_NR * ATT_NC; ++e) \
-    for (int r = get_local_id(1) + e / ATT_NC * ATT_Y, c = get_local_id(0) + e % ATT_NC * ATT_X; \
-         r < ATT_T && c < ATT_T; r = ATT_T)
-/* the work-item's accumulator elements: a indexes acc, (r, d) the block's row (clamped to ATT_T - 1 where
- * ATT_Y > ATT_T: a duplicate no one stores) and column */
-#define FOR_ACC(a, r, d) for (int a = 0; a < ATT_NA; ++a) \
-    for (int r = min((int)get_local_id(1) + a / (ATT_D / ATT_X) * ATT_Y, ATT_T - 1), \
-         d = get_local_id(0) + a % (ATT_D / ATT_X) * ATT_X, once = 1; once; once = 0)
+/* the tile row and column of the work-item's score e < ATT_NR ATT_NC (a column past the tile where ATT_T < ATT_X) */
+#define SC_ROW(e) ((int)get_local_id(1) + (e) / ATT_NC * ATT_Y)
+#define SC_COL(e) ((int)get_local_id(0) + (e) % ATT_NC * ATT_X)
+/* the block row and column of the work-item's accumulator element a < ATT_NA */
+#define ACC_ROW(a) ((int)get_local_id(1) + (a) / (ATT_D / ATT_X) * ATT_Y)
+#define ACC_COL(a) ((int)get_local_id(0) + (a) % (ATT_D / ATT_X) * ATT_X)
 
 #define ATT_F_FLOAT_MASK 1
 #define ATT_F_BOOL_MASK 2
@@ -108,13 +105,13 @@ inline real keep_scale(int flags, ulong e, uint2 seed, uint2 offset, real p) {
 }
 
 /* the work-item's scores out[e] = a[r] . bt[:, c] over its entries (r, c) (a row-major, bt transposed), all
- * at once: independent sums for the pipeline; entries past the tile read row or column ATT_T - 1 */
+ * at once: independent sums for the pipeline; columns past the tile read column ATT_T - 1 */
 inline void dots(real *out, __local const real *a, __local const real *bt) {
     int y = get_local_id(1), x = get_local_id(0);
     for (int e = 0; e < ATT_NR * ATT_NC; ++e) out[e] = 0;
     for (int d = 0; d < ATT_D; ++d)
         for (int i = 0; i < ATT_NR; ++i) {
-            real av = a[min(y + ATT_Y * i, ATT_T - 1) * ATT_D + d];
+            real av = a[(y + ATT_Y * i) * ATT_D + d];
             for (int k = 0; k < ATT_NC; ++k) out[i * ATT_NC + k] += av * bt[d * ATT_T + min(x + ATT_X * k, ATT_T - 1)];
         }
 }
@@ -132,14 +129,17 @@ inline void load_cols(__local real *tile, __global const store_t *src, long rs, 
 /* the work-item's accumulator elements of rows < nt and columns < width, times f[r] (f[r] = 0: row without key) */
 inline void store_acc(__global store_t *dst, long4 lay, int nh, int b, int r0, int nt, int width, const real *acc,
                       __local const real *f) {
-    FOR_ACC(a, r, d) if (get_local_id(1) + a / (ATT_D / ATT_X) * ATT_Y < nt && d < width)
-        STORE(dst, at(lay, nh, b, r0 + r) + d, acc[a] * f[r]);
+    for (int a = 0; a < ATT_NA; ++a) {
+        int r = ACC_ROW(a), d = ACC_COL(a);
+        if (r < nt && d < width) STORE(dst, at(lay, nh, b, r0 + r) + d, acc[a] * f[r]);
+    }
 }
 
 /* acc[(r, d)] = acc * f[r] (f null: 1) + sum_c p[r][c] x[c][d] over c < n; p[r][c] is p[r pr + c pc] */
 inline void acc_update(real *acc, __local const real *f, __local const real *p, int pr, int pc,
                        __local const real *x, int n) {
-    FOR_ACC(a, r, d) {
+    for (int a = 0; a < ATT_NA; ++a) {
+        int r = ACC_ROW(a), d = ACC_COL(a);
         real v = f ? acc[a] * f[r] : acc[a];
         for (int c = 0; c < n; ++c) v += p[r * pr + c * pc] * x[c * ATT_D + d];
         acc[a] = v;
@@ -183,8 +183,9 @@ __kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const 
         barrier(CLK_LOCAL_MEM_FENCE);
         real sv[ATT_NR * ATT_NC];
         dots(sv, qs, kt);
-        FOR_SCORES(e, r, c) {
-            int i = i0 + r, j = j0 + c;
+        for (int e = 0; e < ATT_NR * ATT_NC; ++e) {
+            int r = SC_ROW(e), c = SC_COL(e), i = i0 + r, j = j0 + c;
+            if (c >= ATT_T) continue;
             sc[r * ATT_T + c] = SEES(i, j, i0 + ni, j0 + nj) ? sv[e] +
                     mask_at(flags, fmask, bmask, mask_row(b, i, mnb, msb0, msb1, msl) + (long)j * mss) : -BIG;
         }
@@ -249,8 +250,9 @@ __kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global cons
         real sv[ATT_NR * ATT_NC], dp[ATT_NR * ATT_NC];
         dots(sv, qs, kt);
         dots(dp, gs, vt);
-        FOR_SCORES(e, r, c) {
-            int i = i0 + r, j = j0 + c;
+        for (int e = 0; e < ATT_NR * ATT_NC; ++e) {
+            int r = SC_ROW(e), c = SC_COL(e), i = i0 + r, j = j0 + c;
+            if (c >= ATT_T) continue;
             real ds = 0;
             if (SEES(i, j, i0 + ni, j0 + nj)) {
                 size_t row = (size_t)b * L + i;
@@ -295,8 +297,9 @@ __kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global con
         real sv[ATT_NR * ATT_NC], dp[ATT_NR * ATT_NC];
         dots(sv, qs, kt);
         dots(dp, gs, vt);
-        FOR_SCORES(e, r, c) {  /* entry (query r, key c) */
-            int i = i0 + r, j = j0 + c;
+        for (int e = 0; e < ATT_NR * ATT_NC; ++e) {  /* entry (query r, key c) */
+            int r = SC_ROW(e), c = SC_COL(e), i = i0 + r, j = j0 + c;
+            if (c >= ATT_T) continue;
             real p = 0, ds = 0;
             if (SEES(i, j, i0 + ni, j0 + nj)) {
                 size_t row = (size_t)b * L + i;
