@@ -92,7 +92,6 @@ class _Groups:
                   self._buf(w), s1.data, s2.data, gx.data)
         return gx
 
-
     def layer_grads(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """Layer norm's (outer = 1) dL/dx and the column sums of ``g * xhat`` and ``g`` (the weight's and bias's
         gradients, (D,)): blocks of rows in one launch, then one deterministic reduction over the blocks."""
@@ -100,17 +99,14 @@ class _Groups:
         gx = empty(self.x.shape, self.x.dtype, dev)
         gw, gb = (empty((d,), self.x.dtype, dev) for _ in range(2))
         blocks = -(-rows // LN_ROWS)
-        if blocks and d:
-            part = empty((blocks, 2, d), np.float64 if self.x.dtype == np.float64 else np.float32, dev)
+        part = empty((max(blocks, 1), 2, d), np.float64 if self.x.dtype == np.float64 else np.float32, dev)
+        if blocks:
             wg = min(group_size(dev), 128)
             cols = min(32, wg, 1 << (d - 1).bit_length())
             kernels.launch(dev, self._kernel("ln_bwd"), (blocks * cols, wg // cols), (cols, wg // cols),
                            np.int32(rows), np.int32(d), np.int32(self.affine), self.eps, self.x.data, g.data,
                            mean.data, var.data, self._buf(w), gx.data, part.data)
-            launch_1d(dev, self._kernel("ln_bwd_finish"), d, np.int32(d), np.int32(blocks), part.data, gw.data,
-                      gb.data)
-        elif d:
-            launch_1d(dev, self._kernel("ln_bwd_finish"), d, np.int32(d), np.int32(0), gw.data, gw.data, gb.data)
+        launch_1d(dev, self._kernel("ln_bwd_finish"), d, np.int32(d), np.int32(blocks), part.data, gw.data, gb.data)
         return gx, gw, gb
 
 
