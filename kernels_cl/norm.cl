@@ -20,14 +20,25 @@
  *   norm_bwd_input  gx = rstd * (g * w - wc * (s1 + xhat * s2) / M) in training (wc: the group's
  *                   weight when weights are per group), gx = rstd * g * w with fixed statistics
  *   bn_update       running = (1 - momentum) * running + momentum * batch (variance unbiased)
- * Partials are (G, S, 2) reals. norm_partial takes any power-of-two local size <= RED_WG.
- * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h).
+ *   ln_bwd          layer norm's backward in one pass: a work-group per block of LN_ROWS rows (outer = 1,
+ *                   G = rows, inner = D), local size (X, Y): first the block's row sums s1 = sum(g w) and
+ *                   s2 = sum(g w xhat), Y rows at a time with X work-items across each; then per column
+ *                   (one work-item each) gx as norm_bwd_input's and the block's column sums of g xhat and g
+ *                   (the weight's and bias's gradients) in part (blocks, 2, D)
+ *   ln_bwd_finish   one work-item per column adds the blocks' column sums in order: gw, gb
+ * Partials are (G, S, 2) reals (ln_bwd's: (blocks, 2, D)). norm_partial takes any power-of-two local size <= RED_WG.
+ * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's
+ * rows per block.
  */
 #include "reduce.h"
 
 #define AFF_W 1
 #define AFF_B 2
 #define AFF_INNER 4
+
+#ifndef LN_ROWS
+#define LN_ROWS 64
+#endif
 
 #define NS_STATS 0
 #define NS_GRAD 1
@@ -168,4 +179,64 @@ __kernel void bn_update(int C, real momentum, real unbias, __global const store_
     if (c >= C) return;
     STORE(running_mean, c, (1 - momentum) * LOAD(running_mean, c) + momentum * LOAD(mean, c));
     STORE(running_var, c, (1 - momentum) * LOAD(running_var, c) + momentum * LOAD(var, c) * unbias);
+}
+
+__kernel void ln_bwd(int rows, int D, int affine, real eps, __global const store_t *x, __global const store_t *g,
+                     __global const store_t *mean, __global const store_t *var, __global const store_t *w,
+                     __global store_t *gx, __global real *part) {
+    __local real p1[RED_WG], p2[RED_WG], s1[LN_ROWS], s2[LN_ROWS];
+    int X = get_local_size(0), Y = get_local_size(1), x0 = get_local_id(0), y0 = get_local_id(1);
+    int t = y0 * X + x0, n = X * Y, blk = get_group_id(0), r0 = blk * LN_ROWS, nr = min(LN_ROWS, rows - r0);
+    /* the block's row sums, Y rows at a time: X partials per row, then one work-item adds them in order */
+    for (int rb = 0; rb < nr; rb += Y) {
+        int r = r0 + rb + y0;
+        real a1 = 0, a2 = 0;
+        if (rb + y0 < nr) {
+            real mu = LOAD(mean, r), rstd = rsqrt(LOAD(var, r) + eps);
+            for (int j = x0; j < D; j += X) {
+                real gw = LOAD(g, (size_t)r * D + j) * weight_at(affine, w, 0, j);
+                a1 += gw;
+                a2 += gw * (LOAD(x, (size_t)r * D + j) - mu) * rstd;
+            }
+        }
+        p1[t] = a1;
+        p2[t] = a2;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (x0 == 0 && rb + y0 < nr) {
+            a1 = a2 = 0;
+            for (int k = 0; k < X; ++k) {
+                a1 += p1[t + k];
+                a2 += p2[t + k];
+            }
+            s1[rb + y0] = a1;
+            s2[rb + y0] = a2;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    /* per column: gx of the block's rows, and the column sums of g xhat and g */
+    for (int j = t; j < D; j += n) {
+        real wj = weight_at(affine, w, 0, j), cw = 0, cb = 0;
+        for (int k = 0; k < nr; ++k) {
+            size_t o = (size_t)(r0 + k) * D + j;
+            real rstd = rsqrt(LOAD(var, r0 + k) + eps), gj = LOAD(g, o), xh = (LOAD(x, o) - LOAD(mean, r0 + k)) * rstd;
+            STORE(gx, o, rstd * (gj * wj - (s1[k] + xh * s2[k]) / D));
+            cw += gj * xh;
+            cb += gj;
+        }
+        part[2 * (size_t)blk * D + j] = cw;
+        part[(2 * (size_t)blk + 1) * D + j] = cb;
+    }
+}
+
+__kernel void ln_bwd_finish(int D, int blocks, __global const real *part, __global store_t *gw,
+                            __global store_t *gb) {
+    int j = get_global_id(0);
+    if (j >= D) return;
+    real a = 0, c = 0;
+    for (int s = 0; s < blocks; ++s) {
+        a += part[2 * (size_t)s * D + j];
+        c += part[(2 * (size_t)s + 1) * D + j];
+    }
+    STORE(gw, j, a);
+    STORE(gb, j, c);
 }

@@ -147,6 +147,7 @@ LN_CASES = [
     ((3, 5, 6), (5, 6), True),
     ((2, 3, 300), 300, True),
     ((2, 1031), (1031,), True),
+    ((3, 67, 40), 40, True),  # 201 rows: several blocks of the backward, the last one partial
     ((5, 4, 3), (4, 3), False),
     ((6, 13), 13, False),
 ]

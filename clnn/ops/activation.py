@@ -15,6 +15,7 @@ from ..tensor import Tensor
 from ..validation import normalize_axis, require_choice, require_float, require_number
 from ._core import autocast, empty, record
 from .elementwise import unary
+from .reduce import FOLD
 
 SMALL_ROW = 64  # rows at most this long are walked by one work-item each
 
@@ -121,7 +122,7 @@ def row_launch(
         k = kernels.kernel(dev, "softmax.cl", f"{name}_small", d)
         launch_1d(dev, k, rows, *sizes, *args)
         return
-    wg = min(wg_max, 1 << (length - 1).bit_length())
+    wg = min(wg_max, 1 << (-(-length // FOLD) - 1).bit_length())  # each work-item folds >= FOLD of the row
     k = kernels.kernel(dev, "softmax.cl", f"{name}_wg", d)
     kernels.launch(dev, k, (rows * wg,), (wg,), *sizes, *args)
 

@@ -20,17 +20,22 @@ from .reduce import broadcast_to
 
 F_FLOAT_MASK, F_BOOL_MASK, F_CAUSAL, F_DROPOUT = (
     kernels.op_codes("attention.cl", "ATT_F_")[k] for k in ("float_mask", "bool_mask", "causal", "dropout"))
-HEAD_MAX = 512  # the largest head dimension (E or Ev): each work-item holds its rows in private memory
-ROWS = 64  # work-items (query or key rows) per work-group, at most
+HEAD_MAX = 512  # the largest head dimension (E or Ev)
+TILE = 32  # rows per block and tile, at most
+WG = 64  # work-items per work-group, at most
 
 
-def _plan(dev: Device, dtype: np.dtype, e: int, ev: int) -> dict[str, object]:
-    """The kernels' defines: ATT_D, the row capacity, and ATT_BK, the rows per local tile that fit in local memory."""
+def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str, object]:
+    """The kernels' defines: ATT_D, the padded row width; ATT_T, the rows per block and tile that fit in local
+    memory (and no more than ``rows`` needs); ATT_X x ATT_Y, the work-group's shape."""
     d = max(16, 1 << (max(e, ev) - 1).bit_length())
     itemsize = 8 if np.dtype(dtype) == np.float64 else 4
-    per_row = (2 * d + 2) * itemsize  # attn_bwd_kv: a q and a dO row, an lse and a D value per tile row
-    bk = 1 << (max((dev.local_mem_size - 1024) // per_row, 1).bit_length() - 1)
-    return defines(dtype, ATT_D=d, ATT_BK=min(bk, 64))
+    t = min(TILE, 1 << max(rows - 1, 0).bit_length())
+    while t > 1 and (5 * t * d + 2 * t * t + 3 * t) * itemsize > dev.local_mem_size - 1024:  # attn_bwd_q's tiles
+        t //= 2
+    wg = group_size(dev, WG)
+    x = min(16, wg)
+    return defines(dtype, ATT_D=d, ATT_T=t, ATT_X=x, ATT_Y=max(1, min(wg // x, t)))
 
 
 def _mask_geometry(mask: Tensor, batch: tuple[int, ...], lq: int, s: int) -> tuple[Tensor, tuple[np.int32, ...]]:
@@ -176,13 +181,12 @@ def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, i
     lay = [cltypes.make_long4(*x) for x in layouts]
     args = (np.int32(flags), np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale),
             real_scalar(q.dtype, p), seed, offset, *geometry, fmask.data, bmask.data, np.int32(nh), *lay)
-    d = _plan(dev, q.dtype, e, ev)
+    d = _plan(dev, q.dtype, e, ev, max(lq, s))
     acc = np.float64 if q.dtype == np.float64 else np.float32
 
     def run(name: str, rows: int, *buffers: Any) -> None:
-        wg = min(group_size(dev, ROWS), 1 << max(rows - 1, 0).bit_length())
-        blocks = -(-rows // wg)
-        kernels.launch(dev, kernels.kernel(dev, "attention.cl", name, d), (nb * blocks * wg,), (wg,), *args,
+        t, x, y = (int(d[n]) for n in ("ATT_T", "ATT_X", "ATT_Y"))
+        kernels.launch(dev, kernels.kernel(dev, "attention.cl", name, d), (nb * -(-rows // t) * x, y), (x, y), *args,
                        *[b.data for b in buffers])
 
     out = empty(out_shape, q.dtype, dev)
