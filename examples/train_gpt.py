@@ -9,7 +9,7 @@ norm clipped to 1) with 100 warm-up steps and a cosine decay to a tenth over 600
 machine it ends at a validation loss of 1.56 nats/byte (2.26 at step 200, 1.78 at step 400) after 527 s of
 training on PoCL and 115 s on Intel's CPU runtime (2026-11-23; the two runtimes give the same losses).
 
-    python examples/train_gpt.py [--steps 1500] [--device cpu] [--quiet]
+    python examples/train_gpt.py [--steps 600] [--device cpu] [--quiet]
 
 ``benchmarks/bench_gpt.py`` trains a PyTorch twin of the same model (same initial weights, same batches, same
 schedule) beside it.
