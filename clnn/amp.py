@@ -6,7 +6,8 @@ Inside ``with clnn.autocast(dtype):``
 - matmul, gemm (``nn.Linear``), conv1d/conv2d/conv_transpose2d take float32/float16/bfloat16 inputs in
   ``dtype`` and return ``dtype``; they read float32 operands as they are and round them to ``dtype`` in the
   kernels' loads (no cast launch, the same bits as a cast; only a convolution's bias is cast), and float32
-  leaves get float32 gradients;
+  leaves get float32 gradients; scaled_dot_product_attention (and so MultiheadAttention's fused path) casts
+  float32 and half inputs and a float mask to ``dtype`` and returns ``dtype``;
 - softmax, log_softmax, logsumexp, sum, mean, layer_norm, batch_norm and every loss cast half inputs to
   float32 and return float32;
 - a binary elementwise op on two floating dtypes promotes to the wider one (float32 with a half gives

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import assert_sum_close
+from helpers import assert_sum_close, rel_err
 
 import clnn
 import clnn.functional as F
@@ -138,3 +138,107 @@ def test_sdpa_forward_memory_is_linear_in_length(lq):
     with clnn.profiler.profile() as prof:
         F.scaled_dot_product_attention(q, k, v)
     assert prof.bytes_allocated == 2 * lq * 16 * 4 + 2 * lq * 4
+
+
+# Half inputs: q, k, v, the upstream gradient and a float mask are drawn, rounded to the half type, and torch
+# computes on those very values in float64, so the only errors left are clnn's. Those are its float32 sums
+# (~1e-7 of the terms' magnitude) and two roundings to the half type, each at most u = 2^-11 (float16) or
+# 2^-8 (bfloat16) relative: the stored result's, and for the gradients the stored output's, which enters
+# D = dO . out and so dS = p (dO . v - D) by at most u of the same terms' magnitude. So every element must be
+# within 3 u of its terms' magnitude (2 u plus float32's share), plus float16's subnormal spacing: a gradient
+# below 2^-14 is stored with an absolute error up to 2^-25, however small its terms. A wrong kernel errs by
+# the terms' magnitude itself.
+HALF = {clnn.float16: (2.0**-11, 2.0**-25), clnn.bfloat16: (2.0**-8, 0.0)}
+HALF_CASES = [CASES[k] for k in (0, 2, 4, 6, 7, 9)]  # L = 1, S = 1, causal both ways past a tile, masks
+
+
+@pytest.mark.parametrize("batch, lq, s, e, ev, mask_kind, causal, scale", HALF_CASES)
+@pytest.mark.parametrize("dtype", list(HALF))
+def test_sdpa_half_matches_torch_on_the_rounded_inputs(batch, lq, s, e, ev, mask_kind, causal, scale, dtype):
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in ((*batch, lq, e), (*batch, s, e),
+                                                                        (*batch, s, ev)))
+    g = rng.standard_normal((*batch, lq, ev)).astype(dtype)
+    mask = _mask(mask_kind, batch, lq, s, rng)
+    mask = None if mask is None else mask if mask.dtype == bool else mask.astype(dtype)
+    exact = [None if a is None else a if a.dtype == bool else a.astype(np.float64) for a in (q, k, v, g, mask)]
+    ref, leaves = _torch_sdpa(*exact[:3], exact[4], causal, scale)
+    ref.backward(torch.tensor(exact[3]))
+    cq, ck, cv = (clnn.tensor(a, requires_grad=True) for a in (q, k, v))
+    out = F.scaled_dot_product_attention(cq, ck, cv, attn_mask=None if mask is None else clnn.tensor(mask),
+                                         is_causal=causal, scale=scale)
+    out.backward(clnn.tensor(g))
+    sc = 1 / np.sqrt(e) if scale is None else scale
+    mags = _magnitudes(*exact[:4], _weights(*exact[:2], exact[4], causal, sc), sc)
+    u, tiny = HALF[dtype]
+    for what, got, want, mag in zip(("out", "dq", "dk", "dv"), (out, cq.grad, ck.grad, cv.grad),
+                                    (ref.detach(), *(t.grad for t in leaves)), mags):
+        assert got.dtype == dtype, f"{what}: dtype {got.dtype}, expected {dtype}"
+        got = got.numpy().astype(np.float64)
+        assert not np.isnan(got).any(), f"{what}: NaN (a poisoned element was not written?)"
+        excess = np.abs(got - want.numpy()) - (3 * u * mag + tiny)
+        assert excess.max() <= 0, f"{what}: error over 3 u of the terms' magnitude by up to {excess.max():.3e}"
+
+
+def test_sdpa_under_autocast_runs_in_its_dtype_as_torch():
+    """torch.autocast has scaled_dot_product_attention on its lower-precision list (CPU and CUDA): float32
+    inputs and a float mask are cast, the output has the autocast dtype, and float32 leaves get float32
+    gradients; float64 is never cast."""
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal((2, 13, 8)).astype(np.float32) for _ in range(3))
+    mask = rng.standard_normal((13, 13)).astype(np.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = torch.nn.functional.scaled_dot_product_attention(*map(torch.tensor, (q, k, v, mask)))
+        want64 = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(a, dtype=torch.float64)
+                                                                     for a in (q, k, v)))
+    assert want.dtype == torch.bfloat16 and want64.dtype == torch.float64
+    cq, ck, cv = (clnn.tensor(a, requires_grad=True) for a in (q, k, v))
+    with clnn.autocast(dtype=clnn.bfloat16):
+        out = F.scaled_dot_product_attention(cq, ck, cv, attn_mask=clnn.tensor(mask))
+        if clnn.default_device().fp64:
+            assert F.scaled_dot_product_attention(*(clnn.tensor(a.astype(np.float64)) for a in (q, k, v))).dtype \
+                == np.float64
+    assert out.dtype == clnn.bfloat16
+    out.sum().backward()
+    assert all(t.grad.dtype == np.float32 for t in (cq, ck, cv))
+    # the same computation on bfloat16 copies, as torch's cast: within a bfloat16 rounding or two of torch's
+    cast = [clnn.tensor(a.astype(clnn.bfloat16)) for a in (q, k, v, mask)]
+    np.testing.assert_array_equal(out.numpy(), F.scaled_dot_product_attention(*cast).numpy())
+    np.testing.assert_allclose(out.numpy().astype(np.float32), want.float().numpy(), rtol=0, atol=4 * 2.0**-8)
+
+
+@pytest.mark.parametrize("dtype", list(HALF))
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention_with_half_parameters(dtype, need_weights):
+    """MultiheadAttention converted to a half type against torch's in float64 with the same (rounded) weights:
+    the projections, attention and output projection each round once, so the check is norm-wise to 16 u."""
+    rng = np.random.default_rng()
+    e, h, lq, s, n = 12, 3, 37, 41, 2
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    tmod = torch.nn.MultiheadAttention(e, h, batch_first=True).double()
+    with torch.no_grad():
+        tmod.in_proj_bias.normal_()
+        tmod.out_proj.bias.normal_()
+    cmod = clnn.nn.MultiheadAttention(e, h, batch_first=True)
+    cmod.load_state_dict(tmod.state_dict())
+    cmod.to(dtype=dtype)
+    assert all(p.dtype == dtype for p in cmod.parameters())
+    tmod.load_state_dict({k: torch.tensor(v.numpy().astype(np.float64)) for k, v in cmod.state_dict().items()})
+    x, mem = rng.standard_normal((n, lq, e)).astype(dtype), rng.standard_normal((n, s, e)).astype(dtype)
+    kpm = rng.random((n, s)) < 0.3
+    kpm[:, 0] = False
+    cx, cm = (clnn.tensor(a, requires_grad=True) for a in (x, mem))
+    tx, tm = (torch.tensor(a.astype(np.float64), requires_grad=True) for a in (x, mem))
+    cout, _ = cmod(cx, cm, cm, key_padding_mask=clnn.tensor(kpm), need_weights=need_weights)
+    tout, _ = tmod(tx, tm, tm, key_padding_mask=torch.tensor(kpm), need_weights=need_weights)
+    assert cout.dtype == dtype
+    g = rng.standard_normal(cout.shape).astype(dtype)
+    cout.backward(clnn.tensor(g))
+    tout.backward(torch.tensor(g.astype(np.float64)))
+    tol = 16 * HALF[dtype][0]
+    pairs = [("out", cout, tout.detach()), ("d query", cx.grad, tx.grad), ("d key/value", cm.grad, tm.grad)]
+    pairs += [(f"d {k}", p.grad, dict(tmod.named_parameters())[k].grad) for k, p in cmod.named_parameters()]
+    for what, got, want in pairs:
+        assert got.dtype == dtype, f"{what}: dtype {got.dtype}"
+        err = rel_err(got.numpy().astype(np.float64), want.numpy())
+        assert err < tol, f"{what}: error {err:.3e} >= {tol:.1e}"

@@ -14,7 +14,7 @@ from ..kernels import contiguous_strides, defines, descriptor, group_size, real_
 from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
-from ._core import empty, record
+from ._core import autocast, empty, record
 from .random import next_key
 from .reduce import broadcast_to
 
@@ -107,7 +107,9 @@ def scaled_dot_product_attention(
         scale: factor of the scores; default ``1 / sqrt(E)``.
 
     Returns:
-        (..., L, Ev). A row where no key takes part is 0, as torch's.
+        (..., L, Ev) in the inputs' dtype. A row where no key takes part is 0, as torch's. float16 and bfloat16
+        are computed in float32 and rounded once on store; inside ``clnn.autocast`` float32 and half inputs
+        and a float mask run in its dtype (torch.autocast's lower-precision list has this op).
 
     Raises:
         ValueError: shapes that don't match, a mask that doesn't broadcast, a mask with ``is_causal``,
@@ -117,6 +119,7 @@ def scaled_dot_product_attention(
     Example:
         >>> out = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # (N, H, L, E) -> (N, H, L, Ev)
     """
+    query, key, value, attn_mask = autocast("half", query, key, value, attn_mask)
     q, k, v = _check(query, key, value, attn_mask, is_causal)
     p = require_number("scaled_dot_product_attention: dropout_p", dropout_p, 0, 1, high_open=True)
     *batch_list, lq, e = q.shape
@@ -136,6 +139,7 @@ def multi_head_attention(q: Tensor, k: Tensor | None, v: Tensor | None, heads: i
     (N, H, L, S) as :func:`scaled_dot_product_attention`'s; the scale is ``1 / sqrt(E)``.
     Returns (N, L, H Ev) ((L, N, H Ev) when ``seq_first``): head h in columns h Ev .. (h + 1) Ev.
     """
+    q, k, v, attn_mask = autocast("half", q, k, v, attn_mask)
     packed = k is None
     k, v = (q, q) if packed else (k, v)
     for name, t in (("q", q), ("k", k), ("v", v)):
