@@ -66,6 +66,12 @@
 /* the tile row and column of the work-item's score e < ATT_NR ATT_NC (a column past the tile where ATT_T < ATT_X) */
 #define SC_ROW(e) ((int)get_local_id(1) + (e) / ATT_NC * ATT_Y)
 #define SC_COL(e) ((int)get_local_id(0) + (e) % ATT_NC * ATT_X)
+/* column c clamped to the tile; a whole-tile column needs no clamp (consecutive addresses, not a gather on CPUs) */
+#if ATT_T % ATT_X == 0
+#define SC_COL_IN(c) (c)
+#else
+#define SC_COL_IN(c) min(c, ATT_T - 1)
+#endif
 /* the block row and column of the work-item's accumulator element a < ATT_NA */
 #define ACC_ROW(a) ((int)get_local_id(1) + (a) / (ATT_D / ATT_X) * ATT_Y)
 #define ACC_COL(a) ((int)get_local_id(0) + (a) % (ATT_D / ATT_X) * ATT_X)
@@ -112,7 +118,7 @@ inline void dots(real *out, __local const real *a, __local const real *bt) {
     for (int d = 0; d < ATT_D; ++d)
         for (int i = 0; i < ATT_NR; ++i) {
             real av = a[(y + ATT_Y * i) * ATT_D + d];
-            for (int k = 0; k < ATT_NC; ++k) out[i * ATT_NC + k] += av * bt[d * ATT_T + min(x + ATT_X * k, ATT_T - 1)];
+            for (int k = 0; k < ATT_NC; ++k) out[i * ATT_NC + k] += av * bt[d * ATT_T + SC_COL_IN(x + ATT_X * k)];
         }
 }
 
@@ -121,9 +127,11 @@ inline void load_rows(__local real *tile, __global const store_t *src, long rs, 
     FOR_ROWS(r) FOR_COLS(d, ATT_D) tile[r * ATT_D + d] = r < nt && d < width ? f * LOAD(src, r * rs + d) : 0;
 }
 
-/* the same into tile[d][r] (transposed) */
+/* the same into tile[d][r] (transposed); x runs along r here, so the local writes are consecutive (scattered
+ * writes cost CPUs far more than the gathered reads) */
 inline void load_cols(__local real *tile, __global const store_t *src, long rs, int nt, int width) {
-    FOR_ROWS(r) FOR_COLS(d, ATT_D) tile[d * ATT_T + r] = r < nt && d < width ? LOAD(src, r * rs + d) : 0;
+    for (int d = get_local_id(1); d < ATT_D; d += ATT_Y)
+        FOR_COLS(r, ATT_T) tile[d * ATT_T + r] = r < nt && d < width ? LOAD(src, r * rs + d) : 0;
 }
 
 /* the work-item's accumulator elements of rows < nt and columns < width, times f[r] (f[r] = 0: row without key) */

@@ -21,8 +21,8 @@ from .reduce import broadcast_to
 F_FLOAT_MASK, F_BOOL_MASK, F_CAUSAL, F_DROPOUT = (
     kernels.op_codes("attention.cl", "ATT_F_")[k] for k in ("float_mask", "bool_mask", "causal", "dropout"))
 HEAD_MAX = 512  # the largest head dimension (E or Ev)
-TILE = 32  # rows per block and tile, at most
-WG = 64  # work-items per work-group, at most
+TILE = 64  # rows per block and tile, at most
+WG = 128  # work-items per work-group, at most
 
 
 def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str, object]:
