@@ -39,7 +39,8 @@
  * the backward regenerates the forward's mask without storing it.
  * Defines: the element type (clnn_dtype.h); ATT_D, the padded row width (a power of two >= E and Ev);
  * ATT_T, rows per block and tile (the host picks it from the device's local memory); ATT_X <= 16 and
- * ATT_Y <= ATT_T, the work-group's shape (all powers of two).
+ * ATT_Y <= ATT_T, the work-group's shape (all powers of two); ATT_COLS_BY_ROW 1 loads transposed tiles
+ * with consecutive local writes (CPUs) instead of coalesced global reads (GPUs).
  */
 #include "clnn_dtype.h"
 #include "philox.h"
@@ -49,6 +50,9 @@
 #endif
 #ifndef ATT_T
 #define ATT_T 16
+#endif
+#ifndef ATT_COLS_BY_ROW
+#define ATT_COLS_BY_ROW 0
 #endif
 #ifndef ATT_X
 #define ATT_X 16
@@ -127,11 +131,16 @@ inline void load_rows(__local real *tile, __global const store_t *src, long rs, 
     FOR_ROWS(r) FOR_COLS(d, ATT_D) tile[r * ATT_D + d] = r < nt && d < width ? f * LOAD(src, r * rs + d) : 0;
 }
 
-/* the same into tile[d][r] (transposed); x runs along r here, so the local writes are consecutive (scattered
- * writes cost CPUs far more than the gathered reads) */
+/* the same into tile[d][r] (transposed). On GPUs x runs along d: coalesced global reads. With ATT_COLS_BY_ROW
+ * (the host's choice on CPUs) x runs along r, so the local writes are consecutive: scattered writes cost
+ * CPUs far more than the gathered reads */
 inline void load_cols(__local real *tile, __global const store_t *src, long rs, int nt, int width) {
+#if ATT_COLS_BY_ROW
     for (int d = get_local_id(1); d < ATT_D; d += ATT_Y)
         FOR_COLS(r, ATT_T) tile[d * ATT_T + r] = r < nt && d < width ? LOAD(src, r * rs + d) : 0;
+#else
+    FOR_ROWS(r) FOR_COLS(d, ATT_D) tile[d * ATT_T + r] = r < nt && d < width ? LOAD(src, r * rs + d) : 0;
+#endif
 }
 
 /* the work-item's accumulator elements of rows < nt and columns < width, times f[r] (f[r] = 0: row without key) */

@@ -34,11 +34,12 @@ DRIVER = HERE / "oclgrind" / "drive.py"
 BROKEN = HERE / "oclgrind" / "broken.cl"
 ROOT = HERE.parent
 TIMEOUT_S = 600
-# Each family runs in all its dtypes with Oclgrind's own limits, then in float32 as a small GPU and
-# posing as an H100 (CI's h100 part), so tile, work-group and GPU tuning choices are checked too.
+# Each family runs in all its dtypes with Oclgrind's own limits (a device of type "other"), then in float32
+# as a small GPU, posing as an H100 (CI's h100 part) and posing as a CPU, so tile, work-group and per-device-type
+# choices (GPU tuning rows, CPU-only kernel variants) are checked too.
 H100 = run_tests_script().H100
-LIMIT_PASSES = ("", "wg=64,local=16384", H100)
-PASS_DTYPES = {"": "", "wg=64,local=16384": "float32", H100: "float32"}
+LIMIT_PASSES = ("", "wg=64,local=16384", H100, "type=cpu")
+PASS_DTYPES = {"": "", "wg=64,local=16384": "float32", H100: "float32", "type=cpu": "float32"}
 
 
 def _load_driver():
