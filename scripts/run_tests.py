@@ -11,7 +11,7 @@ Parts (each a pytest run in a fresh process, so device choice and limits start c
   h100      the kernel tests posing as an H100 (CLNN_LIMITS=H100 below): GPU device-type, vendor and
             tuning paths, run on the CPU
   oclgrind  tests/test_oclgrind.py: every kernel under Oclgrind, zero reports (CLNN_REQUIRE_OCLGRIND=1),
-            with Oclgrind's own limits, as a small GPU and posing as the H100
+            with Oclgrind's own limits, as a small GPU, posing as the H100 and posing as a CPU
 
 A part whose pytest collected nothing (exit code 5) fails, as does a part whose device is missing.
 
