@@ -130,36 +130,44 @@ PRODUCTS = [
 ]
 
 
+def _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct) -> list[str]:
+    """Run ``fn`` under autocast on float32 (and ``halves``: half) tensors and on the same tensors cast first;
+    assert equal dtypes and bit-equal outputs and gradients; return the kernels the autocast call launched.
+    ``direct``: every product takes gemm.cl's direct kernel, or none does."""
+    from clnn import kernels, tuning
+
+    for key in tuning.TABLE["gemm_direct"]:
+        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
+    values = [rng.standard_normal(s).astype(half if i in halves else np.float32) for i, s in enumerate(shapes)]
+    fused = [clnn.tensor(v, requires_grad=True) for v in values]
+    cast = [clnn.tensor(v, requires_grad=True) for v in values]
+    launches = []
+    launch = kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+    with clnn.autocast(half):
+        y = fn(*fused)
+    monkeypatch.setattr(kernels, "launch", launch)
+    y2 = fn(*(t.astype(half) for t in cast))
+    assert y.dtype == y2.dtype == half
+    np.testing.assert_array_equal(_bits(y), _bits(y2))
+    g = clnn.tensor(rng.standard_normal(y.shape).astype(half))
+    y.backward(g)
+    y2.backward(g)
+    for ours, theirs in zip(fused, cast):
+        assert ours.grad.dtype == ours.dtype
+        np.testing.assert_array_equal(_bits(ours.grad), _bits(theirs.grad))
+    return launches
+
+
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "tiled"])
 @pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
 @pytest.mark.parametrize("name, fn, shapes, halves", PRODUCTS, ids=[p[0] for p in PRODUCTS])
 def test_products_round_float32_operands_in_their_loads(dev, rng, monkeypatch, half, name, fn, shapes, halves, direct):
     """Under autocast a product of float32 tensors is one launch (the GEMM rounds them as it loads them), and
     its output and gradients equal, bit for bit, those of the same product of tensors cast first."""
-    from clnn import kernels, tuning
-
-    for key in tuning.TABLE["gemm_direct"]:  # every product takes the direct kernel, or none does
-        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
-    values = [rng.standard_normal(s).astype(half if i in halves else np.float32) for i, s in enumerate(shapes)]
     with clnn.use_device(dev):
-        fused = [clnn.tensor(v, requires_grad=True) for v in values]
-        cast = [clnn.tensor(v, requires_grad=True) for v in values]
-        launches = []
-        launch = kernels.launch
-        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
-        with clnn.autocast(half):
-            y = fn(*fused)
-        monkeypatch.setattr(kernels, "launch", launch)
-        assert launches == [launches[0]] and launches[0].startswith("gemm"), launches
-        y2 = fn(*(t.astype(half) for t in cast))
-        assert y.dtype == y2.dtype == half
-        np.testing.assert_array_equal(_bits(y), _bits(y2))
-        g = clnn.tensor(rng.standard_normal(y.shape).astype(half))
-        y.backward(g)
-        y2.backward(g)
-        for ours, theirs in zip(fused, cast):
-            assert ours.grad.dtype == ours.dtype
-            np.testing.assert_array_equal(_bits(ours.grad), _bits(theirs.grad))
+        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct)
+    assert launches == [launches[0]] and launches[0].startswith("gemm"), launches
 
 
 # (name, op, input shapes, which inputs are already in the half type): convolutions of float32 tensors, of a half
@@ -183,32 +191,11 @@ def test_convolutions_round_float32_operands_in_their_loads(dev, rng, monkeypatc
     """Under autocast a convolution of float32 tensors launches only itself (and a bias's cast): the kernels
     round x and the weight as they load them; its output and gradients equal, bit for bit, those of the same
     convolution of tensors cast first."""
-    from clnn import kernels, tuning
-
-    for key in tuning.TABLE["gemm_direct"]:  # every convolution takes the direct kernels, or none does
-        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
-    values = [rng.standard_normal(s).astype(half if i in halves else np.float32) for i, s in enumerate(shapes)]
     with clnn.use_device(dev):
-        fused = [clnn.tensor(v, requires_grad=True) for v in values]
-        cast = [clnn.tensor(v, requires_grad=True) for v in values]
-        launches = []
-        launch = kernels.launch
-        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
-        with clnn.autocast(half):
-            y = fn(*fused)
-        monkeypatch.setattr(kernels, "launch", launch)
-        conv = [k for k in launches if k.startswith("conv_")]
-        assert len(conv) == 1 and conv[0].startswith("conv_direct") == direct, launches
-        assert len(launches) == 1 + (len(shapes) == 3), launches
-        y2 = fn(*(t.astype(half) for t in cast))
-        assert y.dtype == y2.dtype == half
-        np.testing.assert_array_equal(_bits(y), _bits(y2))
-        g = clnn.tensor(rng.standard_normal(y.shape).astype(half))
-        y.backward(g)
-        y2.backward(g)
-        for ours, theirs in zip(fused, cast):
-            assert ours.grad.dtype == ours.dtype
-            np.testing.assert_array_equal(_bits(ours.grad), _bits(theirs.grad))
+        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct)
+    conv = [k for k in launches if k.startswith("conv_")]
+    assert len(conv) == 1 and conv[0].startswith("conv_direct") == direct, launches
+    assert len(launches) == 1 + (len(shapes) == 3), launches
 
 
 @pytest.mark.parametrize("bad, kind, match", [
