@@ -50,7 +50,9 @@ OPS = [
     ("mul_bcast", lambda a, b: a * b, torch.mul, [lambda r: r.standard_normal((5, 31)), lambda r: _pos(r, 31)]),
     ("div", lambda a, b: a / b, torch.div, [lambda r: r.standard_normal(97), lambda r: _pos(r, 97)]),
     ("sum_axis", lambda x: x.sum(axis=1), lambda x: x.sum(1), [lambda r: _pos(r, 7, 300)]),
-    ("mean", lambda x: x.mean(), torch.mean, [lambda r: _pos(r, 1, 5000)]),
+    # scaled back by the count: the gradient of a bare mean, g / 5000, falls into float16's subnormals (spacing
+    # 6e-8) for |g| < 0.3, where one rounding alone can exceed the tolerance (1.5e-2 once in 9 Intel runs)
+    ("mean", lambda x: x.mean() * 5000, lambda x: torch.mean(x) * 5000, [lambda r: _pos(r, 1, 5000)]),
     ("max_axis", lambda x: x.max(axis=0), lambda x: x.max(0).values, [_distinct_columns]),
     ("matmul", clnn.matmul, torch.matmul,
      [lambda r: _pos(r, 37, 65), lambda r: _pos(r, 65, 19)]),
