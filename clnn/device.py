@@ -216,7 +216,9 @@ class Device:
         """This device's compute units cut into ``parts`` equal sub-devices (OpenCL ``create_sub_devices``).
 
         Each is a :class:`Device` with its own context and queue, e.g. for :class:`clnn.nn.DataParallel`,
-        or to pin a process to one core of a CPU (``dev.split(dev.compute_units)``).
+        or to give each MPI rank one core's worth of a CPU's worker threads (``dev.split(dev.compute_units)``).
+        A sub-device does not pin those threads to a core; ``os.sched_setaffinity`` on every thread of the
+        process does (``benchmarks/bench_distributed.py``).
 
         Raises:
             DeviceError: the driver cannot partition the device (GPUs seldom can) or has too few units.
