@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -159,10 +160,20 @@ class Device:
 
     def map(self, buf: cl.Buffer, dtype: np.dtype, n: int, offset: int = 0) -> np.ndarray:
         """``n`` elements of ``buf`` from byte ``offset`` as a host array to read and write, once every command
-        queued before has run (no copy on CPU devices). The device must not use ``buf`` until :meth:`unmap`."""
+        queued before has run (no copy on CPU devices). The device must not use ``buf`` until :meth:`unmap`.
+
+        It waits by polling with short sleeps, not in a blocking map: CPU runtimes spin there, taking the core
+        from the worker thread that runs the awaited work when both share one core (a pinned MPI rank).
+        """
         with self._lock:
-            host, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, offset,
-                                            (n,), dtype, is_blocking=True)
+            host, done = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, offset,
+                                               (n,), dtype, is_blocking=False)
+            self.queue.flush()
+        delay = 1e-5
+        while done.command_execution_status > 0:  # queued, submitted or running; complete is 0, failed < 0
+            time.sleep(delay)
+            delay = min(2 * delay, 2e-4)
+        done.wait()  # raises if the map failed
         return host
 
     def unmap(self, host: np.ndarray) -> None:
@@ -205,7 +216,9 @@ class Device:
         """This device's compute units cut into ``parts`` equal sub-devices (OpenCL ``create_sub_devices``).
 
         Each is a :class:`Device` with its own context and queue, e.g. for :class:`clnn.nn.DataParallel`,
-        or to pin a process to one core of a CPU (``dev.split(dev.compute_units)``).
+        or to give each MPI rank one core's worth of a CPU's worker threads (``dev.split(dev.compute_units)``).
+        A sub-device does not pin those threads to a core; ``os.sched_setaffinity`` on every thread of the
+        process does (``benchmarks/bench_distributed.py``).
 
         Raises:
             DeviceError: the driver cannot partition the device (GPUs seldom can) or has too few units.

@@ -29,6 +29,7 @@ __all__ = ["init", "is_initialized", "rank", "world_size", "all_reduce", "broadc
 
 _state: dict[str, Any] = {"comm": None, "MPI": None}
 _staging: dict[int, cl.Buffer] = {}  # id(device) -> host-visible device buffer, grown as needed, reused
+_gathered: dict[str, np.ndarray] = {}  # "host" -> the host bytes a gathered group's message uses, reused
 _OPS = ("sum", "mean", "max")
 
 
@@ -112,22 +113,39 @@ def _groups(items: list[Tensor]) -> list[list[Tensor]]:
     return list(groups.values())
 
 
-def _region(group: Sequence[Tensor]) -> tuple[Any, int, int] | None:
-    """``(buffer, byte offset, elements)`` when ``group`` is one stretch of one buffer: a lone tensor, or
-    sub-buffers of one parent back to back in the group's order (the layout packing would give)."""
+def _span(group: Sequence[Tensor]) -> tuple[Any, int, int, list[tuple[int, int]] | None] | None:
+    """``(buffer, byte offset, elements, pieces)`` when ``group`` lies in one buffer: a lone tensor, or sub-buffers
+    of one parent that do not overlap, in any order. ``pieces`` is ``None`` when they fill the span back to back
+    in the group's order (the mapping is the message); else each tensor's ``(start, stop)`` in the span's elements.
+    """
     if len(group) == 1:
-        return group[0].data, 0, group[0].size
-    info = cl.mem_info
+        return group[0].data, 0, group[0].size, None
+    info, itemsize = cl.mem_info, group[0].dtype.itemsize
     parent = group[0].data.get_info(info.ASSOCIATED_MEMOBJECT)
     if parent is None:
         return None
-    start = end = group[0].data.get_info(info.OFFSET)
+    offsets = []
     for t in group:
         sub = t.data.get_info(info.ASSOCIATED_MEMOBJECT)
-        if sub is None or sub.int_ptr != parent.int_ptr or t.data.get_info(info.OFFSET) != end:
+        offset = t.data.get_info(info.OFFSET)
+        if sub is None or sub.int_ptr != parent.int_ptr or offset % itemsize:
             return None
-        end += t.nbytes
-    return parent, start, (end - start) // group[0].dtype.itemsize
+        offsets.append(offset)
+    start = min(offsets)
+    pieces = [((at - start) // itemsize, (at - start) // itemsize + t.size) for at, t in zip(offsets, group)]
+    ordered = sorted(pieces)
+    if any(a[1] > b[0] for a, b in zip(ordered, ordered[1:])):
+        return None
+    tiled = all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+    return parent, start, ordered[-1][1], None if tiled else pieces
+
+
+def _host_array(dtype: np.dtype, n: int) -> np.ndarray:
+    """``n`` elements of a reused host array (grown as needed): the message of a gathered group."""
+    held = _gathered.get("host")
+    if held is None or held.nbytes < n * dtype.itemsize:
+        held = _gathered["host"] = np.empty(n * dtype.itemsize, np.uint8)
+    return held[: n * dtype.itemsize].view(dtype)
 
 
 @contextlib.contextmanager
@@ -135,34 +153,56 @@ def on_host(group: Sequence[Tensor], load: bool = True, store: bool = True) -> I
     """The contents of ``group`` (one device, one dtype) as one host array, in order; with ``store``, what the
     block leaves in it becomes the tensors' contents.
 
-    A group that fills one stretch of a buffer (:func:`_region`) is mapped in place: no copy on CPU devices,
-    one transfer each way on GPUs. Other groups are first gathered on the device into a reused host-visible
-    staging buffer (and scattered back after), so the host sees one mapping, never one copy per tensor.
+    A group inside one buffer (:func:`_span`: a lone tensor, or views of one buffer in any order) maps that
+    buffer once: no copy on CPU devices, one transfer each way on GPUs. When the views fill it back to back
+    in the group's order, the mapping is the array; otherwise NumPy gathers them from the mapping into a reused
+    host array (and scatters them back). Tensors of several buffers are first gathered on the device into a
+    reused host-visible staging buffer (and scattered back after), so the host sees one mapping, never one copy
+    per tensor.
     """
     dev, dtype = group[0].device, group[0].dtype
-    region = _region(group)
-    staged = region is None
-    if staged:
-        total = sum(t.nbytes for t in group)
-        key = id(dev)
-        buf = _staging.get(key)
-        if buf is None or buf.size < total:
-            buf = _staging[key] = dev.host_buffer(total)
-        if load:
-            at = 0
-            for t in group:
-                dev.copy(buf, t.data, t.nbytes, dst_offset=at)
-                at += t.nbytes
-        region = (buf, 0, total // dtype.itemsize)
-    host = dev.map(region[0], dtype, region[2], region[1])
+    span = _span(group)
+    if span is not None:
+        buf, offset, n, pieces = span
+        mapped = dev.map(buf, dtype, n, offset)
+        try:
+            if pieces is None:
+                yield mapped
+            else:
+                moves, at = [], 0  # (the tensor's slice of the mapping, its slice of the message)
+                for a, b in pieces:
+                    moves.append((slice(a, b), slice(at, at + b - a)))
+                    at += b - a
+                host = _host_array(dtype, at)
+                if load:
+                    for there, here in moves:
+                        host[here] = mapped[there]
+                yield host
+                if store:
+                    for there, here in moves:
+                        mapped[there] = host[here]
+        finally:
+            dev.unmap(mapped)
+        return
+    total = sum(t.nbytes for t in group)
+    key = id(dev)
+    buf = _staging.get(key)
+    if buf is None or buf.size < total:
+        buf = _staging[key] = dev.host_buffer(total)
+    if load:
+        at = 0
+        for t in group:
+            dev.copy(buf, t.data, t.nbytes, dst_offset=at)
+            at += t.nbytes
+    host = dev.map(buf, dtype, total // dtype.itemsize)
     try:
         yield host
     finally:
         dev.unmap(host)
-    if store and staged:
+    if store:
         at = 0
         for t in group:
-            dev.copy(t.data, region[0], t.nbytes, src_offset=at)
+            dev.copy(t.data, buf, t.nbytes, src_offset=at)
             at += t.nbytes
 
 

@@ -39,6 +39,8 @@ class _Bucket:
         dev.fill(self.buffer, np.zeros(1, np.uint8), self.buffer.size)  # the padding travels too
         self.views = [Tensor(self.buffer.get_sub_region(at, p.nbytes), p.shape, p.dtype, dev)
                       for at, p in zip(starts, params)]
+        dtype = params[0].dtype
+        self.flat = Tensor(self.buffer, (self.buffer.size // dtype.itemsize,), dtype, dev)  # the message
         self.ready = 0
         self.host: np.ndarray | None = None  # the mapped message while its all-reduce runs
         self.request: Any = None
@@ -87,6 +89,12 @@ class DistributedDataParallel(Module):
         self._buckets = _buckets(trained, int(bucket_cap_mb * 2**20), align)
         self._where = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
 
+    @property
+    def buckets(self) -> list[Tensor]:
+        """Each gradient bucket as one flat tensor over its host-visible buffer (alignment padding included):
+        the messages a backward all-reduces, in the order it starts them."""
+        return [b.flat for b in self._buckets]
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self.world > 1:
             buffers = list(self.module.buffers())
@@ -123,8 +131,8 @@ class DistributedDataParallel(Module):
 
     def _launch(self, bucket: _Bucket) -> None:
         """Map the bucket (once its gradients' copies have run) and start its non-blocking sum."""
-        mpi, dtype = dist._state["MPI"], bucket.params[0].dtype
-        bucket.host = bucket.params[0].device.map(bucket.buffer, dtype, bucket.buffer.size // dtype.itemsize)
+        mpi, flat = dist._state["MPI"], bucket.flat
+        bucket.host = flat.device.map(flat.data, flat.dtype, flat.size)
         bucket.request = dist._state["comm"].Iallreduce(mpi.IN_PLACE, bucket.host, op=mpi.SUM)
 
     def _finish(self) -> None:

@@ -35,22 +35,29 @@ ints = clnn.tensor(everyone[rank][2])
 dist.all_reduce([ints], op="sum")
 np.testing.assert_array_equal(ints.numpy(), sum(e[2] for e in everyone))
 
-# sub-buffers of one buffer back to back travel as one mapping of it; out of order, through staging
+# sub-buffers of one buffer travel as one mapping of it: back to back in order, it is the message; in another
+# order or around a gap, NumPy gathers them from it, and the gap (another tensor's memory) is left untouched
 dev = clnn.device()
-n0 = dev.base_align // 4
-parent = dev.host_buffer(dev.base_align + 13 * 4)
-views = [clnn.Tensor(parent.get_sub_region(0, n0 * 4), (n0,), np.dtype(np.float32), dev),
-         clnn.Tensor(parent.get_sub_region(n0 * 4, 13 * 4), (13,), np.dtype(np.float32), dev)]
-assert dist._region(views) is not None and dist._region(views[::-1]) is None
-for order in (views, views[::-1]):
-    mine = [np.random.default_rng((seed, rank, t.size)).standard_normal(t.size).astype(np.float32) for t in views]
-    for t, a in zip(views, mine):
-        dev.upload(t.data, a)
+n0, a = dev.base_align // 4, dev.base_align
+parent = dev.host_buffer(2 * a + 13 * 4)
+views = [clnn.Tensor(parent.get_sub_region(0, a), (n0,), np.dtype(np.float32), dev),
+         clnn.Tensor(parent.get_sub_region(a, 13 * 4), (13,), np.dtype(np.float32), dev),
+         clnn.Tensor(parent.get_sub_region(2 * a, 13 * 4), (13,), np.dtype(np.float32), dev)]
+assert dist._span(views[:2])[3] is None and dist._span(views[1::-1])[3] is not None
+assert dist._span([views[0], clnn.tensor(np.ones(3, np.float32))]) is None  # two buffers: staged on the device
+for order, untouched in ((views[:2], views[2]), (views[1::-1], views[2]), ([views[2], views[0]], views[1])):
+    held = np.random.default_rng((seed, world + rank)).standard_normal(untouched.size).astype(np.float32)
+    dev.upload(untouched.data, held)
+    mine = [np.random.default_rng((seed, rank, i)).standard_normal(t.size).astype(np.float32)
+            for i, t in enumerate(order)]
+    for t, m in zip(order, mine):
+        dev.upload(t.data, m)
     dist.all_reduce(order, op="sum")
-    for t in views:
-        want = sum(np.random.default_rng((seed, r, t.size)).standard_normal(t.size).astype(np.float32)
+    for i, t in enumerate(order):
+        want = sum(np.random.default_rng((seed, r, i)).standard_normal(t.size).astype(np.float32)
                    for r in range(world))
         np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(untouched.numpy(), held)
 
 src = world - 1
 bucket = [clnn.tensor(a) for a in everyone[rank]]

@@ -57,6 +57,14 @@ initial = {k: v.numpy() for k, v in local.state_dict().items()}
 opt = clnn.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
 train(ddp, DataLoader(x, y, batch_size=BS, shuffle=True, seed=seed, shard=(rank, world)), opt, ddp.no_sync)
 
+# the buckets are flat tensors holding exactly the averaged gradients (their padding zero), alike on every rank
+held = np.concatenate([b.numpy() for b in ddp.buckets])
+grads = np.concatenate([q.grad.numpy().ravel() for q in local.parameters()])
+np.testing.assert_array_equal(np.sort(held[held != 0]), np.sort(grads[grads != 0]))
+for b in ddp.buckets:
+    for r, other in enumerate(dist.all_gather(b)):
+        assert np.array_equal(other.numpy(), b.numpy()), f"a bucket differs on rank {r}"
+
 ddp.eval()
 ddp(clnn.tensor(x[:2]))  # each forward starts from rank 0's buffers
 for name, t in local.state_dict().items():
