@@ -63,9 +63,9 @@ def _record_outputs(outs: Sequence[Tensor], inputs: tuple[Tensor, ...],
         record(out, (token,), stash(i), f"{name}_output")
 
 
-def _state(s: Tensor | None, d: int, b: int, h: int, like: Tensor) -> Tensor:
-    """A fresh (B, H) copy of direction ``d`` of the (D, B, H) state ``s``, zeros without one."""
-    return getitem(s.detach(), d) if s is not None else zeros((b, h), dtype=like.dtype, device=like.device)
+def _state(s: Tensor | None, d: int, b: int, n: int, like: Tensor) -> Tensor:
+    """A fresh (B, n) copy of direction ``d`` of the (D, B, n) state ``s``, zeros without one."""
+    return getitem(s.detach(), d) if s is not None else zeros((b, n), dtype=like.dtype, device=like.device)
 
 
 def _stack(parts: list[Tensor]) -> Tensor:
@@ -97,8 +97,8 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
     cn = empty((dirs, batch, hid), dt, dev) if lstm else None
     step = kernels.kernel(dev, "rnn.cl", f"{mode}_step", defines(dt))
     how = plan(dev, dt, 1, batch, gh, r, max_splits=1)  # one launch per recurrent GEMM
-    how_p = plan(dev, dt, 1, batch, r, hid, max_splits=1)
-    state = batch * r * dt.itemsize  # bytes of one (B, R) state
+    how_p = plan(dev, dt, 1, batch, r, hid, max_splits=1) if proj else None
+    state_bytes = batch * r * dt.itemsize  # of one (B, R) state
     saved = []
     for d, (w_ih, w_hh, b_ih, b_hh, w_hr) in enumerate(weights):
         xp = gemm_raw(x, (0, n_in, 1), w_ih, (0, 1, n_in), 1, t_len * batch, gh, n_in,
@@ -114,7 +114,7 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
         if proj:  # h' of every step, the running h', and h_0 with each step's h in time order
             hf, hf_t = empty((t_len, batch, hid), dt, dev), empty((batch, hid), dt, dev)
             hs, at = empty((t_len + 1, batch, r), dt, dev), int(d == 0)  # h_t in row t + at, h_0 first or last
-            dev.copy(hs.data, h.data, state, dst_offset=(1 - at) * t_len * state)
+            dev.copy(hs.data, h.data, state_bytes, dst_offset=(1 - at) * t_len * state_bytes)
         for s, t in enumerate(order):
             hp = gemm_raw(h, (0, r, 1), w_hh, (0, 1, r), 1, batch, gh, r,
                           beta=float(b_hh is not None), c=b_hh, c_strides=(0, 0, 1), how=how)
@@ -124,7 +124,7 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
                 launch_1d(dev, step, batch * hid, *sizes, xp.data, hp.data, hf_t.data, c.data, hf.data, hf_t.data,
                           c.data, act.data, hf.data, cprev.data)
                 h = gemm_raw(hf_t, (0, hid, 1), w_hr, (0, 1, hid), 1, batch, r, hid, how=how_p)
-                dev.copy(hs.data, h.data, state, dst_offset=(t + at) * state)
+                dev.copy(hs.data, h.data, state_bytes, dst_offset=(t + at) * state_bytes)
             elif lstm:
                 launch_1d(dev, step, batch * hid, *sizes, xp.data, hp.data, h.data, c.data, y.data, hn.data,
                           cn.data, act.data, hprev.data, cprev.data)
@@ -134,18 +134,18 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
         if proj:
             strided_copy(hs, y, (t_len, batch, r), (batch * r, r, 1), (batch * dirs * r, dirs * r, 1),
                          src_offset=at * batch * r, dst_offset=d * r)
-            dev.copy(hn.data, h.data, state, dst_offset=d * state)
+            dev.copy(hn.data, h.data, state_bytes, dst_offset=d * state_bytes)
             dev.copy(cn.data, c.data, c.nbytes, dst_offset=d * c.nbytes)
             if save:  # h_{t-1} of every step t in time order: the rows of hs other than h_t's
                 hprev = empty((t_len, batch, r), dt, dev)
-                dev.copy(hprev.data, hs.data, t_len * state, src_offset=(1 - at) * state)
+                dev.copy(hprev.data, hs.data, t_len * state_bytes, src_offset=(1 - at) * state_bytes)
         saved.append((act, hprev, cprev, order, hf))
 
     def backward(grads: list[Tensor | None]) -> list[Tensor | None]:
         gy, ghn, gcn = grads if lstm else (*grads, None)
         back = kernels.kernel(dev, "rnn.cl", f"{mode}_step_bwd", defines(dt))
         how_b = plan(dev, dt, 1, batch, r, gh, max_splits=1)
-        how_pb = plan(dev, dt, 1, batch, hid, r, max_splits=1)
+        how_pb = plan(dev, dt, 1, batch, hid, r, max_splits=1) if proj else None
         rows = t_len * batch
         gx, dh0, dc0, dw = None, [], [], []
         for d, ((w_ih, w_hh, b_ih, b_hh, w_hr), (act, hprev, cprev, order, hf)) in enumerate(zip(weights, saved)):
@@ -162,13 +162,14 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
             if proj:  # the kernel's dy is the output's gradient taken through W_hr; dhs keeps each step's dh
                 gyd = getitem(gy.detach(), (slice(None), slice(None), slice(d * r, (d + 1) * r))) if gy is not None \
                     else None
-                dy = dy if gyd is None else gemm_raw(gyd, (0, r, 1), w_hr, (0, hid, 1), 1, rows, hid, r).data
+                gyf = None if gyd is None else gemm_raw(gyd, (0, r, 1), w_hr, (0, hid, 1), 1, rows, hid, r)
+                dy = dy if gyf is None else gyf.data  # gyf, held until the loop's launches are queued
                 dhs = empty((t_len, batch, r), dt, dev)
             for t in reversed(order):
                 sizes = (np.int32(batch), np.int32(hid), np.int32(t), *where, flags)
                 dhf = dh
                 if proj:
-                    dev.copy(dhs.data, dh.data, state, dst_offset=t * state)
+                    dev.copy(dhs.data, dh.data, state_bytes, dst_offset=t * state_bytes)
                     dhf = gemm_raw(dh, (0, r, 1), w_hr, (0, hid, 1), 1, batch, hid, r, how=how_pb)
                 if lstm:
                     launch_1d(dev, back, batch * hid, *sizes, act.data, cprev.data, dy, dhf.data, dc.data, dg.data,

@@ -505,10 +505,11 @@ def _np_convolve2d(a, b, mode: str) -> np.ndarray:
 
 
 def rnn(dt: np.dtype, rng: np.random.Generator) -> None:
-    """Bidirectional two-layer LSTM and GRU with initial states: every step kernel, forward and backward."""
-    for mode in (clnn.nn.LSTM, clnn.nn.GRU):
-        net = mode(3, 5, num_layers=2, bidirectional=True, dtype=dt)
-        x, h0, c0 = _leaf(rng, (3, 2, 3), dt), _leaf(rng, (4, 2, 5), dt), _leaf(rng, (4, 2, 5), dt)
+    """Bidirectional two-layer LSTM (also with proj_size: its step kernel over aliased state buffers) and GRU with
+    initial states: every step kernel, forward and backward."""
+    for mode, proj in ((clnn.nn.LSTM, 0), (clnn.nn.LSTM, 3), (clnn.nn.GRU, 0)):
+        net = mode(3, 5, num_layers=2, bidirectional=True, dtype=dt, **({"proj_size": proj} if proj else {}))
+        x, h0, c0 = _leaf(rng, (3, 2, 3), dt), _leaf(rng, (4, 2, proj or 5), dt), _leaf(rng, (4, 2, 5), dt)
         y, hn = net(x, (h0, c0) if mode is clnn.nn.LSTM else h0)
         states = hn if isinstance(hn, tuple) else (hn,)
         loss = (y * clnn.tensor(data(rng, y.shape, dt))).sum()
