@@ -112,7 +112,7 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
         where = (np.int32(1), np.int32(0)) if proj else (np.int32(dirs), np.int32(d))  # the kernel's (D, d)
         hf = hf_t = None
         if proj:  # h' of every step, the running h', and h_0 with each step's h in time order
-            hf, hf_t = empty((t_len, batch, hid), dt, dev), empty((batch, hid), dt, dev)
+            hf, hf_t = empty((t_len, batch, hid), dt, dev), zeros((batch, hid), dtype=dt, device=dev)
             hs, at = empty((t_len + 1, batch, r), dt, dev), int(d == 0)  # h_t in row t + at, h_0 first or last
             dev.copy(hs.data, h.data, state_bytes, dst_offset=(1 - at) * t_len * state_bytes)
         for s, t in enumerate(order):
