@@ -1,5 +1,5 @@
-"""nn.LSTM and nn.GRU against PyTorch's (float64, with the same weights): outputs, final states and the
-gradients of the input, the initial states and every parameter; the launch budget of a step; bad input.
+"""nn.LSTM (also with proj_size) and nn.GRU against PyTorch's (float64, with the same weights): outputs, final states
+and the gradients of the input, the initial states and every parameter; the launch budget of a step; bad input.
 
 The weight and bias gradients (and the input's) are sums of signed terms over time, batch and gates: they
 are checked against float32's summation bound, each element's sum of absolute terms taken from a float64
@@ -32,16 +32,26 @@ CASES = [
     ("GRU", 13, 2, 2, 7, 1, False, False, True, True),
     ("GRU", 13, 5, 33, 37, 1, True, True, True, True),
 ]
+# LSTM with proj_size: seq len, batch, input size, hidden size, layers, bidirectional, batch_first, initial states,
+# bias, proj_size
+PROJ_CASES = [
+    (1, 1, 1, 3, 1, False, False, True, True, 1),
+    (7, 3, 5, 6, 2, True, False, True, True, 4),
+    (5, 2, 4, 5, 3, True, True, True, False, 2),
+    (11, 1, 3, 9, 1, False, True, False, True, 5),
+    (13, 5, 33, 37, 2, True, False, True, True, 17),  # sizes past a GEMM tile
+]
 
 
-def _pair(mode: str, n_in: int, hid: int, layers: int, bidir: bool, batch_first: bool, bias: bool):
+def _pair(mode: str, n_in: int, hid: int, layers: int, bidir: bool, batch_first: bool, bias: bool, proj: int = 0):
     """A PyTorch float64 module and a clnn one loaded from its state_dict."""
-    ref = getattr(torch.nn, mode)(n_in, hid, num_layers=layers, bidirectional=bidir, batch_first=batch_first,
-                                  bias=bias).double()
+    kw = {"num_layers": layers, "bidirectional": bidir, "batch_first": batch_first, "bias": bias}
+    kw = {**kw, "proj_size": proj} if proj else kw
+    ref = getattr(torch.nn, mode)(n_in, hid, **kw).double()
     with torch.no_grad():  # weights rounded to float32, so both sides compute with the same values
         for p in ref.parameters():
             p.copy_(p.float().double())
-    mine = getattr(nn, mode)(n_in, hid, num_layers=layers, bidirectional=bidir, batch_first=batch_first, bias=bias)
+    mine = getattr(nn, mode)(n_in, hid, **kw)
     mine.load_state_dict({k: v.numpy().astype(np.float32) for k, v in ref.state_dict().items()})
     return ref, mine
 
@@ -50,10 +60,11 @@ def unrolled(mode: str, ref: torch.nn.Module, x: torch.Tensor, hx: list[torch.Te
     """PyTorch's recurrence written out step by step (time-major, batched input) in float64.
 
     Returns (output, final states, steps): steps[(layer, direction)] lists per time step the layer input,
-    h_{t-1}, and the input and recurrent pre-activations (retaining their gradients).
+    h_{t-1}, the input and recurrent pre-activations, and with a projection (h'_t, h_t) (retaining the
+    gradients of all but the input, h_{t-1} and h'_t).
     """
     d_count = 2 if ref.bidirectional else 1
-    hid = ref.hidden_size
+    hid, proj = ref.hidden_size, ref.proj_size
     t_len, batch = x.shape[:2]
     finals: list[list[torch.Tensor]] = [[], []]
     steps = {}
@@ -66,7 +77,7 @@ def unrolled(mode: str, ref: torch.nn.Module, x: torch.Tensor, hx: list[torch.Te
             b_ih = getattr(ref, "bias_ih" + sfx) if ref.bias else 0
             b_hh = getattr(ref, "bias_hh" + sfx) if ref.bias else 0
             k = layer * d_count + d
-            h = hx[0][k] if hx else torch.zeros(batch, hid, dtype=x.dtype)
+            h = hx[0][k] if hx else torch.zeros(batch, proj or hid, dtype=x.dtype)
             c = hx[1][k] if hx and mode == "LSTM" else torch.zeros(batch, hid, dtype=x.dtype)
             ys = [None] * t_len
             rec = steps[(layer, d)] = []
@@ -75,11 +86,15 @@ def unrolled(mode: str, ref: torch.nn.Module, x: torch.Tensor, hx: list[torch.Te
                 gh = h @ w_hh.T + b_hh
                 gx.retain_grad()
                 gh.retain_grad()
-                rec.append((inp[t], h, gx, gh))
+                rec.append((inp[t], h, gx, gh, None))
                 if mode == "LSTM":
                     i, f, g, o = (gx + gh).chunk(4, 1)
                     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
                     h = torch.sigmoid(o) * torch.tanh(c)
+                    if proj:
+                        hf, h = h, h @ getattr(ref, "weight_hr" + sfx).T
+                        h.retain_grad()
+                        rec[-1] = (*rec[-1][:4], (hf, h))
                 else:
                     xr, xz, xn = gx.chunk(3, 1)
                     hr, hz, hn = gh.chunk(3, 1)
@@ -99,9 +114,13 @@ def _magnitudes(mode: str, ref: torch.nn.Module, steps: dict) -> tuple[dict[str,
     gx_mag = 0
     for (layer, d), rec in steps.items():
         sfx = f"_l{layer}" + ("_reverse" if d else "")
-        xs, hs, gxs, ghs = zip(*rec)
+        xs, hs, gxs, ghs, projected = zip(*rec)
         xs, hs = torch.stack(xs).detach(), torch.stack(hs).detach()
         dgx, dgh = torch.stack([g.grad for g in gxs]).abs(), torch.stack([g.grad for g in ghs]).abs()
+        if projected[0] is not None:  # dW_hr = sum_t dh_t^T h'_t
+            hfs, hps = zip(*projected)
+            mags["weight_hr" + sfx] = torch.einsum("tbp,tbh->ph", torch.stack([p.grad for p in hps]).abs(),
+                                                   torch.stack(hfs).detach().abs())
         mags["weight_ih" + sfx] = torch.einsum("tbg,tbi->gi", dgx, xs.abs())
         mags["weight_hh" + sfx] = torch.einsum("tbg,tbh->gh", dgh, hs.abs())
         mags["bias_ih" + sfx] = dgx.sum((0, 1))
@@ -112,13 +131,13 @@ def _magnitudes(mode: str, ref: torch.nn.Module, steps: dict) -> tuple[dict[str,
     return {k: v.detach().numpy() for k, v in mags.items()}, gx_mag.detach().numpy()
 
 
-def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, bias, rng, unbatched=False):
-    ref, mine = _pair(mode, n_in, hid, layers, bidir, batch_first, bias)
+def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, bias, rng, unbatched=False, proj=0):
+    ref, mine = _pair(mode, n_in, hid, layers, bidir, batch_first, bias, proj)
     d_count = 2 if bidir else 1
     shape = (t_len, n_in) if unbatched else (batch, t_len, n_in) if batch_first else (t_len, batch, n_in)
-    s_shape = (layers * d_count, hid) if unbatched else (layers * d_count, batch, hid)
+    s_shapes = [(layers * d_count, *(() if unbatched else (batch,)), n) for n in (proj or hid, hid)]
     x = rng.standard_normal(shape).astype(np.float32)
-    states = [rng.standard_normal(s_shape).astype(np.float32) for _ in range(2 if mode == "LSTM" else 1)]
+    states = [rng.standard_normal(s).astype(np.float32) for s in s_shapes[: 2 if mode == "LSTM" else 1]]
     tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
     ts = [torch.tensor(s, dtype=torch.float64, requires_grad=True) for s in states]
     cx = clnn.tensor(x, requires_grad=True)
@@ -141,7 +160,7 @@ def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, 
     th = [s.detach().clone() for s in ts]
     th = [s.unsqueeze(1) for s in th] if unbatched else th
     proxy = type("Twin", (), {**twin, "bidirectional": bidir, "hidden_size": hid, "num_layers": layers,
-                              "bias": bias})()
+                              "bias": bias, "proj_size": proj})()
     u_out, u_fin, steps = unrolled(mode, proxy, tm, th if with_state else None)
     up_out = torch.tensor(ups[0], dtype=torch.float64)
     up_out = up_out.unsqueeze(1) if unbatched else up_out.transpose(0, 1) if batch_first else up_out
@@ -172,19 +191,27 @@ def test_against_torch(case, rng):
     _run(*case, rng)
 
 
-@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+@pytest.mark.parametrize("case", PROJ_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_proj_size_against_torch(case, rng):
+    *dims, proj = case
+    _run("LSTM", *dims, rng, proj=proj)
+
+
+@pytest.mark.parametrize("mode, proj", [("LSTM", 0), ("GRU", 0), ("LSTM", 3)])
 @pytest.mark.parametrize("with_state", [False, True])
-def test_unbatched(mode, with_state, rng):
-    _run(mode, 6, 1, 3, 5, 2, True, False, with_state, True, rng, unbatched=True)
+def test_unbatched(mode, proj, with_state, rng):
+    _run(mode, 6, 1, 3, 5, 2, True, False, with_state, True, rng, unbatched=True, proj=proj)
 
 
-@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
-def test_state_dict_to_torch_and_init(mode, rng):
+@pytest.mark.parametrize("mode, proj", [("LSTM", 0), ("GRU", 0), ("LSTM", 6)])
+def test_state_dict_to_torch_and_init(mode, proj, rng):
     hid = 11
-    mine = getattr(nn, mode)(4, hid, num_layers=2, bidirectional=True)
-    ref = getattr(torch.nn, mode)(4, hid, num_layers=2, bidirectional=True)
-    assert {k: tuple(v.shape) for k, v in mine.state_dict().items()} == \
-        {k: tuple(v.shape) for k, v in ref.state_dict().items()}
+    kw = {"num_layers": 2, "bidirectional": True, **({"proj_size": proj} if proj else {})}
+    mine = getattr(nn, mode)(4, hid, **kw)
+    ref = getattr(torch.nn, mode)(4, hid, **kw)
+    assert [(k, tuple(v.shape)) for k, v in mine.state_dict().items()] == \
+        [(k, tuple(v.shape)) for k, v in ref.state_dict().items()]
+    assert [k for k, _ in mine.named_parameters()] == [k for k, _ in ref.named_parameters()]
     bound = 1 / math.sqrt(hid)
     for k, v in mine.state_dict().items():
         a = np.asarray(v)
@@ -228,13 +255,14 @@ def _launched(monkeypatch, fn) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
-def test_two_launches_per_step(mode, monkeypatch, rng):
+@pytest.mark.parametrize("mode, proj", [("LSTM", 0), ("GRU", 0), ("LSTM", 96)])
+def test_two_launches_per_step(mode, proj, monkeypatch, rng):
     """Within a layer and direction, consecutive steps' gate kernels (forward and backward) are separated by
-    exactly one launch, the recurrent GEMM (never split into partials): two launches per step. Posing as an
-    H100 (CI's h100 part), these sizes would otherwise take k-split tiled GEMMs plus their partial sums."""
+    exactly one launch, the recurrent GEMM (never split into partials): two launches per step, three with
+    a projection (its GEMM too, forward and backward). Posing as an H100 (CI's h100 part), these sizes would
+    otherwise take k-split tiled GEMMs plus their partial sums."""
     t_len, layers, dirs = 4, 2, 2
-    net = getattr(nn, mode)(17, 128, num_layers=layers, bidirectional=True)
+    net = getattr(nn, mode)(17, 128, num_layers=layers, bidirectional=True, **({"proj_size": proj} if proj else {}))
     x = clnn.tensor(rng.standard_normal((t_len, 64, 17)).astype(np.float32), requires_grad=True)
     out = []
     forward = _launched(monkeypatch, lambda: out.append(net(x)[0]))
@@ -244,8 +272,9 @@ def test_two_launches_per_step(mode, monkeypatch, rng):
         at = [i for i, n in enumerate(names) if n == step]
         assert len(at) == t_len * layers * dirs, f"{step}: {len(at)} launches"
         between = [names[a + 1:b] for a, b in zip(at, at[1:])]
-        one_gemm = [b for b in between if len(b) == 1 and b[0].startswith("gemm") and b[0] != "gemm_sum"]
-        assert len(one_gemm) == (t_len - 1) * layers * dirs, f"{step}: launches between steps {between}"
+        gemms = [b for b in between if len(b) == 1 + bool(proj) and all(n.startswith("gemm") and n != "gemm_sum"
+                                                                        for n in b)]
+        assert len(gemms) == (t_len - 1) * layers * dirs, f"{step}: launches between steps {between}"
 
 
 @pytest.mark.parametrize("mode", ["LSTM", "GRU"])
@@ -297,7 +326,15 @@ BAD = [
     (lambda: nn.GRU(3, 4), _x(5, 2, 3, dtype=np.float16), TypeError, r"GRU: .*float16"),
     (lambda: nn.LSTM(3, 4, dropout=1.5), None, ValueError, r"LSTM: dropout"),
     (lambda: nn.GRU(3, 4, dropout=-0.1), None, ValueError, r"GRU: dropout"),
-    (lambda: nn.LSTM(3, 4, proj_size=2), None, ValueError, r"LSTM: proj_size is not supported .* got 2"),
+    (lambda: nn.LSTM(3, 4, proj_size=4), None, ValueError, r"LSTM: proj_size expects a value smaller than "
+     r"hidden_size \(4\); got 4"),
+    (lambda: nn.LSTM(3, 4, proj_size=-1), None, ValueError, r"LSTM: proj_size expects an int >= 0; got -1"),
+    (lambda: nn.LSTM(3, 4, proj_size=2.0), None, TypeError, r"LSTM: proj_size expects an int"),
+    (lambda: nn.GRU(3, 4, proj_size=2), None, ValueError, r"GRU: proj_size is only supported by LSTM"),
+    (lambda: nn.LSTM(3, 4, proj_size=2), lambda: (clnn.ones((5, 2, 3)), (clnn.ones((1, 2, 4)), clnn.ones((1, 2, 4)))),
+     ValueError, r"LSTM: h_0 expects shape \(1, 2, 2\) for input of shape \(5, 2, 3\); got \(1, 2, 4\)"),
+    (lambda: nn.LSTM(3, 4, proj_size=2), lambda: (clnn.ones((5, 3)), (clnn.ones((1, 2)), clnn.ones((1, 2)))),
+     ValueError, r"LSTM: c_0 expects shape \(1, 4\)"),
     (lambda: nn.GRU(3, 0), None, ValueError, r"GRU: hidden_size"),
     (lambda: nn.LSTM(3, 4, num_layers=0), None, ValueError, r"LSTM: num_layers"),
 ]

@@ -1,6 +1,6 @@
 """nn.MultiheadAttention and the Transformer layers against torch.nn's (float64, torch's weights loaded): outputs,
 attention weights, the input gradients and every parameter's gradient; masks of every kind, causal, unbatched,
-batch_first both ways, kdim/vdim; state_dict both ways; bad input."""
+batch_first both ways, kdim/vdim, add_bias_kv and add_zero_attn; state_dict both ways; bad input."""
 
 from __future__ import annotations
 
@@ -114,19 +114,32 @@ MHA_CASES = [
 ]
 
 
-@pytest.mark.parametrize("e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind", MHA_CASES)
-@pytest.mark.parametrize("need_weights, average", [(False, True), (True, True), (True, False)])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_multihead_attention_matches_torch(e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind, need_weights,
-                                           average, dtype):
+# (E, H, L, S, N, kdim, vdim, batch_first, unbatched, mask kind, add_bias_kv, add_zero_attn): the appended keys
+# with masks of each kind (torch pads them with a column per key), causal both ways (with need_weights torch pads
+# the explicit mask, without it its causal hint also hides the appended keys: clnn follows both)
+EXTRA_KEY_CASES = [
+    (12, 3, 5, 7, 2, None, None, False, False, None, True, False),
+    (12, 3, 5, 7, 3, None, None, True, False, "kpm+bool", True, True),
+    (10, 5, 13, 5, 3, 7, 3, False, False, "float3", False, True),
+    (12, 3, 11, 11, 2, None, None, True, False, "causal", True, True),
+    (12, 3, 11, 11, 2, None, None, False, False, "causal+kpm", False, True),
+    (12, 3, 5, 7, 1, None, 5, False, True, "kpm+float3", True, True),  # unbatched
+    (6, 2, 5, 8, 3, None, None, False, False, "kpm-float", True, False),
+]
+
+
+def _check_mha(e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind, need_weights, average, dtype,
+               add_bias_kv=False, add_zero_attn=False):
     _skip_without_fp64(dtype)
     rng = np.random.default_rng()
     torch.manual_seed(int(rng.integers(1 << 30)))
-    tmod = torch.nn.MultiheadAttention(e, h, kdim=kdim, vdim=vdim, batch_first=batch_first)
+    kw = {"kdim": kdim, "vdim": vdim, "batch_first": batch_first, "add_bias_kv": add_bias_kv,
+          "add_zero_attn": add_zero_attn}
+    tmod = torch.nn.MultiheadAttention(e, h, **kw)
     with torch.no_grad():  # torch zeroes the biases: draw them so their gradients and use are checked
         for p in (tmod.in_proj_bias, tmod.out_proj.bias):
             p.normal_()
-    cmod = nn.MultiheadAttention(e, h, kdim=kdim, vdim=vdim, batch_first=batch_first)
+    cmod = nn.MultiheadAttention(e, h, **kw)
 
     def shape(t, f):
         return (t, f) if unbatched else (n, t, f) if batch_first else (t, n, f)
@@ -141,6 +154,25 @@ def test_multihead_attention_matches_torch(e, h, lq, s, n, kdim, vdim, batch_fir
         return out, w
 
     _compare(cmod, tmod, [q, k, v, kpm, mask], call, dtype, rng, grad_inputs=(0, 1, 2))
+
+
+WEIGHTS_KINDS = [(False, True), (True, True), (True, False)]  # (need_weights, average_attn_weights)
+
+
+@pytest.mark.parametrize("e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind", MHA_CASES)
+@pytest.mark.parametrize("need_weights, average", WEIGHTS_KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_multihead_attention_matches_torch(e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind, need_weights,
+                                           average, dtype):
+    _check_mha(e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind, need_weights, average, dtype)
+
+
+@pytest.mark.parametrize("case", EXTRA_KEY_CASES, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("need_weights, average", WEIGHTS_KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_multihead_attention_extra_keys_match_torch(case, need_weights, average, dtype):
+    *dims, bias_kv, zero_attn = case
+    _check_mha(*dims, need_weights, average, dtype, add_bias_kv=bias_kv, add_zero_attn=zero_attn)
 
 
 def test_multihead_attention_self_attention_eval_and_init():
@@ -161,6 +193,24 @@ def test_multihead_attention_self_attention_eval_and_init():
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound  # xavier_uniform
     assert list(nn.MultiheadAttention(12, 3, bias=False).state_dict()) == list(
         torch.nn.MultiheadAttention(12, 3, bias=False).state_dict())
+
+
+def test_multihead_attention_bias_kv_self_attention_and_init():
+    """With add_bias_kv, self-attention (fused, no packed projection) matches torch; bias_k and bias_v are named,
+    shaped and drawn as torch's (xavier_normal_: std 1/sqrt(E)), also with bias=False."""
+    rng = np.random.default_rng()
+    tmod = torch.nn.MultiheadAttention(12, 3, add_bias_kv=True, add_zero_attn=True)
+    cmod = nn.MultiheadAttention(12, 3, add_bias_kv=True, add_zero_attn=True)
+    x = rng.standard_normal((5, 2, 12))
+    _compare(cmod, tmod, [x], lambda m, x: m(x, x, x, need_weights=False)[0], np.float32, rng)
+    kw = {"add_bias_kv": True, "bias": False, "kdim": 5}
+    got, want = nn.MultiheadAttention(60, 3, **kw).state_dict(), torch.nn.MultiheadAttention(60, 3, **kw).state_dict()
+    assert list(got) == list(want)
+    assert all(got[k].shape == tuple(want[k].shape) for k in want)
+    drawn = np.concatenate([got["bias_k"].numpy().ravel(), got["bias_v"].numpy().ravel()])
+    assert 0.7 / np.sqrt(60) < drawn.std() < 1.3 / np.sqrt(60) and abs(drawn.mean()) < 0.5 / np.sqrt(60)
+    assert not np.array_equal(got["bias_k"].numpy(), got["bias_v"].numpy())
+    assert nn.MultiheadAttention(12, 3).bias_k is None
 
 
 LAYER_CASES = [  # (norm_first, activation, batch_first, unbatched, mask kind)
@@ -242,7 +292,6 @@ def test_state_dict_round_trip_and_deep_copies():
 
 BAD = [
     (lambda: nn.MultiheadAttention(10, 3), ValueError, "divisible by num_heads"),
-    (lambda: nn.MultiheadAttention(12, 3, add_bias_kv=True), ValueError, "add_bias_kv"),
     (lambda: nn.TransformerEncoderLayer(12, 3, activation="tanh"), ValueError, "activation"),
 ]
 

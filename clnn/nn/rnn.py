@@ -1,6 +1,6 @@
-"""Recurrent layers ``LSTM`` and ``GRU`` with PyTorch's constructor, parameter names, shapes, initialization
-(every parameter U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))) and gate order; each layer is one call
-of :func:`clnn.ops.rnn.rnn_layer`.
+"""Recurrent layers ``LSTM`` (with ``proj_size``) and ``GRU`` with PyTorch's constructor, parameter names, shapes,
+initialization (every parameter U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))) and gate order; each layer is one
+call of :func:`clnn.ops.rnn.rnn_layer`.
 """
 
 from __future__ import annotations
@@ -25,25 +25,33 @@ class _RNNBase(Module):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 device: str | int | Device | None = None, dtype: Any = None) -> None:
+                 device: str | int | Device | None = None, dtype: Any = None, proj_size: int = 0) -> None:
         super().__init__()
         name = type(self).__name__
         self.input_size = require_int(f"{name}: input_size", input_size, 1)
         self.hidden_size = require_int(f"{name}: hidden_size", hidden_size, 1)
         self.num_layers = require_int(f"{name}: num_layers", num_layers, 1)
         self.dropout = float(require_number(f"{name}: dropout", dropout, 0, 1))
+        self.proj_size = require_int(f"{name}: proj_size", proj_size, 0)
+        if proj_size and self._mode != "lstm":
+            raise ValueError(f"{name}: proj_size is only supported by LSTM (expects 0); got {proj_size}")
+        if proj_size >= hidden_size:
+            raise ValueError(f"{name}: proj_size expects a value smaller than hidden_size ({hidden_size}); "
+                             f"got {proj_size}")
         self.bias, self.batch_first, self.bidirectional = bool(bias), bool(batch_first), bool(bidirectional)
-        g, bound = GATES[self._mode], 1 / math.sqrt(hidden_size)
-        self._weights: list[list[tuple[str, str, str, str]]] = []
+        g, bound, r = GATES[self._mode], 1 / math.sqrt(hidden_size), self.state_size
+        kinds = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+        self._weights: list[list[tuple[str, ...]]] = []
         for layer in range(num_layers):
-            n_in = input_size if layer == 0 else hidden_size * self.num_directions
+            n_in = input_size if layer == 0 else r * self.num_directions
             names = []
             for suffix in ("", "_reverse")[: self.num_directions]:
-                keys = tuple(f"{kind}_l{layer}{suffix}" for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+                keys = tuple(f"{kind}_l{layer}{suffix}" for kind in kinds)
                 gh = g * hidden_size
-                shapes = ((gh, n_in), (gh, hidden_size), (gh,), (gh,))
-                for key, shape in zip(keys if bias else keys[:2], shapes):
-                    setattr(self, key, _uniform(shape, bound, device, dtype))
+                shapes = ((gh, n_in), (gh, r), (gh,), (gh,), (proj_size, hidden_size))
+                for key, shape in zip(keys, shapes):
+                    if (bias or "bias" not in key) and (proj_size or "hr" not in key):
+                        setattr(self, key, _uniform(shape, bound, device, dtype))
                 names.append(keys)
             self._weights.append(names)
 
@@ -51,9 +59,13 @@ class _RNNBase(Module):
     def num_directions(self) -> int:
         return 2 if self.bidirectional else 1
 
+    @property
+    def state_size(self) -> int:
+        """h's width: ``proj_size`` when the LSTM projects, else ``hidden_size``."""
+        return self.proj_size or self.hidden_size
+
     def _layer_weights(self, layer: int) -> list[tuple[Any, ...]]:
-        return [tuple(getattr(self, k) if self.bias or i < 2 else None for i, k in enumerate(keys))
-                for keys in self._weights[layer]]
+        return [tuple(self._parameters.get(k) for k in keys) for keys in self._weights[layer]]
 
     def _check_state(self, what: str, s: Any, x: Tensor, shape: tuple[int, ...]) -> None:
         name = type(self).__name__
@@ -79,19 +91,20 @@ class _RNNBase(Module):
         t_len, batch = x.shape[:2]
         if t_len == 0 or batch == 0:
             raise ValueError(f"{name}: input expects a sequence length and batch size of at least 1; got {input.shape}")
-        ld = self.num_layers * self.num_directions
-        shape = (ld, batch, self.hidden_size) if batched else (ld, self.hidden_size)
+        ld, r = self.num_layers * self.num_directions, self.state_size
+        shape_h, shape_c = (((ld, batch, n) if batched else (ld, n)) for n in (r, self.hidden_size))
         h0 = c0 = None
         if hx is not None:
             if lstm:
                 if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                     raise TypeError(f"{name}: hx expects a tuple (h_0, c_0); got {type(hx).__name__}")
                 h0, c0 = hx
-                self._check_state("c_0", c0, input, shape)
+                self._check_state("c_0", c0, input, shape_c)
             else:
                 h0 = hx
-            self._check_state("h_0", h0, input, shape)
-            h0, c0 = (s if s is None or batched else s.reshape(ld, 1, self.hidden_size) for s in (h0, c0))
+            self._check_state("h_0", h0, input, shape_h)
+            if not batched:
+                h0, c0 = (s if s is None else s.reshape(ld, 1, s.shape[-1]) for s in (h0, c0))
         d, hns, cns = self.num_directions, [], []
         for layer in range(self.num_layers):
             part = slice(layer * d, (layer + 1) * d)
@@ -104,31 +117,34 @@ class _RNNBase(Module):
         states = [cat(s) if len(s) > 1 else s[0] for s in ((hns, cns) if lstm else (hns,))]
         if not batched:
             x = x.reshape(t_len, x.shape[-1])
-            states = [s.reshape(ld, self.hidden_size) for s in states]
+            states = [s.reshape(ld, s.shape[-1]) for s in states]
         elif self.batch_first:
             x = x.transpose(0, 1)
         return x, (tuple(states) if lstm else states[0])
 
     def extra_repr(self) -> str:
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, bias={self.bias}, "
-                f"batch_first={self.batch_first}, dropout={self.dropout}, bidirectional={self.bidirectional}")
+                f"batch_first={self.batch_first}, dropout={self.dropout}, bidirectional={self.bidirectional}"
+                + (f", proj_size={self.proj_size}" if self.proj_size else ""))
 
 
 class LSTM(_RNNBase):
     """Long short-term memory over a sequence, as ``torch.nn.LSTM`` (gates i, f, g, o).
 
     Shapes: input (L, N, H_in) (``(N, L, H_in)`` with ``batch_first``) or unbatched (L, H_in); hx an optional
-    tuple (h_0, c_0), each (num_layers * D, N, H) or (num_layers * D, H) unbatched (zeros when absent). Returns
-    ``output, (h_n, c_n)``: output (L, N, D * H) (batch first likewise), h_n and c_n shaped as h_0. D is 2 when
-    bidirectional. ``dropout`` applies to every layer's output but the last, in training.
+    tuple (h_0, c_0), h_0 (num_layers * D, N, R) and c_0 (num_layers * D, N, H), or without N unbatched (zeros
+    when absent). Returns ``output, (h_n, c_n)``: output (L, N, D * R) (batch first likewise), h_n and c_n
+    shaped as h_0 and c_0. D is 2 when bidirectional; R is ``proj_size`` when it is not 0 (then each step's
+    h_t = (o * tanh(c_t)) @ W_hr^T, with ``weight_hr_l{k}{_reverse}`` (proj_size, hidden_size)), else H.
+    ``dropout`` applies to every layer's output but the last, in training.
 
     Raises:
-        ValueError: a bad size or dropout outside [0, 1]; ``proj_size`` (not supported); input or state
-            shapes that do not match the layer.
+        ValueError: a bad size, dropout outside [0, 1], proj_size negative or not below hidden_size; input or
+            state shapes that do not match the layer.
 
     Example:
-        >>> lstm = nn.LSTM(10, 20, num_layers=2)
-        >>> out, (h, c) = lstm(clnn.randn(5, 3, 10))
+        >>> lstm = nn.LSTM(10, 20, num_layers=2, proj_size=8)
+        >>> out, (h, c) = lstm(clnn.randn(5, 3, 10))   # out (5, 3, 8), h (2, 3, 8), c (2, 3, 20)
     """
 
     _mode = "lstm"
@@ -136,9 +152,8 @@ class LSTM(_RNNBase):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
                  device: str | int | Device | None = None, dtype: Any = None) -> None:
-        if proj_size != 0:
-            raise ValueError(f"LSTM: proj_size is not supported by clnn (expects 0); got {proj_size}")
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device, dtype)
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device, dtype,
+                         proj_size)
 
 
 class GRU(_RNNBase):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import functional as F
-from ..ops import creation, log
+from ..ops import broadcast_to, cat, creation, log
 from ..ops.attention import multi_head_attention
 from ..ops.matmul import gemm
 from ..tensor import Tensor
@@ -49,6 +49,14 @@ def _additive(mask: Tensor, dtype: np.dtype) -> Tensor:
     return mask.astype(dtype)
 
 
+def _pad_keys(mask: Tensor, extra: int) -> Tensor:
+    """``mask`` with ``extra`` more key columns that mask nothing (False, or 0 added), as torch pads its masks for
+    ``bias_k`` and the zero key."""
+    if not extra:
+        return mask
+    return cat([mask, creation.zeros(*mask.shape[:-1], extra, dtype=mask.dtype, device=mask.device)], -1)
+
+
 def _check_mask(name: str, mask: Any, shapes: tuple[tuple[int, ...], ...]) -> Tensor:
     m = require_tensor(f"MultiheadAttention: {name}", mask)
     if m.dtype != np.bool_ and m.dtype.kind != "f":
@@ -63,7 +71,11 @@ class MultiheadAttention(Module):
 
     Parameters: ``in_proj_weight`` (3 E, E), or ``q_proj_weight`` (E, E), ``k_proj_weight`` (E, kdim),
     ``v_proj_weight`` (E, vdim) when kdim or vdim differ from E; ``in_proj_bias`` (3 E,); ``out_proj``
-    (a Linear E -> E). Projections are Xavier-uniform, their biases zero.
+    (a Linear E -> E); with ``add_bias_kv``, ``bias_k`` and ``bias_v`` (1, 1, E). Projections are
+    Xavier-uniform, their biases zero, ``bias_k``/``bias_v`` Xavier-normal (std 1/sqrt(E)).
+
+    ``add_bias_kv`` appends ``bias_k``/``bias_v`` to the projected keys and values as one more key, then
+    ``add_zero_attn`` a key and value of zeros; masks get a column for each that masks nothing, as torch's.
 
     Shapes: query (L, N, E) (or (N, L, E) with ``batch_first``, or (L, E) unbatched), key (S, N, kdim),
     value (S, N, vdim). ``key_padding_mask`` (N, S) (or (S,)), ``attn_mask`` (L, S) or (N num_heads, L, S);
@@ -83,9 +95,6 @@ class MultiheadAttention(Module):
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) expects to be divisible by num_heads; "
                              f"got num_heads={num_heads}")
-        if add_bias_kv or add_zero_attn:
-            raise ValueError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported; got "
-                             f"add_bias_kv={add_bias_kv}, add_zero_attn={add_zero_attn}")
         self.dropout = require_number("MultiheadAttention: dropout", dropout, 0, 1, high_open=True)
         self.kdim = embed_dim if kdim is None else require_int("MultiheadAttention: kdim", kdim, 1)
         self.vdim = embed_dim if vdim is None else require_int("MultiheadAttention: vdim", vdim, 1)
@@ -105,6 +114,25 @@ class MultiheadAttention(Module):
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
         if bias:
             self.out_proj.bias = Parameter(creation.zeros(embed_dim, dtype=dtype or np.float32, device=device))
+        for name in ("bias_k", "bias_v"):
+            std = 1 / math.sqrt(embed_dim)  # xavier_normal_ of (1, 1, E): fan_in = fan_out = E
+            self.register_parameter(name, Parameter(creation.randn(1, 1, embed_dim, dtype=dtype or np.float32,
+                                                                   device=device) * std) if add_bias_kv else None)
+        self.add_zero_attn = bool(add_zero_attn)
+
+    @property
+    def _extra_keys(self) -> int:
+        """Keys appended to the projected ones: ``bias_k`` and the zero key."""
+        return (self.bias_k is not None) + self.add_zero_attn
+
+    def _append_keys(self, x: Tensor, bias: Tensor | None, seq: int) -> Tensor:
+        """Projected keys or values x ((S, N, E), or (N, S, E) when ``seq`` is 1) with ``bias`` (1, 1, E) and
+        the zero key appended along the sequence."""
+        one = (1, x.shape[1], x.shape[2]) if seq == 0 else (x.shape[0], 1, x.shape[2])
+        parts = [x] + ([broadcast_to(bias, one)] if bias is not None else [])
+        if self.add_zero_attn:
+            parts.append(creation.zeros(*one, dtype=x.dtype, device=x.device))
+        return cat(parts, seq) if len(parts) > 1 else x
 
     def _weights(self) -> tuple[Tensor, ...]:
         """(w_q, w_k, w_v, b_q, b_k, b_v)."""
@@ -147,15 +175,20 @@ class MultiheadAttention(Module):
         seq_first = not seq  # the layout stays the caller's: (T, N, *) or (N, T, *)
         p = self.dropout if self.training else 0.0
         weights = None
-        if need_weights:
+        # fused self-attention takes one packed projection
+        packed = not need_weights and query is key is value and self._qkv_same_embed_dim and not self._extra_keys
+        if not packed:
             wq, wk, wv, bq, bk, bv = self._weights()
+            q = _linear(q, wq, bq)
+            k = self._append_keys(_linear(k, wk, bk), self.bias_k, seq)
+            v = self._append_keys(_linear(v, wv, bv), self.bias_v, seq)
+        if need_weights:
             split, merge = ((1, 2, 0, 3), (2, 0, 1, 3)) if seq_first else ((0, 2, 1, 3), (0, 2, 1, 3))
 
-            def heads(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:  # -> (N, H, T, head_dim)
-                y = _linear(x, w, b)
+            def heads(y: Tensor) -> Tensor:  # (T, N, E) or (N, T, E) -> (N, H, T, head_dim)
                 return y.reshape(*y.shape[:2], h, self.head_dim).permute(split)
 
-            qh, kh, vh = heads(q, wq, bq), heads(k, wk, bk), heads(v, wv, bv)
+            qh, kh, vh = heads(q), heads(k), heads(v)
             scores = (qh * (1 / math.sqrt(self.head_dim))) @ kh.transpose(-1, -2)
             weights = F.dropout(F.softmax(scores if mask is None else scores + mask, -1), p, p > 0)
             out = (weights @ vh).permute(merge)
@@ -166,13 +199,11 @@ class MultiheadAttention(Module):
                 weights = weights.reshape(*weights.shape[1:])
         else:
             causal = is_causal and mask is None
-            if query is key is value and self._qkv_same_embed_dim:  # self-attention: one packed projection
+            if packed:
                 qkv = _linear(q, self.in_proj_weight, self.in_proj_bias)
                 out = multi_head_attention(qkv, None, None, h, seq_first, mask, p, causal)
             else:
-                wq, wk, wv, bq, bk, bv = self._weights()
-                out = multi_head_attention(_linear(q, wq, bq), _linear(k, wk, bk), _linear(v, wv, bv), h, seq_first,
-                                           mask, p, causal)
+                out = multi_head_attention(q, k, v, h, seq_first, mask, p, causal)
         out = _linear(out, self.out_proj.weight, self.out_proj.bias)
         if not batched:
             out = out.reshape(lq, e)
@@ -182,18 +213,19 @@ class MultiheadAttention(Module):
               nls: tuple[int, int, int], dtype: np.dtype) -> Tensor | None:
         """The one mask for the (N, H, L, S) scores, as a broadcasting view: bool (True: the key takes part, for
         the fused kernel) when it is one bool mask and no weights are wanted, else additive; None when there is
-        none or ``is_causal`` replaces it (then attention is causal)."""
-        (n, lq, s), h = nls, self.num_heads
+        none or ``is_causal`` replaces it (then attention is causal). Masks given for S keys get a column for
+        each appended key."""
+        (n, lq, s), h, extra = nls, self.num_heads, self._extra_keys
         if is_causal and attn_mask is None:
             raise ValueError("MultiheadAttention: is_causal=True is a hint that attn_mask is the causal mask and "
                              "needs that attn_mask; got attn_mask=None")
         masks = []
         if kpm is not None:
-            m = _check_mask("key_padding_mask", kpm, ((n, s),) if batched else ((s,),))
-            masks.append(m.reshape(n, 1, 1, s))
+            m = _pad_keys(_check_mask("key_padding_mask", kpm, ((n, s),) if batched else ((s,),)), extra)
+            masks.append(m.reshape(n, 1, 1, s + extra))
         if attn_mask is not None and not (is_causal and kpm is None and not need_weights):
-            m = _check_mask("attn_mask", attn_mask, ((lq, s), (n * h, lq, s)))
-            masks.append(m.reshape(1, 1, lq, s) if m.ndim == 2 else m.reshape(n, h, lq, s))
+            m = _pad_keys(_check_mask("attn_mask", attn_mask, ((lq, s), (n * h, lq, s))), extra)
+            masks.append(m.reshape(1, 1, lq, s + extra) if m.ndim == 2 else m.reshape(n, h, lq, s + extra))
         if not masks:
             return None
         if len(masks) == 1 and masks[0].dtype == np.bool_ and not need_weights:
