@@ -133,17 +133,19 @@ def test_sdpa_dropout_matches_torch_with_its_mask():
 
 @pytest.mark.parametrize("lq", [64, 512])
 def test_sdpa_forward_memory_is_linear_in_length(lq):
-    """Nothing of size L x S: the fused kernels (GPUs) allocate the output and one logsumexp per row; the CPU path
-    also, per block of ROW_BLOCK query rows, the block's q rows (unless q is one block), scores and output rows,
-    which the next block's replace, so its peak grows as ROW_BLOCK x S."""
+    """Every byte the forward allocates. The fused kernels (GPUs): the output and one logsumexp per row, nothing
+    of size L x S. The CPU path: the logsumexps and, per block of ROW_BLOCK query rows, its ROW_BLOCK x S scores
+    and its output rows (the output itself where L is one block; else also the block's q rows, and the output
+    they are copied into). A block's buffers are dropped as the next block's are made, so the peak (the sum's
+    largest term) grows as ROW_BLOCK x S, linearly in the length; the sum below is over all blocks."""
     rng = np.random.default_rng()
     q, k, v = (clnn.tensor(rng.standard_normal((2, lq, 16)).astype(np.float32), requires_grad=True) for _ in range(3))
     with clnn.profiler.profile() as prof:
         F.scaled_dot_product_attention(q, k, v)
-    expected = 2 * lq * 16 * 4 + 2 * lq * 4
+    out, lse = 2 * lq * 16 * 4, 2 * lq * 4
+    expected = out + lse
     if clnn.default_device().type == "cpu":
-        blocks = [min(ROW_BLOCK, lq - i0) for i0 in range(0, lq, ROW_BLOCK)]
-        expected += 2 * 4 * sum(nr * (lq + 16 + (16 if len(blocks) > 1 else 0)) for nr in blocks)
+        expected += 2 * lq * lq * 4 + (2 * out if lq > ROW_BLOCK else 0)
     assert prof.bytes_allocated == expected
 
 

@@ -19,15 +19,15 @@ from ._core import autocast, empty, record
 from .matmul import gemm_raw
 from .random import next_key
 from .reduce import broadcast_to
-from .shape import strided_copy
+from .shape import reshape, strided_copy
 
 F_FLOAT_MASK, F_BOOL_MASK, F_CAUSAL, F_DROPOUT = (
     kernels.op_codes("attention.h", "ATT_F_")[k] for k in ("float_mask", "bool_mask", "causal", "dropout"))
 HEAD_MAX = 512  # the largest head dimension (E or Ev)
 TILE = 64  # rows per block and tile, at most
 WG = 128  # work-items per work-group, at most
-ROW_BLOCK = 64  # the CPU path's query rows per block
-ROW_WG = 64  # the CPU path's work-items per score row, at most
+ROW_BLOCK = 128  # the CPU path's query rows per block (128 and 256 measured alike, 64 slower, on Intel)
+ROW_WG = 16  # the CPU path's work-items per score row: one AVX-512 vector (measured best of 4 to 256 on Intel)
 
 
 def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str, object]:
@@ -255,11 +255,11 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
                        np.int32(lq), np.int32(s), np.int32(i0), np.int32(nr), np.int32(n), p, seed, offset,
                        *mask_args, *[b.data for b in buffers])
 
-    def blocks() -> Any:
-        for i0 in range(0, lq, ROW_BLOCK):
+    def blocks() -> Any:  # one empty block where L = 0: k and v get zero gradients
+        for i0 in range(0, max(lq, 1), ROW_BLOCK):
             yield i0, min(ROW_BLOCK, lq - i0)
 
-    out = empty(out_shape, q.dtype, dev)
+    out: Tensor | None = None
     lse = empty((nb, lq), acc, dev)
     kc, vc = _gather(k, lay_k, nh, nb, 0, s, e, acc), _gather(v, lay_v, nh, nb, 0, s, ev, acc)
     for i0, nr in blocks():
@@ -267,13 +267,12 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
         qb = _gather(q, lay_q, nh, nb, i0, nr, e, acc)
         sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, n, e, alpha=scale)  # (nb, nr, n)
         rows("attn_rows_fwd", i0, nr, n, sc, lse)
-        _scatter(gemm_raw(sc, (nr * n, n, 1), vc, (s * ev, ev, 1), nb, nr, ev, n), out, lay_o, nh, i0)
-    del kc, vc
+        ob = gemm_raw(sc, (nr * n, n, 1), vc, (s * ev, ev, 1), nb, nr, ev, n)
+        out = _place(ob, out, out_shape, q.dtype, lay_o, nh, i0)
     packed = k is q
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
-        gq = empty(q.shape, q.dtype, dev)
-        gk, gv = (gq, gq) if packed else (empty(t.shape, t.dtype, dev) for t in (k, v))
+        gq = empty(q.shape, q.dtype, dev) if packed else None
         kc, vc = _gather(k, lay_k, nh, nb, 0, s, e, acc), _gather(v, lay_v, nh, nb, 0, s, ev, acc)
         dk = dv = None
         for i0, nr in blocks():
@@ -284,10 +283,10 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
             beta = 0.0 if dv is None else 1.0
             dv = gemm_raw(sc, (nr * s, 1, s), gb, (nr * ev, ev, 1), nb, s, ev, nr, beta=beta, c=dv)
             dk = gemm_raw(dp, (nr * s, 1, s), qb, (nr * e, e, 1), nb, s, e, nr, alpha=scale, beta=beta, c=dk)
-            _scatter(gemm_raw(dp, (nr * s, s, 1), kc, (s * e, e, 1), nb, nr, e, s, alpha=scale), gq, lay_q, nh, i0)
-        if dk is not None:
-            _scatter(dk, gk, lay_k, nh, 0)
-            _scatter(dv, gv, lay_v, nh, 0)
+            dq = gemm_raw(dp, (nr * s, s, 1), kc, (s * e, e, 1), nb, nr, e, s, alpha=scale)
+            gq = _place(dq, gq, q.shape, q.dtype, lay_q, nh, i0)
+        into = gq if packed else None
+        gk, gv = _place(dk, into, k.shape, k.dtype, lay_k, nh, 0), _place(dv, into, v.shape, v.dtype, lay_v, nh, 0)
         return (gq, None, None) if packed else (gq, gk, gv)
 
     return out, backward
@@ -300,22 +299,34 @@ def _geometry(lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int
     return (nb // nh, nh, nr, width), (lay[0], lay[1], lay[2], 1), lay[3] + r0 * lay[2]
 
 
+def _dense(lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int, width: int) -> bool:
+    """Whether rows r0 .. r0 + nr of layout ``lay`` are a contiguous (nb, nr, width) block at offset 0."""
+    shape, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
+    return offset == 0 and all(a == b for n, a, b in zip(shape, strides, contiguous_strides(shape)) if n > 1)
+
+
 def _gather(t: Tensor, lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int, width: int,
             dtype: np.dtype) -> Tensor:
     """Rows r0 .. r0 + nr of ``t`` (in layout ``lay``) as a contiguous (nb, nr, width) ``dtype`` buffer: ``t`` itself
     where it already is one, else a copy."""
-    shape, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
-    dense = contiguous_strides(shape)
-    if t.dtype == dtype and offset == 0 and t.size == math.prod(shape) and all(
-            a == b for n, a, b in zip(shape, strides, dense) if n > 1):
+    if t.dtype == dtype and t.size == nb * nr * width and _dense(lay, nh, nb, r0, nr, width):
         return t
+    shape, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
     out = empty((nb, nr, width), dtype, t.device)
-    strided_copy(t, out, shape, strides, dense, src_offset=offset)
+    strided_copy(t, out, shape, strides, contiguous_strides(shape), src_offset=offset)
     return out
 
 
-def _scatter(src: Tensor, t: Tensor, lay: tuple[int, int, int, int], nh: int, r0: int) -> None:
-    """A contiguous (nb, nr, width) ``src`` into rows r0 .. r0 + nr of ``t`` (in layout ``lay``), cast to its dtype."""
+def _place(src: Tensor, dst: Tensor | None, shape: tuple[int, ...], dtype: np.dtype, lay: tuple[int, int, int, int],
+           nh: int, r0: int) -> Tensor:
+    """A contiguous (nb, nr, width) ``src`` as rows r0 .. r0 + nr of a ``dtype`` result of ``shape`` in layout ``lay``:
+    copied (and cast) into ``dst``, or with ``dst`` None into a new tensor, or ``src`` itself where it already is the
+    whole result."""
     nb, nr, width = src.shape
-    shape, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
-    strided_copy(src, t, shape, contiguous_strides(shape), strides, dst_offset=offset)
+    if dst is None:
+        if src.size == math.prod(shape) and src.dtype == dtype and _dense(lay, nh, nb, r0, nr, width):
+            return reshape(src, shape)
+        dst = empty(shape, dtype, src.device)
+    view, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
+    strided_copy(src, dst, view, contiguous_strides(view), strides, dst_offset=offset)
+    return dst
