@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import rel_err
+from helpers import attention_path, rel_err  # noqa: F401 (a fixture)
 
 import clnn
 from clnn import nn
@@ -114,6 +114,7 @@ MHA_CASES = [
 ]
 
 
+@pytest.mark.usefixtures("attention_path")
 @pytest.mark.parametrize("e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind", MHA_CASES)
 @pytest.mark.parametrize("need_weights, average", [(False, True), (True, True), (True, False)])
 @pytest.mark.parametrize("dtype", DTYPES)
