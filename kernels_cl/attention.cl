@@ -42,8 +42,7 @@
  * ATT_Y <= ATT_T, the work-group's shape (all powers of two); ATT_COLS_BY_ROW 1 loads transposed tiles
  * with consecutive local writes (CPUs) instead of coalesced global reads (GPUs).
  */
-#include "clnn_dtype.h"
-#include "philox.h"
+#include "attention.h"
 
 #ifndef ATT_D
 #define ATT_D 64
@@ -80,38 +79,12 @@
 #define ACC_ROW(a) ((int)get_local_id(1) + (a) / (ATT_D / ATT_X) * ATT_Y)
 #define ACC_COL(a) ((int)get_local_id(0) + (a) % (ATT_D / ATT_X) * ATT_X)
 
-#define ATT_F_FLOAT_MASK 1
-#define ATT_F_BOOL_MASK 2
-#define ATT_F_CAUSAL 4
-#define ATT_F_DROPOUT 8
-
-#define ATT_MASK_ARGS int mnb, int msb0, int msb1, int msl, int mss, \
-    __global const store_t *fmask, __global const uchar *bmask
 #define ATT_ARGS int flags, int L, int S, int E, int Ev, real scale, real p_drop, uint2 seed, uint2 offset
 #define ATT_LAYOUT_ARGS int nh, long4 lq, long4 lk, long4 lv, long4 lo
 
 /* element offset of row r of batch b in layout lay */
 inline size_t at(long4 lay, int nh, int b, int r) {
     return lay.w + (b / nh) * lay.x + (b % nh) * lay.y + r * lay.z;
-}
-
-/* offset of mask element (b, i, 0) */
-inline long mask_row(int b, int i, int mnb, int msb0, int msb1, int msl) {
-    return (long)(b / mnb) * msb0 + (long)(b % mnb) * msb1 + (long)i * msl;
-}
-
-/* the additive mask at offset o: 0, the float value, or -BIG where a boolean mask excludes the key */
-inline real mask_at(int flags, __global const store_t *fmask, __global const uchar *bmask, long o) {
-    if (flags & ATT_F_FLOAT_MASK) return LOAD(fmask, o);
-    if (flags & ATT_F_BOOL_MASK) return bmask[o] ? 0 : -BIG;
-    return 0;
-}
-
-/* dropout's factor for score e = (b L + i) S + j */
-inline real keep_scale(int flags, ulong e, uint2 seed, uint2 offset, real p) {
-    if (!(flags & ATT_F_DROPOUT)) return 1;
-    float u = to_unit(philox((uint4)((uint)e, offset.x, offset.y, (uint)(e >> 32)), seed).x);
-    return u >= p ? 1 / (1 - p) : 0;
 }
 
 /* the work-item's scores out[e] = a[r] . bt[:, c] over its entries (r, c) (a row-major, bt transposed), all
@@ -175,7 +148,7 @@ inline int keys_seen(int flags, int L, int S, int i0) {
 }
 
 /* query i sees key j (the mask aside) */
-#define SEES(i, j, ni, nj) ((i) < (ni) && (j) < (nj) && !(flags & ATT_F_CAUSAL && (j) > (i)))
+#define SEES(i, j, ni, nj) ((i) < (ni) && (j) < (nj) && !hides(flags, i, j))
 
 __kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const store_t *q, __global const store_t *k,
                        __global const store_t *v, __global store_t *out, __global real *lse) {

@@ -1,4 +1,4 @@
-"""Shared test helpers: relative error against a float64 reference; the CI matrix's settings."""
+"""Shared test helpers: relative error against a float64 reference; the CI matrix's settings; attention's paths."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import pytest
+
+import clnn
+from clnn.ops import attention
 
 F32_TOL = 1e-5
 
@@ -52,3 +56,13 @@ def run_tests_script() -> ModuleType:
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(params=["fused", "rows"])
+def attention_path(request, monkeypatch) -> str:
+    """Runs a test on each of attention's CPU paths: the blocked GEMMs ("rows", which CPUs take from
+    ``ROWS_MIN_KEYS`` keys on) and the fused kernels (below it, and every other device's only path)."""
+    if request.param == "rows" and clnn.default_device().type != "cpu":
+        pytest.skip("the blocked path runs on CPUs only")
+    monkeypatch.setattr(attention, "ROWS_MIN_KEYS", 0 if request.param == "rows" else 1 << 62)
+    return request.param

@@ -6,10 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import assert_sum_close, rel_err
+from helpers import assert_sum_close, attention_path, rel_err  # noqa: F401 (a fixture)
 
 import clnn
 import clnn.functional as F
+from clnn.ops import attention
+
+pytestmark = pytest.mark.usefixtures("attention_path")
 
 # (batch dims, L, S, E, Ev, mask, is_causal, scale); mask: None, "bool", "float", "bool-bcast", "float-bcast"
 CASES = [
@@ -132,12 +135,20 @@ def test_sdpa_dropout_matches_torch_with_its_mask():
 
 @pytest.mark.parametrize("lq", [64, 512])
 def test_sdpa_forward_memory_is_linear_in_length(lq):
-    """The forward allocates its output and one logsumexp per row: nothing of size L x S."""
+    """Every byte the forward allocates. The fused kernels (GPUs): the output and one logsumexp per row, nothing
+    of size L x S. The CPU path: the logsumexps and, per block of ROW_BLOCK query rows, its ROW_BLOCK x S scores
+    and its output rows (the output itself where L is one block; else also the block's q rows, and the output
+    they are copied into). A block's buffers are dropped as the next block's are made, so the peak (the sum's
+    largest term) grows as ROW_BLOCK x S, linearly in the length; the sum below is over all blocks."""
     rng = np.random.default_rng()
     q, k, v = (clnn.tensor(rng.standard_normal((2, lq, 16)).astype(np.float32), requires_grad=True) for _ in range(3))
     with clnn.profiler.profile() as prof:
         F.scaled_dot_product_attention(q, k, v)
-    assert prof.bytes_allocated == 2 * lq * 16 * 4 + 2 * lq * 4
+    out, lse = 2 * lq * 16 * 4, 2 * lq * 4
+    expected = out + lse
+    if clnn.default_device().type == "cpu" and lq >= attention.ROWS_MIN_KEYS:  # the blocked path
+        expected += 2 * lq * lq * 4 + (2 * out if lq > attention.ROW_BLOCK else 0)
+    assert prof.bytes_allocated == expected
 
 
 # Half inputs: q, k, v, the upstream gradient and a float mask are drawn, rounded to the half type, and torch

@@ -37,7 +37,7 @@ FLAGS = [
     ("optim.cl", "F_", optimizers, "_"),
     ("signal.cl", "SIG_FLIP_", signal, "FLIP_"),
     ("rnn.cl", "RNN_", rnn, "RNN_"),
-    ("attention.cl", "ATT_F_", attention, "F_"),
+    ("attention.h", "ATT_F_", attention, "F_"),
     ("index.cl", "SX_", index, "SX_"),
     ("index.cl", "SC_", sort, "SC_"),
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import rel_err
+from helpers import attention_path, rel_err  # noqa: F401 (a fixture)
 
 import clnn
 from clnn import nn
@@ -159,6 +159,7 @@ def _check_mha(e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind, need_we
 WEIGHTS_KINDS = [(False, True), (True, True), (True, False)]  # (need_weights, average_attn_weights)
 
 
+@pytest.mark.usefixtures("attention_path")
 @pytest.mark.parametrize("e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind", MHA_CASES)
 @pytest.mark.parametrize("need_weights, average", WEIGHTS_KINDS)
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -167,6 +168,7 @@ def test_multihead_attention_matches_torch(e, h, lq, s, n, kdim, vdim, batch_fir
     _check_mha(e, h, lq, s, n, kdim, vdim, batch_first, unbatched, kind, need_weights, average, dtype)
 
 
+@pytest.mark.usefixtures("attention_path")
 @pytest.mark.parametrize("case", EXTRA_KEY_CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("need_weights, average", WEIGHTS_KINDS)
 @pytest.mark.parametrize("dtype", DTYPES)

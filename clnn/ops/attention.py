@@ -1,4 +1,5 @@
-"""Scaled dot-product attention as fused kernels (``kernels_cl/attention.cl``): the L x S scores never exist."""
+"""Scaled dot-product attention: on GPUs fused kernels (``kernels_cl/attention.cl``) in which the L x S scores never
+exist; on CPUs blocks of query rows as batched GEMMs with the softmax passes of ``kernels_cl/attention_rows.cl``."""
 
 from __future__ import annotations
 
@@ -15,14 +16,19 @@ from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import autocast, empty, record
+from .matmul import gemm_raw
 from .random import next_key
 from .reduce import broadcast_to
+from .shape import reshape, strided_copy
 
 F_FLOAT_MASK, F_BOOL_MASK, F_CAUSAL, F_DROPOUT = (
-    kernels.op_codes("attention.cl", "ATT_F_")[k] for k in ("float_mask", "bool_mask", "causal", "dropout"))
+    kernels.op_codes("attention.h", "ATT_F_")[k] for k in ("float_mask", "bool_mask", "causal", "dropout"))
 HEAD_MAX = 512  # the largest head dimension (E or Ev)
 TILE = 64  # rows per block and tile, at most
 WG = 128  # work-items per work-group, at most
+ROWS_MIN_KEYS = 128  # CPUs take the blocked path from this many keys on (at the GPT example's 64, fused is 3x faster)
+ROW_BLOCK = 128  # the CPU path's query rows per block (128 and 256 measured alike, 64 slower, on Intel)
+ROW_WG = 16  # the CPU path's work-items per score row: one AVX-512 vector (measured best of 4 to 256 on Intel)
 
 
 def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str, object]:
@@ -169,10 +175,13 @@ def multi_head_attention(q: Tensor, k: Tensor | None, v: Tensor | None, heads: i
 def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, int, int], ...], nh: int,
             batch: tuple[int, ...], sizes: tuple[int, int, int, int], out_shape: tuple[int, ...],
             attn_mask: Tensor | None, p: float, is_causal: bool, scale: float) -> Tensor:
-    """The fused kernels on q, k, v (k and v may be q itself: a packed buffer) in attention.cl's layouts
-    (q's, k's, v's, out's: (batch stride, head stride, row stride, offset)), batch index b = (b / nh, b % nh)."""
+    """Attention on q, k, v (k and v may be q itself: a packed buffer) in attention.cl's layouts (q's, k's, v's,
+    out's: (batch stride, head stride, row stride, offset)), batch index b = (b / nh, b % nh). GPUs (every device
+    whose type is not ``"cpu"``) run the fused kernels; CPUs the blocked GEMMs of :func:`_attend_rows` in memory
+    O(ROW_BLOCK S) beyond the inputs' size where there are ROWS_MIN_KEYS keys or more (1.5-2x faster than the
+    fused kernels there; at fewer, the fused kernels win: the GEMMs' copies and launches are not repaid)."""
     q, k, v = qkv
-    lq, s, e, ev = sizes
+    lq, s = sizes[:2]
     dev, nb = q.device, math.prod(batch)
     flags = (F_CAUSAL if is_causal else 0) | (F_DROPOUT if p > 0 else 0)
     fmask = bmask = q  # any valid buffer where the kernel reads none
@@ -184,9 +193,22 @@ def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, i
         else:
             flags, fmask = flags | F_FLOAT_MASK, mask
     seed, offset = next_key(None) if p > 0 else (cltypes.make_uint2(0, 0), cltypes.make_uint2(0, 0))
+    common = (np.int32(flags), real_scalar(q.dtype, p), seed, offset, (*geometry, fmask.data, bmask.data))
+    run = _attend_rows if dev.type == "cpu" and s >= ROWS_MIN_KEYS else _attend_fused
+    out, backward = run(qkv, layouts, nh, nb, sizes, out_shape, scale, *common)
+    return record(out, (q, k, v), backward, "scaled_dot_product_attention")
+
+
+def _attend_fused(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, int, int], ...], nh: int,
+                  nb: int, sizes: tuple[int, int, int, int], out_shape: tuple[int, ...], scale: float, flags: np.int32,
+                  p: np.generic, seed: Any, offset: Any, mask_args: tuple[Any, ...]) -> tuple[Tensor, Any]:
+    """The fused kernels (GPUs): the output and its backward."""
+    q, k, v = qkv
+    lq, s, e, ev = sizes
+    dev = q.device
     lay = [cltypes.make_long4(*x) for x in layouts]
-    args = (np.int32(flags), np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale),
-            real_scalar(q.dtype, p), seed, offset, *geometry, fmask.data, bmask.data, np.int32(nh), *lay)
+    args = (flags, np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale), p, seed,
+            offset, *mask_args, np.int32(nh), *lay)
     d = _plan(dev, q.dtype, e, ev, max(lq, s))
     acc = np.float64 if q.dtype == np.float64 else np.float32
 
@@ -211,4 +233,102 @@ def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, i
         run("attn_bwd_kv", s, q, k, v, lse, dsum, g, gk, gv)
         return (gq, None, None) if packed else (gq, gk, gv)
 
-    return record(out, (q, k, v), backward, "scaled_dot_product_attention")
+    return out, backward
+
+
+def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, int, int], ...], nh: int,
+                 nb: int, sizes: tuple[int, int, int, int], out_shape: tuple[int, ...], scale: float, flags: np.int32,
+                 p: np.generic, seed: Any, offset: Any, mask_args: tuple[Any, ...]) -> tuple[Tensor, Any]:
+    """The CPU path: per block of ROW_BLOCK query rows of all nb batch elements, scores = q k^T (a batched GEMM),
+    ``attn_rows_fwd``'s softmax in place, out = p v; the backward likewise per block (the scores and dO v^T,
+    ``attn_rows_bwd``, then dv += (p z)^T dO, dk += dS^T q, dq = dS k), in `real` (float32 for half inputs), so
+    blocks and gradients add up in a fixed order. Operands not already contiguous `real` (B, rows, features),
+    each block's q and dO rows among them, are gathered by strided copies, results scattered into the layouts."""
+    q, k, v = qkv
+    lq, s, e, ev = sizes
+    dev, lay_q, lay_k, lay_v, lay_o = q.device, *layouts
+    acc = np.dtype(np.float64 if q.dtype == np.float64 else np.float32)
+    causal = bool(int(flags) & F_CAUSAL)
+    d = defines(q.dtype, RED_WG=group_size(dev, ROW_WG))
+
+    def rows(name: str, i0: int, nr: int, n: int, *buffers: Tensor) -> None:
+        wg = min(group_size(dev, ROW_WG), 1 << max(n - 1, 0).bit_length())
+        kernels.launch(dev, kernels.kernel(dev, "attention_rows.cl", name, d), (nb * nr * wg,), (wg,), flags,
+                       np.int32(lq), np.int32(s), np.int32(i0), np.int32(nr), np.int32(n), p, seed, offset,
+                       *mask_args, *[b.data for b in buffers])
+
+    def blocks() -> Any:  # one empty block where L = 0: k and v get zero gradients
+        for i0 in range(0, max(lq, 1), ROW_BLOCK):
+            yield i0, min(ROW_BLOCK, lq - i0)
+
+    out: Tensor | None = None
+    lse = empty((nb, lq), acc, dev)
+    kc, vc = _gather(k, lay_k, nh, nb, 0, s, e, acc), _gather(v, lay_v, nh, nb, 0, s, ev, acc)
+    for i0, nr in blocks():
+        n = min(s, i0 + nr) if causal else s  # the keys a causal block sees
+        qb = _gather(q, lay_q, nh, nb, i0, nr, e, acc)
+        sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, n, e, alpha=scale)  # (nb, nr, n)
+        rows("attn_rows_fwd", i0, nr, n, sc, lse)
+        ob = gemm_raw(sc, (nr * n, n, 1), vc, (s * ev, ev, 1), nb, nr, ev, n)
+        out = _place(ob, out, out_shape, q.dtype, lay_o, nh, i0)
+    packed = k is q
+
+    def backward(g: Tensor) -> tuple[Tensor | None, ...]:
+        gq = empty(q.shape, q.dtype, dev) if packed else None
+        kc, vc = _gather(k, lay_k, nh, nb, 0, s, e, acc), _gather(v, lay_v, nh, nb, 0, s, ev, acc)
+        dk = dv = None
+        for i0, nr in blocks():
+            qb, gb = _gather(q, lay_q, nh, nb, i0, nr, e, acc), _gather(g, lay_o, nh, nb, i0, nr, ev, acc)
+            sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, s, e, alpha=scale)  # (nb, nr, s)
+            dp = gemm_raw(gb, (nr * ev, ev, 1), vc, (s * ev, 1, ev), nb, nr, s, ev)
+            rows("attn_rows_bwd", i0, nr, s, sc, dp, lse)
+            beta = 0.0 if dv is None else 1.0
+            dv = gemm_raw(sc, (nr * s, 1, s), gb, (nr * ev, ev, 1), nb, s, ev, nr, beta=beta, c=dv)
+            dk = gemm_raw(dp, (nr * s, 1, s), qb, (nr * e, e, 1), nb, s, e, nr, alpha=scale, beta=beta, c=dk)
+            dq = gemm_raw(dp, (nr * s, s, 1), kc, (s * e, e, 1), nb, nr, e, s, alpha=scale)
+            gq = _place(dq, gq, q.shape, q.dtype, lay_q, nh, i0)
+        into = gq if packed else None
+        gk, gv = _place(dk, into, k.shape, k.dtype, lay_k, nh, 0), _place(dv, into, v.shape, v.dtype, lay_v, nh, 0)
+        return (gq, None, None) if packed else (gq, gk, gv)
+
+    return out, backward
+
+
+def _geometry(lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int,
+              width: int) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """Rows r0 .. r0 + nr of a tensor in layout ``lay`` as a strided (nb / nh, nh, nr, width) view: shape, strides,
+    offset."""
+    return (nb // nh, nh, nr, width), (lay[0], lay[1], lay[2], 1), lay[3] + r0 * lay[2]
+
+
+def _dense(lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int, width: int) -> bool:
+    """Whether rows r0 .. r0 + nr of layout ``lay`` are a contiguous (nb, nr, width) block at offset 0."""
+    shape, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
+    return offset == 0 and all(a == b for n, a, b in zip(shape, strides, contiguous_strides(shape)) if n > 1)
+
+
+def _gather(t: Tensor, lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int, width: int,
+            dtype: np.dtype) -> Tensor:
+    """Rows r0 .. r0 + nr of ``t`` (in layout ``lay``) as a contiguous (nb, nr, width) ``dtype`` buffer: ``t`` itself
+    where it already is one, else a copy."""
+    if t.dtype == dtype and t.size == nb * nr * width and _dense(lay, nh, nb, r0, nr, width):
+        return t
+    shape, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
+    out = empty((nb, nr, width), dtype, t.device)
+    strided_copy(t, out, shape, strides, contiguous_strides(shape), src_offset=offset)
+    return out
+
+
+def _place(src: Tensor, dst: Tensor | None, shape: tuple[int, ...], dtype: np.dtype, lay: tuple[int, int, int, int],
+           nh: int, r0: int) -> Tensor:
+    """A contiguous (nb, nr, width) ``src`` as rows r0 .. r0 + nr of a ``dtype`` result of ``shape`` in layout ``lay``:
+    copied (and cast) into ``dst``, or with ``dst`` None into a new tensor, or ``src`` itself where it already is the
+    whole result."""
+    nb, nr, width = src.shape
+    if dst is None:
+        if src.size == math.prod(shape) and src.dtype == dtype and _dense(lay, nh, nb, r0, nr, width):
+            return reshape(src, shape)
+        dst = empty(shape, dtype, src.device)
+    view, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
+    strided_copy(src, dst, view, contiguous_strides(view), strides, dst_offset=offset)
+    return dst

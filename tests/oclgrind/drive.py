@@ -375,8 +375,16 @@ def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 def attention(dt: np.dtype, rng: np.random.Generator) -> None:
-    """Fused attention: no mask, bool (a row with no key), broadcast float, causal with L > S, dropout; multi-head
-    layouts."""
+    """Attention on each path (on CPUs the blocked GEMMs too, forced for these few keys): no mask, bool (a row with
+    no key), broadcast float, causal with L > S, dropout; multi-head layouts."""
+    from clnn.ops import attention as att
+
+    for min_keys in (att.ROWS_MIN_KEYS, 0):
+        att.ROWS_MIN_KEYS = min_keys
+        _attention_cases(dt, rng)
+
+
+def _attention_cases(dt: np.dtype, rng: np.random.Generator) -> None:
     import clnn.functional as F
 
     q, k, v = _leaf(rng, (2, 5, 6), dt), _leaf(rng, (2, 9, 6), dt), _leaf(rng, (2, 9, 3), dt)
