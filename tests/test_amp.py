@@ -232,6 +232,43 @@ def test_convolutions_round_float32_operands_in_their_loads(dev, rng, monkeypatc
     assert len(launches) == 1 + (len(shapes) == 3), launches
 
 
+# (name, norm of (x, weight, bias), shapes of x, weight, bias): batch norm over channels, layer norm over rows
+NORMS = [
+    ("batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), [(5, 7, 3, 11), (7,), (7,)]),
+    ("layer_norm", lambda x, w, b: F.layer_norm(x, (3, 23), w, b), [(9, 3, 23), (3, 23), (3, 23)]),
+]
+NORM_KERNELS = {"norm_partial", "norm_finish", "norm_apply", "norm_bwd_input", "ln_bwd", "ln_bwd_finish"}
+
+
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+@pytest.mark.parametrize("name, fn, shapes", NORMS, ids=[n[0] for n in NORMS])
+def test_norms_read_a_half_input_without_a_float32_copy(dev, rng, monkeypatch, half, name, fn, shapes):
+    """Under autocast a norm of a half x launches only its own kernels (they read x and write its gradient in
+    x's type: no float32 copy of x is made and kept for backward), and its float32 output and all gradients
+    equal, bit for bit, those of the same norm of x cast to float32 first."""
+    from clnn import kernels
+
+    values = [rng.standard_normal(s).astype(half if i == 0 else np.float32) for i, s in enumerate(shapes)]
+    with clnn.use_device(dev):
+        ours, cast = ([clnn.tensor(v, requires_grad=True) for v in values] for _ in range(2))
+        launches = []
+        launch = kernels.launch
+        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+        with clnn.autocast(half):
+            y = fn(*ours)
+        g = clnn.tensor(rng.standard_normal(y.shape).astype(np.float32))
+        y.backward(g)
+        monkeypatch.setattr(kernels, "launch", launch)
+        y2 = fn(cast[0].astype(clnn.float32), *cast[1:])
+        y2.backward(g)
+    assert set(launches) <= NORM_KERNELS, launches
+    assert y.dtype == y2.dtype == clnn.float32
+    np.testing.assert_array_equal(_bits(y), _bits(y2))
+    for a, b in zip(ours, cast):
+        assert a.grad.dtype == a.dtype
+        np.testing.assert_array_equal(_bits(a.grad), _bits(b.grad))
+
+
 @pytest.mark.parametrize("bad, kind, match", [
     (clnn.float32, TypeError, "clnn.float16 or clnn.bfloat16"),
     (np.int32, TypeError, "clnn.float16 or clnn.bfloat16"),
