@@ -171,12 +171,17 @@ def test_products_round_float32_operands_in_their_loads(dev, rng, monkeypatch, h
 
 
 # (name, op, input shapes, which inputs are already in the half type): products whose gradients need no sum over
-# broadcast batches, so each is the GEMM's own output
+# broadcast batches, so each is the GEMM's own output, and convolutions of float32 tensors or a half activation
 GRAD_PRODUCTS = [
     ("linear", lambda x, w: clnn.gemm(x, w, trans_b=True), [(37, 65), (19, 65)], ()),
     ("linear_half_x", lambda x, w: clnn.gemm(x, w, trans_b=True), [(9, 33), (17, 33)], (0,)),
     ("gemm_trans_a", lambda a, b: clnn.gemm(a, b, alpha=0.5, trans_a=True), [(29, 13), (29, 7)], ()),
     ("matmul_batched", clnn.matmul, [(3, 17, 31), (3, 31, 20)], ()),
+    ("conv2d", lambda x, w: F.conv2d(x, w, padding=1), [(2, 5, 9, 7), (11, 5, 3, 3)], ()),
+    ("conv2d_half_x", lambda x, w: F.conv2d(x, w, stride=2, groups=3), [(3, 6, 11, 8), (27, 2, 3, 2)], (0,)),
+    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2), [(2, 9, 5, 6), (9, 10, 3, 3)], ()),
+    ("conv_transpose2d_half_x", lambda x, w: F.conv_transpose2d(x, w, padding=1), [(1, 10, 4, 7), (10, 11, 2, 3)],
+     (0,)),
 ]
 
 
@@ -185,9 +190,10 @@ GRAD_PRODUCTS = [
 @pytest.mark.parametrize("name, fn, shapes, halves", GRAD_PRODUCTS, ids=[p[0] for p in GRAD_PRODUCTS])
 def test_product_backward_stores_float32_grads_without_a_half_copy(dev, rng, monkeypatch, half, name, fn, shapes,
                                                                     halves, direct):
-    """Under autocast the backward of a product allocates its gradients and nothing else: the GEMM stores a
-    float32 operand's gradient in float32 (rounded to the half type, as the bit-equality test above checks), not
-    a half gradient widened into a second tensor (1.5x the bytes, the peak of a mixed-precision AlexNet step)."""
+    """Under autocast the backward of a product allocates its gradients and nothing else: the GEMM (or the
+    convolution's kernel) stores a float32 operand's gradient in float32 (rounded to the half type, as the
+    bit-equality tests check), not a half gradient widened into a second tensor (1.5x the bytes: the peak of a
+    mixed-precision AlexNet step was the first Linear's weight gradient twice)."""
     from clnn import tuning
 
     for key in tuning.TABLE["gemm_direct"]:

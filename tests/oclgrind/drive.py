@@ -476,7 +476,7 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
 
 def _conv_autocast(dt: np.dtype, rng: np.random.Generator, path: str) -> None:
     """For a half ``dt``: conv2d and conv_transpose2d of float32 leaves under autocast (the kernels round x and
-    the weight in their loads: A_F32/B_F32), forward and gradients."""
+    the weight in their loads: A_F32/B_F32), forward and gradients (float32, stored so by the kernels: C_F32)."""
     import clnn.functional as F
 
     if dt not in (F16, BF16):
