@@ -18,10 +18,12 @@ Inside ``with clnn.autocast(dtype):``
 
 Memory: an op keeps for backward the tensors it ran on, so what is stored in half follows from the lists.
 A convolution or Linear returns half, and the ops after it on neither list (ReLU, pooling, dropout) keep
-half tensors; a convolution keeps a float32 input and weight as they are (no half copies). An op on the
-float32 list keeps a float32 copy of its half input (batch_norm after a convolution stores the activation
-twice: half for the ReLU, float32 for the norm), and the ops after it run and store in float32 up to the next
-matmul, gemm or convolution. Products keep float32 operands as they are (a weight is the parameter itself).
+half tensors; products and convolutions keep float32 operands as they are (a weight is the parameter itself,
+no half copies), and their kernels write a float32 operand's gradient in float32 (the half result, rounded as
+a cast would round it, with no half gradient widened into a second tensor). batch_norm and layer_norm read a
+half input as it is and keep it (their kernels also write its gradient in its type); the other ops on the
+float32 list (softmax, losses, reductions) keep a float32 copy of a half input. The ops after an op on the
+float32 list run and store in float32 up to the next matmul, gemm or convolution.
 
 Differences from ``torch.autocast``: the float32 list is CUDA's for both half types (PyTorch's CPU
 bfloat16 path keeps softmax, log_softmax, layer_norm, sum, mean and logsumexp in bfloat16), and

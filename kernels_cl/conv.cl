@@ -27,7 +27,9 @@
  *
  * Defines: the element type (clnn_dtype.h), gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, APAD) and its A_F32,
  * B_F32: the GEMM's first operand (w in fwd and bwd_data, gy in bwd_weight) or second (x, or gy in bwd_data)
- * is float32, rounded to store_t as it is loaded (clnn.autocast's half convolutions, no cast pass).
+ * is float32, rounded to store_t as it is loaded (clnn.autocast's half convolutions, no cast pass); C_F32: the
+ * output (y and pre, gx, gw or its partials) is float32 holding store_t's rounded result (a float32 weight's
+ * gradient under autocast, with no half gradient widened).
  * Launch (tiled): work-group (TN/WN, TM/WM, 1), global (ceil(cols/TN)*TN/WN, ceil(rows/TM)*TM/WM, G*S);
  * direct: one work-item per element, 1-D.
  */
@@ -66,8 +68,8 @@ inline void zero_acc(realv acc[WM][NV]) {
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void conv_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict w,
-              __global const store_t *restrict bias, int has_bias, int act, int keep, __global store_t *pre,
-              __global store_t *y) {
+              __global const store_t *restrict bias, int has_bias, int act, int keep, __global c_t *pre,
+              __global c_t *y) {
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN], qy[TN]; /* per column (n, p): x offset, top-left tap, y offset */
@@ -134,7 +136,7 @@ void conv_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void conv_bwd_data(GEOM, __global const b_t *restrict gy, __global const a_t *restrict w,
-                   __global const store_t *restrict bias, int has_bias, __global store_t *restrict gx) {
+                   __global const store_t *restrict bias, int has_bias, __global c_t *restrict gx) {
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN], qx[TN]; /* per column (n, h, w): gy offset, padded pixel, gx offset */
@@ -195,13 +197,13 @@ void conv_bwd_data(GEOM, __global const b_t *restrict gy, __global const a_t *re
     }
     EACH_OUTPUT(Cg, NHW, {
         const int ch = g * Cg + row0 + r;
-        STORE(gx, qx[c] + ch * HW, has_bias ? val + LOAD(bias, ch) : val);
+        STORE_C(gx, qx[c] + ch * HW, has_bias ? val + LOAD(bias, ch) : val);
     })
 }
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __global const a_t *restrict gy,
-                     __global store_t *restrict gw) {
+                     __global c_t *restrict gw) {
     __local real As[TM][LDA];
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN];         /* per column (c, i, j): x offset, tap offsets */
@@ -270,12 +272,12 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
         barrier(CLK_LOCAL_MEM_FENCE);
         MULTIPLY(As, Bs, k0);
     }
-    EACH_OUTPUT(Og, NCOL, STORE(gw, (row0 + r) * NCOL + col0 + c, val))
+    EACH_OUTPUT(Og, NCOL, STORE_C(gw, (row0 + r) * NCOL + col0 + c, val))
 }
 
 __kernel void conv_direct_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict w,
                               __global const store_t *restrict bias, int has_bias, int act, int keep,
-                              __global store_t *pre, __global store_t *y) {
+                              __global c_t *pre, __global c_t *y) {
     const int e = get_global_id(0); /* e = ((n*O + o)*OH + oh)*OW + ow */
     if (e >= N * O * OH * OW) return;
     const int ow = e % OW, oh = e / OW % OH, o = e / (OW * OH) % O, n = e / (OW * OH * O);
@@ -298,7 +300,7 @@ __kernel void conv_direct_fwd(GEOM, __global const b_t *restrict x, __global con
 
 __kernel void conv_direct_bwd_data(GEOM, __global const b_t *restrict gy, __global const a_t *restrict w,
                                    __global const store_t *restrict bias, int has_bias,
-                                   __global store_t *restrict gx) {
+                                   __global c_t *restrict gx) {
     const int e = get_global_id(0); /* e = ((n*C + ch)*H + h)*W + ww */
     if (e >= N * C * H * W) return;
     const int ww = e % W, h = e / W % H, ch = e / (W * H) % C, n = e / (W * H * C);
@@ -316,11 +318,11 @@ __kernel void conv_direct_bwd_data(GEOM, __global const b_t *restrict gy, __glob
             }
         }
     }
-    STORE(gx, e, acc);
+    STORE_C(gx, e, acc);
 }
 
 __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x,
-                                     __global const a_t *restrict gy, __global store_t *restrict part) {
+                                     __global const a_t *restrict gy, __global c_t *restrict part) {
     const int Cg = C / G, KK = KH * KW, total = O * Cg * KK, e = get_global_id(0) % total, s = get_global_id(0) / total;
     if (s >= S) return; /* e = (o*Cg + c)*KK + i*KW + j */
     const int j = e % KW, i = e / KW % KH, c = e / KK % Cg, o = e / (KK * Cg), ch = o / (O / G) * Cg + c;
@@ -331,5 +333,5 @@ __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *re
         if (h >= 0 && h < H && ww >= 0 && ww < W)
             acc += LOAD_A(gy, ((size_t)n * O + o) * P + p) * LOAD_B(x, (((size_t)n * C + ch) * H + h) * W + ww);
     }
-    STORE(part, (size_t)s * total + e, acc);
+    STORE_C(part, (size_t)s * total + e, acc);
 }

@@ -37,12 +37,13 @@
  * products so small that the launch, not the arithmetic, should bound them (127x253x61).
  *
  * Defines: the element type (clnn_dtype.h), A_F32, B_F32, D_F32 (gemm.h: a float32 operand rounded to the
- * element type as it is loaded); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per
- * work-item), VW (vector width 1, 2, 4, 8 or 16), VWG (global load run 1, 2, 4, 8 or 16), APAD (As row
- * padding), DB (0 or 1: double-buffered local tiles). Requires TM % WM == TN % WN == WN % VW == 0,
- * TM % VWG == TN % VWG == TK % VWG == 0 and KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1),
- * global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM, batch*S); gemm_sum: one work-item per element of the
- * (batch, M, N) result; gemm_direct: global (N, M, batch), any work-group.
+ * element type as it is loaded), C_F32 (gemm.h: C and P float32, holding results rounded to the element
+ * type); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per work-item), VW (vector width 1, 2, 4, 8
+ * or 16), VWG (global load run 1, 2, 4, 8 or 16), APAD (As row padding), DB (0 or 1: double-buffered
+ * local tiles). Requires TM % WM == TN % WN == WN % VW == 0, TM % VWG == TN % VWG == TK % VWG == 0 and
+ * KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM,
+ * batch*S); gemm_sum: one work-item per element of the (batch, M, N) result; gemm_direct: global
+ * (N, M, batch), any work-group.
  */
 #include "gemm.h"
 
@@ -58,7 +59,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
           __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
-          __global store_t *P, __global store_t *C) {
+          __global c_t *P, __global c_t *C) {
     __local real As[DB + 1][TM][LDA]; /* op(A) blocks, row-major */
     __local realv Bs[DB + 1][TK][TN / VW]; /* op(B) blocks, row-major; realv keeps them vector-aligned */
     const int tx = get_local_id(0), ty = get_local_id(1);
@@ -123,7 +124,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
  * (batch, M, N) result, one work-item per element: the partials of a k-split gemm, added in order of s. */
 __kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __global const real *restrict part,
                        __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
-                       __global store_t *P, __global store_t *out) {
+                       __global c_t *P, __global c_t *out) {
     const int i = get_global_id(0);
     if (i >= total) return;
     const int MN = M * N, b = i / MN, r = (i - b * MN) / N, c = i % N;
@@ -139,7 +140,7 @@ __kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
                           __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
                           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
                           __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
-                          __global store_t *P, __global store_t *C) {
+                          __global c_t *P, __global c_t *C) {
     const int j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
     if (i >= M || j >= N) return;
     A += (size_t)b * a_bs + (size_t)i * a_rs;

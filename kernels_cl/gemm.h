@@ -2,7 +2,8 @@
  * defaults, the staging of a row- or column-strided operand's tile into local memory (stage_a,
  * stage_b) and the register-blocked multiply of one staged k-slice (MULTIPLY). gemm.cl's banner
  * describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, APAD, DB); and the fused
- * epilogue's store (store_act), which applies an activation given as a unary.h code.
+ * epilogue's store (store_act), which applies an activation given as a unary.h code and writes C's type
+ * (c_t: store_t, or float32 with C_F32).
  */
 #ifndef CLNN_GEMM_H
 #define CLNN_GEMM_H
@@ -74,8 +75,14 @@ typedef CAT(STORE_T, VWG) storeg;
 #ifndef D_F32
 #define D_F32 0
 #endif
-#if (A_F32 || B_F32 || D_F32) && !STORE_HALF && !STORE_BF16
-#error "A_F32, B_F32 and D_F32 round float32 operands to half or bf16 storage only"
+/* C_F32 = 1: the result C (and P) is float32, each element rounded to store_t's precision as it is stored:
+ * bit for bit the half result widened, without the half tensor and the widening copy (the float32
+ * gradient of a float32 parameter under clnn.autocast). Only with half or bf16 storage. */
+#ifndef C_F32
+#define C_F32 0
+#endif
+#if (A_F32 || B_F32 || D_F32 || C_F32) && !STORE_HALF && !STORE_BF16
+#error "A_F32, B_F32, D_F32 and C_F32 round float32 operands or results to half or bf16 storage only"
 #endif
 #if STORE_HALF
 inline real round_store(float f) {
@@ -85,6 +92,13 @@ inline real round_store(float f) {
 }
 #elif STORE_BF16
 inline real round_store(float f) { return bf16_to_float(float_to_bf16(f)); }
+#endif
+#if C_F32
+typedef float c_t;
+#define STORE_C(p, i, v) ((p)[i] = round_store((float)(v)))
+#else
+typedef store_t c_t;
+#define STORE_C STORE
 #endif
 #if A_F32 || B_F32
 inline void round_run(real *t, __global const float *p) {
@@ -120,9 +134,9 @@ typedef store_t d_t;
 
 /* C[i] = act(v) for a unary.h code act (any negative code: none); with keep, also P[i] = v, the
  * pre-activation that the backward of an activation other than relu differentiates at */
-inline void store_act(__global store_t *C, __global store_t *P, size_t i, real v, int act, int keep) {
-    if (keep) STORE(P, i, v);
-    STORE(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
+inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int act, int keep) {
+    if (keep) STORE_C(P, i, v);
+    STORE_C(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
 }
 
 /* t[0..VWG) = p[0..VWG): one vector load when `vec` (p aligned to the vector), else scalar loads */

@@ -26,11 +26,37 @@
  *                   (one work-item each) gx as norm_bwd_input's and the block's column sums of g xhat and g
  *                   (the weight's and bias's gradients) in part (blocks, 2, D)
  *   ln_bwd_finish   one work-item per column adds the blocks' column sums in order: gw, gb
+ * The gradients' a * b + c are explicit fma: a contraction the compiler chose would differ between builds
+ * (X_HALF's against float32's) on the values that cancel.
  * Partials are (G, S, 2) reals (ln_bwd's: (blocks, 2, D)). norm_partial takes any power-of-two local size <= RED_WG.
- * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's
- * rows per block.
+ * Defines: the element type (clnn_dtype.h); X_HALF or X_BF16 (x and gx stored as half or bf16, the rest as
+ * float32 storage: clnn.autocast's norms read a half input as it is and write its gradient in its type, with
+ * no float32 copy of it); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows per block.
  */
 #include "reduce.h"
+
+#ifndef X_HALF
+#define X_HALF 0
+#endif
+#ifndef X_BF16
+#define X_BF16 0
+#endif
+#if (X_HALF || X_BF16) && (STORE_HALF || STORE_BF16 || USE_FP64 || USE_FP16)
+#error "X_HALF and X_BF16 pair a half x with float32 storage only"
+#endif
+#if X_HALF
+typedef half x_t; /* a pointer to half needs no cl_khr_fp16; vload_half/vstore_half are core */
+#define LOAD_X(p, i) vload_half((i), (p))
+#define STORE_X(p, i, v) vstore_half((float)(v), (i), (p))
+#elif X_BF16
+typedef bf16 x_t;
+#define LOAD_X(p, i) bf16_to_float((p)[i].bits)
+#define STORE_X(p, i, v) ((p)[i].bits = float_to_bf16((float)(v)))
+#else
+typedef store_t x_t;
+#define LOAD_X LOAD
+#define STORE_X STORE
+#endif
 
 #define AFF_W 1
 #define AFF_B 2
@@ -67,19 +93,19 @@ inline real weight_at(int affine, __global const store_t *w, int c, int j) {
     return (affine & AFF_W) ? LOAD(w, (affine & AFF_INNER) ? j : c) : 1;
 }
 
-__kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __global const store_t *x,
+__kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __global const x_t *x,
                          __global const store_t *mean, __global const store_t *var, __global const store_t *w,
                          __global const store_t *b, __global store_t *y) {
     int i = get_global_id(0);
     if (i >= outer * G * inner) return;
     int j = i % inner, c = (i / inner) % G;
-    real v = (LOAD(x, i) - LOAD(mean, c)) * rsqrt(LOAD(var, c) + eps) * weight_at(affine, w, c, j);
+    real v = (LOAD_X(x, i) - LOAD(mean, c)) * rsqrt(LOAD(var, c) + eps) * weight_at(affine, w, c, j);
     if (affine & AFF_B) v += LOAD(b, (affine & AFF_INNER) ? j : c);
     STORE(y, i, v);
 }
 
 __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int affine, real eps,
-                           __global const store_t *x, __global const store_t *g, __global const store_t *mean,
+                           __global const x_t *x, __global const store_t *g, __global const store_t *mean,
                            __global const store_t *var, __global const store_t *w, __global real *part) {
     __local real scratch[RED_WG];
     int M = outer * inner, S = (M + chunk - 1) / chunk;
@@ -95,12 +121,12 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
             size_t k = pos_index(p, c, G, inner);
             real gw = LOAD(g, k) * weight_at(inner_w, w, c, p.j);
             a1 += gw;
-            a2 += gw * (LOAD(x, k) - mu) * rstd;
+            a2 += gw * (LOAD_X(x, k) - mu) * rstd;
         }
         a2 = group_sum(scratch, a2);
     } else {
         pos_t p = pos_at(lo + t, inner);
-        for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) a1 += LOAD(x, pos_index(p, c, G, inner));
+        for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) a1 += LOAD_X(x, pos_index(p, c, G, inner));
     }
     a1 = group_sum(scratch, a1);
     if (mode == NS_STATS) {
@@ -111,7 +137,7 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
         a1 /= n_chunk;
         pos_t p = pos_at(lo + t, inner);
         for (int m = lo + t; m < hi; m += n, p = pos_next(p, n, inner)) {
-            real d = LOAD(x, pos_index(p, c, G, inner)) - a1;
+            real d = LOAD_X(x, pos_index(p, c, G, inner)) - a1;
             a2 += d * d;
             a3 += d;
         }
@@ -157,20 +183,20 @@ __kernel void norm_finish(int mode, int G, int M, int chunk, __global const real
 }
 
 __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int training, real eps,
-                             __global const store_t *x, __global const store_t *g, __global const store_t *mean,
+                             __global const x_t *x, __global const store_t *g, __global const store_t *mean,
                              __global const store_t *var, __global const store_t *w, __global const store_t *s1,
-                             __global const store_t *s2, __global store_t *gx) {
+                             __global const store_t *s2, __global x_t *gx) {
     int i = get_global_id(0);
     if (i >= outer * G * inner) return;
     int j = i % inner, c = (i / inner) % G;
     real rstd = rsqrt(LOAD(var, c) + eps);
     real v = LOAD(g, i) * weight_at(affine, w, c, j);
     if (training) {
-        real xhat = (LOAD(x, i) - LOAD(mean, c)) * rstd;
+        real xhat = (LOAD_X(x, i) - LOAD(mean, c)) * rstd;
         real wc = (affine & AFF_INNER) ? 1 : weight_at(affine, w, c, j);
-        v -= wc * (LOAD(s1, c) + xhat * LOAD(s2, c)) / (outer * inner);
+        v -= wc * fma(xhat, LOAD(s2, c), LOAD(s1, c)) / (outer * inner);
     }
-    STORE(gx, i, rstd * v);
+    STORE_X(gx, i, rstd * v);
 }
 
 __kernel void bn_update(int C, real momentum, real unbias, __global const store_t *mean,
@@ -181,9 +207,9 @@ __kernel void bn_update(int C, real momentum, real unbias, __global const store_
     STORE(running_var, c, (1 - momentum) * LOAD(running_var, c) + momentum * LOAD(var, c) * unbias);
 }
 
-__kernel void ln_bwd(int rows, int D, int affine, real eps, __global const store_t *x, __global const store_t *g,
+__kernel void ln_bwd(int rows, int D, int affine, real eps, __global const x_t *x, __global const store_t *g,
                      __global const store_t *mean, __global const store_t *var, __global const store_t *w,
-                     __global store_t *gx, __global real *part) {
+                     __global x_t *gx, __global real *part) {
     __local real p1[RED_WG], p2[RED_WG], s1[LN_ROWS], s2[LN_ROWS];
     int X = get_local_size(0), Y = get_local_size(1), x0 = get_local_id(0), y0 = get_local_id(1);
     int t = y0 * X + x0, n = X * Y, blk = get_group_id(0), r0 = blk * LN_ROWS, nr = min(LN_ROWS, rows - r0);
@@ -196,7 +222,7 @@ __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const store
             for (int j = x0; j < D; j += X) {
                 real gw = LOAD(g, (size_t)r * D + j) * weight_at(affine, w, 0, j);
                 a1 += gw;
-                a2 += gw * (LOAD(x, (size_t)r * D + j) - mu) * rstd;
+                a2 += gw * (LOAD_X(x, (size_t)r * D + j) - mu) * rstd;
             }
         }
         p1[t] = a1;
@@ -218,8 +244,8 @@ __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const store
         real wj = weight_at(affine, w, 0, j), cw = 0, cb = 0;
         for (int k = 0; k < nr; ++k) {
             size_t o = (size_t)(r0 + k) * D + j;
-            real rstd = rsqrt(LOAD(var, r0 + k) + eps), gj = LOAD(g, o), xh = (LOAD(x, o) - LOAD(mean, r0 + k)) * rstd;
-            STORE(gx, o, rstd * (gj * wj - (s1[k] + xh * s2[k]) / D));
+            real rstd = rsqrt(LOAD(var, r0 + k) + eps), gj = LOAD(g, o), xh = (LOAD_X(x, o) - LOAD(mean, r0 + k)) * rstd;
+            STORE_X(gx, o, rstd * fma(gj, wj, -fma(xh, s2[k], s1[k]) / D));
             cw += gj * xh;
             cb += gj;
         }

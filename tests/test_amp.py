@@ -170,6 +170,46 @@ def test_products_round_float32_operands_in_their_loads(dev, rng, monkeypatch, h
     assert launches == [launches[0]] and launches[0].startswith("gemm"), launches
 
 
+# (name, op, input shapes, which inputs are already in the half type): products whose gradients need no sum over
+# broadcast batches, so each is the GEMM's own output, and convolutions of float32 tensors or a half activation
+GRAD_PRODUCTS = [
+    ("linear", lambda x, w: clnn.gemm(x, w, trans_b=True), [(37, 65), (19, 65)], ()),
+    ("linear_half_x", lambda x, w: clnn.gemm(x, w, trans_b=True), [(9, 33), (17, 33)], (0,)),
+    ("gemm_trans_a", lambda a, b: clnn.gemm(a, b, alpha=0.5, trans_a=True), [(29, 13), (29, 7)], ()),
+    ("matmul_batched", clnn.matmul, [(3, 17, 31), (3, 31, 20)], ()),
+    ("conv2d", lambda x, w: F.conv2d(x, w, padding=1), [(2, 5, 9, 7), (11, 5, 3, 3)], ()),
+    ("conv2d_half_x", lambda x, w: F.conv2d(x, w, stride=2, groups=3), [(3, 6, 11, 8), (27, 2, 3, 2)], (0,)),
+    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2), [(2, 9, 5, 6), (9, 10, 3, 3)], ()),
+    ("conv_transpose2d_half_x", lambda x, w: F.conv_transpose2d(x, w, padding=1), [(1, 10, 4, 7), (10, 11, 2, 3)],
+     (0,)),
+]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "tiled"])
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+@pytest.mark.parametrize("name, fn, shapes, halves", GRAD_PRODUCTS, ids=[p[0] for p in GRAD_PRODUCTS])
+def test_product_backward_stores_float32_grads_without_a_half_copy(dev, rng, monkeypatch, half, name, fn, shapes,
+                                                                    halves, direct):
+    """Under autocast the backward of a product allocates its gradients and nothing else: the GEMM (or the
+    convolution's kernel) stores a float32 operand's gradient in float32 (rounded to the half type, as the
+    bit-equality tests check), not a half gradient widened into a second tensor (1.5x the bytes: the peak of a
+    mixed-precision AlexNet step was the first Linear's weight gradient twice)."""
+    from clnn import tuning
+
+    for key in tuning.TABLE["gemm_direct"]:
+        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
+    with clnn.use_device(dev):
+        xs = [clnn.tensor(rng.standard_normal(s).astype(half if i in halves else np.float32), requires_grad=True)
+              for i, s in enumerate(shapes)]
+        with clnn.autocast(half):
+            y = fn(*xs)
+        g = clnn.tensor(rng.standard_normal(y.shape).astype(half))
+        with clnn.profiler.profile() as prof:
+            y.backward(g)
+    assert [x.grad.dtype for x in xs] == [x.dtype for x in xs]
+    assert prof.bytes_allocated == sum(x.nbytes for x in xs)
+
+
 # (name, op, input shapes, which inputs are already in the half type): convolutions of float32 tensors, of a half
 # activation and a float32 weight, grouped and strided, with a bias (its cast is the one extra launch)
 CONVS = [
@@ -196,6 +236,43 @@ def test_convolutions_round_float32_operands_in_their_loads(dev, rng, monkeypatc
     conv = [k for k in launches if k.startswith("conv_")]
     assert len(conv) == 1 and conv[0].startswith("conv_direct") == direct, launches
     assert len(launches) == 1 + (len(shapes) == 3), launches
+
+
+# (name, norm of (x, weight, bias), shapes of x, weight, bias): batch norm over channels, layer norm over rows
+NORMS = [
+    ("batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), [(5, 7, 3, 11), (7,), (7,)]),
+    ("layer_norm", lambda x, w, b: F.layer_norm(x, (3, 23), w, b), [(9, 3, 23), (3, 23), (3, 23)]),
+]
+NORM_KERNELS = {"norm_partial", "norm_finish", "norm_apply", "norm_bwd_input", "ln_bwd", "ln_bwd_finish"}
+
+
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+@pytest.mark.parametrize("name, fn, shapes", NORMS, ids=[n[0] for n in NORMS])
+def test_norms_read_a_half_input_without_a_float32_copy(dev, rng, monkeypatch, half, name, fn, shapes):
+    """Under autocast a norm of a half x launches only its own kernels (they read x and write its gradient in
+    x's type: no float32 copy of x is made and kept for backward), and its float32 output and all gradients
+    equal, bit for bit, those of the same norm of x cast to float32 first."""
+    from clnn import kernels
+
+    values = [rng.standard_normal(s).astype(half if i == 0 else np.float32) for i, s in enumerate(shapes)]
+    with clnn.use_device(dev):
+        ours, cast = ([clnn.tensor(v, requires_grad=True) for v in values] for _ in range(2))
+        launches = []
+        launch = kernels.launch
+        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+        with clnn.autocast(half):
+            y = fn(*ours)
+        g = clnn.tensor(rng.standard_normal(y.shape).astype(np.float32))
+        y.backward(g)
+        monkeypatch.setattr(kernels, "launch", launch)
+        y2 = fn(cast[0].astype(clnn.float32), *cast[1:])
+        y2.backward(g)
+    assert set(launches) <= NORM_KERNELS, launches
+    assert y.dtype == y2.dtype == clnn.float32
+    np.testing.assert_array_equal(_bits(y), _bits(y2))
+    for a, b in zip(ours, cast):
+        assert a.grad.dtype == a.dtype
+        np.testing.assert_array_equal(_bits(a.grad), _bits(b.grad))
 
 
 @pytest.mark.parametrize("bad, kind, match", [

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels, profiler
+from ..device import Device
 from ..kernels import defines, launch_1d
 from ..profiler import profiled
 from ..tensor import HALF_DTYPES, Tensor
@@ -60,25 +61,28 @@ class _Geom:
         return tuple(np.int32(v) for v in vals)
 
 
-def _tile(t: Tensor, name: str, rows: int, cols: int, k: int, groups: int) -> dict[str, int] | None:
+def _tile(dev: Device, dt: np.dtype, name: str, rows: int, cols: int, k: int, groups: int) -> dict[str, int] | None:
     """The tile for ``conv_<name>``'s per-group ``rows`` x ``cols`` x ``k`` product (its tuned tile or gemm's,
     against gemm_small's), or None for the direct kernel."""
-    how = plan(t.device, t.dtype, groups, rows, cols, k, max_splits=1, big=f"conv_{name}")  # the store adds bias
+    how = plan(dev, dt, groups, rows, cols, k, max_splits=1, big=f"conv_{name}")  # the store adds bias
     return None if how.kernel == "direct" or rows <= THIN else how.cfg
 
 
-def _rounded(out: Tensor, a: Tensor, b: Tensor) -> dict[str, int]:
-    """gemm.h's A_F32/B_F32 for the GEMM operands ``a``, ``b`` stored wider than ``out`` (float32 under autocast,
-    rounded to ``out``'s half type as the kernel loads them)."""
-    return {f"{name}_F32": 1 for name, t in (("A", a), ("B", b)) if t.dtype != out.dtype}
+def _rounded(out: Tensor, a: Tensor, b: Tensor, dtype: np.dtype | None = None) -> dict[str, int]:
+    """gemm.h's A_F32/B_F32 for the GEMM operands ``a``, ``b`` stored wider than the kernel's ``dtype`` (``out``'s
+    by default; float32 under autocast, rounded to the half type as the kernel loads them), and C_F32 for an
+    ``out`` stored as float32 (the half result, widened in the store)."""
+    dt = out.dtype if dtype is None else dtype
+    return {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("C", out)) if t.dtype != dt}
 
 
 def _run(name: str, g: _Geom, rows: int, cols: int, k: int, out: Tensor, a: Tensor, b: Tensor, *args: Any,
-         cfg: dict[str, int] | None = None) -> None:
+         cfg: dict[str, int] | None = None, dtype: np.dtype | None = None) -> None:
     """``conv_<name>`` (tiled; ``cfg`` forces its tile) or ``conv_direct_<name>`` of GEMM operands ``a`` (w)
-    and ``b`` (x, or gy in bwd_data) writing ``out``: geometry, ``b``, ``a``, ``args``, ``out``."""
-    dev, dt = out.device, out.dtype
-    cfg, rounded = cfg or _tile(out, name, rows, cols, k, g.groups), _rounded(out, a, b)
+    and ``b`` (x, or gy in bwd_data) writing ``out``: geometry, ``b``, ``a``, ``args``, ``out``; in ``dtype``
+    (``out``'s by default; a float32 ``out`` of a half ``dtype`` holds the half result)."""
+    dev, dt = out.device, out.dtype if dtype is None else np.dtype(dtype)
+    cfg, rounded = cfg or _tile(dev, dt, name, rows, cols, k, g.groups), _rounded(out, a, b, dt)
     if cfg is None:
         k_ = kernels.kernel(dev, "conv.cl", f"conv_direct_{name}", defines(dt, **gemm_config(dev, dt), **rounded))
         launch_1d(dev, k_, out.size, *g.args(), b.data, a.data, *args, out.data)
@@ -92,23 +96,28 @@ def _run(name: str, g: _Geom, rows: int, cols: int, k: int, out: Tensor, a: Tens
 
 
 def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
-             pre: Tensor | None = None, cfg: dict[str, int] | None = None, dtype: Any = None) -> Tensor:
+             pre: Tensor | None = None, cfg: dict[str, int] | None = None, dtype: Any = None,
+             store: Any = None) -> Tensor:
     """y = act(conv(x, w) + bias), shape (N, O, OH, OW), and the value before ``act`` into ``pre`` when
-    given, in ``dtype`` (x's by default; a half type rounds float32 ``x``, ``w`` in the loads); records
-    nothing."""
-    y = empty((g.n, g.o, g.oh, g.ow), x.dtype if dtype is None else dtype, x.device)
+    given, in ``dtype`` (x's by default; a half type rounds float32 ``x``, ``w`` in the loads), stored as
+    ``store`` (``dtype``, or float32 holding the half result); records nothing."""
+    dt = x.dtype if dtype is None else np.dtype(dtype)
+    y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, x.device)
     _run("fwd", g, g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw, y, w, x,
-         (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre), cfg=cfg)
+         (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre), cfg=cfg,
+         dtype=dt)
     return y
 
 
 def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, cfg: dict[str, int] | None = None,
-                dtype: Any = None) -> Tensor:
+                dtype: Any = None, store: Any = None) -> Tensor:
     """gx (N, C, H, W) of y = conv(x, w) given gy (N, O, OH, OW), plus bias per channel, in ``dtype`` (gy's by
-    default; a half type rounds float32 ``gy``, ``w`` in the loads); records nothing."""
-    gx = empty((g.n, g.c, g.h, g.w), gy.dtype if dtype is None else dtype, gy.device)
+    default; a half type rounds float32 ``gy``, ``w`` in the loads), stored as ``store`` (``dtype``, or float32
+    holding the half result: a float32 input's gradient under autocast); records nothing."""
+    dt = gy.dtype if dtype is None else np.dtype(dtype)
+    gx = empty((g.n, g.c, g.h, g.w), dt if store is None else store, gy.device)
     _run("bwd_data", g, g.c // g.groups, g.n * g.h * g.w, g.o // g.groups * g.kh * g.kw, gx, w, gy,
-         (bias if bias is not None else gx).data, np.int32(bias is not None), cfg=cfg)
+         (bias if bias is not None else gx).data, np.int32(bias is not None), cfg=cfg, dtype=dt)
     return gx
 
 
@@ -120,16 +129,18 @@ def _splits(nq: int, step: int, want: int, partial: int, itemsize: int) -> tuple
     return -(-nq // ks), ks
 
 
-def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = None, dtype: Any = None) -> Tensor:
+def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = None, dtype: Any = None,
+                 store: Any = None) -> Tensor:
     """gw (O, C/groups, KH, KW) of y = conv(x, w) given gy, summed over pixels in a fixed order, in ``dtype``
-    (x's by default; a half type rounds float32 ``x``, ``gy`` in the loads); ``cfg`` forces the tiled
-    kernel's tile."""
+    (x's by default; a half type rounds float32 ``x``, ``gy`` in the loads) stored as ``store`` (``dtype``, or
+    float32 for a float32 weight under autocast: the half result widened in the store); ``cfg`` forces the
+    tiled kernel's tile."""
     dev, dt = x.device, np.dtype(x.dtype if dtype is None else dtype)
     shape = (g.o, g.c // g.groups, g.kh, g.kw)
     og, ncol, nq = g.o // g.groups, g.c // g.groups * g.kh * g.kw, g.n * g.oh * g.ow
     if nq == 0:  # empty batch
-        return zeros(shape, dtype=dt, device=dev)
-    gw = empty(shape, dt, dev)
+        return zeros(shape, dtype=dt if store is None else store, device=dev)
+    gw = empty(shape, dt if store is None else store, dev)
     how = plan(dev, dt, g.groups, og, ncol, nq, big="conv_bwd_weight", cfgs=None if cfg is None else [cfg])
     half = np.dtype(dt) in HALF_DTYPES  # half partials would round
     if cfg is None and (how.kernel == "direct" or og <= THIN):
@@ -137,7 +148,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
         want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
         splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, dt.itemsize)
         part = gw if splits == 1 else empty((splits, gw.size), dt, dev)
-        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **cfg, **_rounded(gw, gy, x)))
+        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **cfg, **_rounded(gw, gy, x, dt)))
         launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
     else:
         cfg = how.cfg
@@ -145,7 +156,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
         part = gw if splits == 1 else empty((g.groups, splits, og, ncol), dt, dev)
         rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
         kernels.launch(
-            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defines(dt, **cfg, **_rounded(gw, gy, x))),
+            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defines(dt, **cfg, **_rounded(gw, gy, x, dt))),
             (-(-ncol // cfg["TN"]) * rtn, -(-og // cfg["TM"]) * rtm, g.groups * splits), (rtn, rtm, 1), *g.args(),
             np.int32(ks), np.int32(splits), x.data, gy.data, part.data,
         )
@@ -279,11 +290,6 @@ def _autocast(x: Any, weight: Any, bias: Any) -> tuple[np.dtype | None, Any, Any
     return half, x, weight, bias
 
 
-def _as(dtype: np.dtype, g: Tensor) -> Tensor:
-    """``g`` in ``dtype``: an operand's gradient from a convolution that rounded it (autocast) to a half type."""
-    return g if g.dtype == dtype else g.astype(dtype)
-
-
 def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
           dilation: Any, groups: int, activation: str = "none") -> Tensor:
     half, x, weight, bias = _autocast(x, weight, bias)
@@ -299,11 +305,11 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
         gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
         if activation != "none":  # through the activation, as unfused
             gy4 = act_backward(activation, y, pre, gy4)
-        gx = _input_grad(gy4, w4, None, g) if x.requires_grad else None
-        gw = _weight_grad(x4, gy4, g, dtype=gy4.dtype) if weight.requires_grad else None
+        gx = _input_grad(gy4, w4, None, g, store=x.dtype) if x.requires_grad else None
+        gw = _weight_grad(x4, gy4, g, dtype=gy4.dtype, store=weight.dtype) if weight.requires_grad else None
         grads = (
-            None if gx is None else _as(x.dtype, Tensor(gx.data, x.shape, gx.dtype, gx.device)),
-            None if gw is None else _as(weight.dtype, Tensor(gw.data, weight.shape, gw.dtype, gw.device)),
+            None if gx is None else Tensor(gx.data, x.shape, gx.dtype, gx.device),
+            None if gw is None else Tensor(gw.data, weight.shape, gw.dtype, gw.device),
         )
         return grads if bias is None else grads + (_bias_grad(gy4) if bias.requires_grad else None,)
 
@@ -404,8 +410,8 @@ def conv_transpose2d(
     y = _input_grad(x, weight, bias, g, dtype=half)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
-        gx = _as(x.dtype, _forward(gy, weight, None, g)) if x.requires_grad else None
-        gw = _as(weight.dtype, _weight_grad(gy, x, g, dtype=gy.dtype)) if weight.requires_grad else None
+        gx = _forward(gy, weight, None, g, store=x.dtype) if x.requires_grad else None
+        gw = _weight_grad(gy, x, g, dtype=gy.dtype, store=weight.dtype) if weight.requires_grad else None
         return (gx, gw) if bias is None else (gx, gw, _bias_grad(gy) if bias.requires_grad else None)
 
     return record(y, (x, weight) if bias is None else (x, weight, bias), backward, op)

@@ -14,7 +14,7 @@ from .. import kernels, profiler, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
-from ..tensor import HALF_DTYPES, Tensor, autocast_mode, is_grad_enabled
+from ..tensor import HALF_DTYPES, Tensor, is_grad_enabled
 from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
 from ._core import autocast_loads, empty, record
 from .creation import tensor
@@ -170,6 +170,7 @@ def gemm_raw(
     batch: int, m: int, n: int, k: int,
     alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None, c_strides: tuple[int, int, int] | None = None,
     how: GemmPlan | None = None, dtype: np.dtype | None = None, act: str = "none", pre: Tensor | None = None,
+    store: np.dtype | None = None,
 ) -> Tensor:
     """``out[b] = act(alpha * A[b] @ B[b] + beta * C[b])`` with A, B and C read through (batch, row, col) strides.
 
@@ -181,13 +182,16 @@ def gemm_raw(
     half type where an operand is float32 rounds that operand to it in the kernel's loads, the same as
     casting it first (``clnn.autocast``'s products, without a cast launch). ``act``: ``"none"`` or one of
     ``FUSED_ACTS``, applied in the store, which also writes the value before it to ``pre`` (a (batch, m, n)
-    tensor) when given. No autograd.
+    tensor) when given. ``store``: the result's storage, ``dtype`` by default; float32 with a half ``dtype``
+    holds the half result widened, bit for bit, without a half tensor (a float32 parameter's gradient under
+    autocast; gemm.h's C_F32; ``pre`` then float32 too). No autograd.
 
     Returns:
         A new contiguous (batch, m, n) tensor.
     """
     dev, dtype = a.device, a.dtype if dtype is None else np.dtype(dtype)
-    out = empty((batch, m, n), dtype, dev)
+    store = dtype if store is None else np.dtype(store)
+    out = empty((batch, m, n), store, dev)
     if out.size == 0:
         return out
     if c is None or beta == 0:
@@ -196,7 +200,7 @@ def gemm_raw(
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
     how = how or plan(dev, dtype, batch, m, n, k)
     cfg, splits, ks = how.cfg, how.splits, how.ks
-    rounded = {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("D", c)) if t.dtype != dtype}
+    rounded = {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("D", c), ("C", out)) if t.dtype != dtype}
     fused = epilogue(act, out, pre)
     defs = defines(dtype, **cfg, **rounded)
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
@@ -251,6 +255,20 @@ def _check_pair(op: str, a: Any, b: Any, half: np.dtype | None) -> np.dtype:
     return a.dtype if half is None else half
 
 
+def _strides(t: Tensor, trans: bool) -> tuple[int, int, int]:
+    """gemm_raw's (batch, row, col) strides of 2-D ``t``, or of its transpose with ``trans``."""
+    return (0, 1, t.shape[1]) if trans else (0, t.shape[1], 1)
+
+
+def _product(x: Tensor, tx: bool, y: Tensor, ty: bool, alpha: float, dtype: np.dtype, store: np.dtype) -> Tensor:
+    """``alpha * op(x) @ op(y)`` for 2-D ``x``, ``y`` (``op`` transposes with ``tx``, ``ty``) in ``dtype``, stored
+    as ``store`` (:func:`gemm_raw`): a gradient's product, recorded nowhere."""
+    m, k = (x.shape[1], x.shape[0]) if tx else x.shape
+    n = y.shape[0] if ty else y.shape[1]
+    return reshape(gemm_raw(x, _strides(x, tx), y, _strides(y, ty), 1, m, n, k, alpha, dtype=dtype, store=store),
+                   (m, n))
+
+
 def _as(dtype: np.dtype, g: Tensor) -> Tensor:
     """``g`` in ``dtype``: an operand's gradient from a product that rounded it (autocast) to a half type."""
     return g if g.dtype == dtype else g.astype(dtype)
@@ -301,8 +319,6 @@ def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
             f"gemm: op(a) is {m}x{ka} but op(b) is {kb}x{n}: inner dimensions differ "
             f"(a {a.shape}, trans_a={trans_a}; b {b.shape}, trans_b={trans_b})"
         )
-    a_s = (0, 1, a.shape[1]) if trans_a else (0, a.shape[1], 1)
-    b_s = (0, 1, b.shape[1]) if trans_b else (0, b.shape[1], 1)
     cc = None
     if c is not None and beta != 0:
         require_tensor("gemm: c", c)
@@ -318,21 +334,21 @@ def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
         cc = c
     c_strides = (0, *broadcast_strides(cc.shape, (m, n))) if cc is not None else None
     pre = empty((m, n), dtype, a.device) if keeps_pre(act, a, b, cc) else None
-    out = reshape(gemm_raw(a, a_s, b, b_s, 1, m, n, ka, alpha, beta, cc, c_strides, dtype=dtype, act=act, pre=pre),
-                  (m, n))
+    out = reshape(gemm_raw(a, _strides(a, trans_a), b, _strides(b, trans_b), 1, m, n, ka, alpha, beta, cc, c_strides,
+                           dtype=dtype, act=act, pre=pre), (m, n))
     y = out.detach() if act != "none" else None
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
         if y is not None:
             g = act_backward(act, y, pre, g)
         ga = gb = gc = None
-        with autocast_mode(half):  # the products round float32 operands as the forward did
-            if a.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
-                ga = _as(a.dtype, gemm(b, g, alpha=alpha, trans_a=trans_b, trans_b=True) if trans_a else
-                         gemm(g, b, alpha=alpha, trans_b=not trans_b))
-            if b.requires_grad:  # d op(b) = alpha op(a)^T g; with trans_b, db = alpha g^T op(a)
-                gb = _as(b.dtype, gemm(g, a, alpha=alpha, trans_a=True, trans_b=trans_a) if trans_b else
-                         gemm(a, g, alpha=alpha, trans_a=not trans_a))
+        # in the forward's dtype (rounding float32 operands as it did), each stored in its operand's dtype
+        if a.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
+            ga = (_product(b, trans_b, g, True, alpha, dtype, a.dtype) if trans_a else
+                  _product(g, False, b, not trans_b, alpha, dtype, a.dtype))
+        if b.requires_grad:  # d op(b) = alpha op(a)^T g; with trans_b, db = alpha g^T op(a)
+            gb = (_product(g, True, a, trans_a, alpha, dtype, b.dtype) if trans_b else
+                  _product(a, not trans_a, g, False, alpha, dtype, b.dtype))
         if cc is not None and c.requires_grad:
             gc = _as(c.dtype, sum_to_shape(g * beta, c.shape))
         return (ga, gb) if cc is None else (ga, gb, gc)
@@ -396,11 +412,14 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None]:
         g3 = reshape(g, (batch, m, n))
         ga = gb = None
+        # stored in the operand's dtype where no sum over broadcast batches follows (it sums in the product's)
         if a.requires_grad:  # g @ b^T, summed over the batches a was broadcast along
-            ga = gemm_raw(g3, (m * n, n, 1), b3, (b_bs, 1, n), batch, m, k, n, dtype=dtype)
+            ga = gemm_raw(g3, (m * n, n, 1), b3, (b_bs, 1, n), batch, m, k, n, dtype=dtype,
+                          store=a.dtype if a_bs or batch == 1 else dtype)
             ga = _as(a.dtype, reshape(sum_to_shape(reshape(ga, batch_shape + (m, k)), a2.shape), a.shape))
         if b.requires_grad:  # a^T @ g
-            gb = gemm_raw(a3, (a_bs, 1, k), g3, (m * n, n, 1), batch, k, n, m, dtype=dtype)
+            gb = gemm_raw(a3, (a_bs, 1, k), g3, (m * n, n, 1), batch, k, n, m, dtype=dtype,
+                          store=b.dtype if b_bs or batch == 1 else dtype)
             gb = _as(b.dtype, reshape(sum_to_shape(reshape(gb, batch_shape + (k, n)), b2.shape), b.shape))
         return ga, gb
 

@@ -11,7 +11,7 @@ import numpy as np
 from .. import kernels
 from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..profiler import profiled
-from ..tensor import Tensor
+from ..tensor import HALF_DTYPES, Tensor, autocast_dtype, float16, float32
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import autocast, empty, record
 from .random import dropout_mask
@@ -23,14 +23,18 @@ NS_STATS, NS_GRAD, NS_SUM = (kernels.op_codes("norm.cl", "NS_")[k] for k in ("st
 
 
 class _Groups:
-    """``x`` viewed as (outer, G, inner) with statistics per group; launches the norm.cl kernels."""
+    """``x`` viewed as (outer, G, inner) with statistics per group; launches the norm.cl kernels. Everything but
+    ``x`` and its gradient is in ``dtype`` (x's by default; float32 for a half ``x`` under autocast)."""
 
-    def __init__(self, x: Tensor, outer: int, groups: int, inner: int, affine: int, eps: float) -> None:
-        self.x, self.affine, self.eps = x, affine, real_scalar(x.dtype, eps)
+    def __init__(self, x: Tensor, outer: int, groups: int, inner: int, affine: int, eps: float,
+                 dtype: np.dtype | None = None) -> None:
+        self.dt = x.dtype if dtype is None else np.dtype(dtype)
+        self.x, self.affine, self.eps = x, affine, real_scalar(self.dt, eps)
         self.sizes = (np.int32(outer), np.int32(groups), np.int32(inner))
         self.groups, self.count = groups, outer * inner
         wg = group_size(x.device)
-        self.defines = defines(x.dtype, RED_WG=wg, LN_ROWS=LN_ROWS)
+        x_type = {} if x.dtype == self.dt else {"X_HALF" if x.dtype == float16 else "X_BF16": 1}
+        self.defines = defines(self.dt, RED_WG=wg, LN_ROWS=LN_ROWS, **x_type)
         m = max(self.count, 1)
         self.local = min(wg, 1 << (-(-m // FOLD) - 1).bit_length())  # each work-item folds >= FOLD
         if x.device.type == "cpu":  # one work-item per chunk, walking it serially: ~5x faster on Intel's CPU runtime
@@ -47,10 +51,10 @@ class _Groups:
     def _per_group(self, mode: int, *args: object) -> tuple[Tensor, Tensor]:
         """Per-group results of norm.cl's two stages in ``mode`` (NS_*): partials per chunk, then a finish."""
         dev = self.x.device
-        a, b = (empty((self.groups,), self.x.dtype, dev) for _ in range(2))
+        a, b = (empty((self.groups,), self.dt, dev) for _ in range(2))
         parts = self.groups * -(-self.count // self.chunk)
         if self.groups:
-            part = empty((max(parts, 1), 2), np.float64 if self.x.dtype == np.float64 else np.float32, dev)
+            part = empty((max(parts, 1), 2), np.float64 if self.dt == np.float64 else np.float32, dev)
             if parts:
                 kernels.launch(dev, self._kernel("norm_partial"), (parts * self.local,), (self.local,),
                                np.int32(mode), *self.sizes, np.int32(self.chunk), *args, part.data)
@@ -64,7 +68,7 @@ class _Groups:
         return self._per_group(NS_STATS, np.int32(0), self.eps, x, x, x, x, x)
 
     def apply(self, mean: Tensor, var: Tensor, w: Tensor | None, b: Tensor | None, affine: int) -> Tensor:
-        y = empty(self.x.shape, self.x.dtype, self.x.device)
+        y = empty(self.x.shape, self.dt, self.x.device)
         launch_1d(self.x.device, self._kernel("norm_apply"), self.x.size, *self.sizes, np.int32(affine), self.eps,
                   self.x.data, mean.data, var.data, self._buf(w), self._buf(b), y.data)
         return y
@@ -74,7 +78,7 @@ class _Groups:
         """``running = (1 - momentum) * running + momentum * batch``, in place; the variance made unbiased."""
         m = self.count
         launch_1d(self.x.device, self._kernel("bn_update"), self.groups, np.int32(self.groups),
-                  real_scalar(self.x.dtype, momentum), real_scalar(self.x.dtype, m / (m - 1)), mean.data, var.data,
+                  real_scalar(self.dt, momentum), real_scalar(self.dt, m / (m - 1)), mean.data, var.data,
                   running_mean.data, running_var.data)
 
     def grad_sums(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -84,7 +88,8 @@ class _Groups:
 
     def grad_input(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None, sums: tuple[Tensor, Tensor] | None
                    ) -> Tensor:
-        """dL/dx; ``sums`` from :meth:`grad_sums` when the statistics came from ``x`` itself, else None."""
+        """dL/dx (in x's dtype); ``sums`` from :meth:`grad_sums` when the statistics came from ``x`` itself, else
+        None."""
         gx = empty(self.x.shape, self.x.dtype, self.x.device)
         s1, s2 = sums or (g, g)
         launch_1d(self.x.device, self._kernel("norm_bwd_input"), self.x.size, *self.sizes, np.int32(self.affine),
@@ -97,9 +102,9 @@ class _Groups:
         gradients, (D,)): blocks of rows in one launch, then one deterministic reduction over the blocks."""
         dev, (_, rows, d) = self.x.device, (int(v) for v in self.sizes)
         gx = empty(self.x.shape, self.x.dtype, dev)
-        gw, gb = (empty((d,), self.x.dtype, dev) for _ in range(2))
+        gw, gb = (empty((d,), self.dt, dev) for _ in range(2))
         blocks = -(-rows // LN_ROWS)
-        part = empty((max(blocks, 1), 2, d), np.float64 if self.x.dtype == np.float64 else np.float32, dev)
+        part = empty((max(blocks, 1), 2, d), np.float64 if self.dt == np.float64 else np.float32, dev)
         if blocks:
             wg = min(group_size(dev), 128)
             cols = min(32, wg, 1 << (d - 1).bit_length())
@@ -116,12 +121,29 @@ def channel_sum(x: Tensor, outer: int, groups: int, inner: int) -> Tensor:
     buf = x.data
     return grp._per_group(NS_SUM, np.int32(0), grp.eps, buf, buf, buf, buf, buf)[0]
 
-def _check_param(op: str, name: str, t: Any, x: Tensor, shape: tuple[int, ...]) -> Tensor | None:
+def _autocast(x: Any, weight: Any, bias: Any) -> tuple[Any, Any, Any]:
+    """autocast's float32 list for a norm: a half ``x`` stays as it is (the kernels read it and write its
+    gradient in its type: no float32 copy of it is made or kept), the parameters cast to float32."""
+    if autocast_dtype() is not None and isinstance(x, Tensor) and x.dtype in HALF_DTYPES:
+        return (x, *autocast("float32", weight, bias))
+    return autocast("float32", x, weight, bias)
+
+
+def _dtype(x: Tensor) -> np.dtype:
+    """The dtype a norm of ``x`` computes and returns in: float32 for a half ``x`` under autocast, else x's."""
+    return float32 if autocast_dtype() is not None and x.dtype in HALF_DTYPES else x.dtype
+
+
+def _check_param(op: str, name: str, t: Any, x: Tensor, shape: tuple[int, ...], dtype: np.dtype) -> Tensor | None:
     if t is None:
         return None
     require_tensor(f"{op}: {name}", t)
     same_device(op, x=x, **{name: t})
-    same_dtype(op, x=x, **{name: t})
+    if dtype == x.dtype:
+        same_dtype(op, x=x, **{name: t})
+    elif t.dtype != dtype:
+        raise TypeError(f"{op}: {name} has dtype {t.dtype.name}, not float32 as under autocast for x of dtype "
+                        f"{x.dtype.name}; convert it with .astype()")
     if t.shape != shape:
         raise ValueError(f"{op}: {name} must have shape {shape} for x of shape {x.shape}; got {t.shape}")
     return t
@@ -161,18 +183,19 @@ def batch_norm(
     Raises:
         ValueError: wrong shapes, one value per channel in training, no running stats in eval.
     """
-    x, weight, bias = autocast("float32", x, weight, bias)
+    x, weight, bias = _autocast(x, weight, bias)
     op = "batch_norm"
     require_tensor(f"{op}: x", x)
     require_float(f"{op}: x", x)
+    dt = _dtype(x)
     if x.ndim < 2:
         raise ValueError(f"{op}: x must have shape (N, C, *) with at least 2 dims; got {x.shape}")
     n, c = x.shape[:2]
     inner = math.prod(x.shape[2:])
-    rm = _check_param(op, "running_mean", running_mean, x, (c,))
-    rv = _check_param(op, "running_var", running_var, x, (c,))
-    w = _check_param(op, "weight", weight, x, (c,))
-    b = _check_param(op, "bias", bias, x, (c,))
+    rm = _check_param(op, "running_mean", running_mean, x, (c,), dt)
+    rv = _check_param(op, "running_var", running_var, x, (c,), dt)
+    w = _check_param(op, "weight", weight, x, (c,), dt)
+    b = _check_param(op, "bias", bias, x, (c,), dt)
     if (rm is None) != (rv is None):
         raise ValueError(f"{op}: give both running_mean and running_var or neither")
     require_number(f"{op}: momentum", momentum)
@@ -183,7 +206,7 @@ def batch_norm(
     if training and n * inner <= 1:
         raise ValueError(f"{op}: expected more than 1 value per channel when training; got x of shape {x.shape}")
     affine = (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
-    grp = _Groups(x, n, c, inner, affine & AFF_W, eps)
+    grp = _Groups(x, n, c, inner, affine & AFF_W, eps, dt)
     if training:
         mean, var = grp.stats()
         if rm is not None and rv is not None:
@@ -219,23 +242,24 @@ def layer_norm(
     Raises:
         ValueError: ``normalized_shape`` is not the end of ``x.shape``, or a parameter's shape differs.
     """
-    x, weight, bias = autocast("float32", x, weight, bias)
+    x, weight, bias = _autocast(x, weight, bias)
     op = "layer_norm"
     require_tensor(f"{op}: x", x)
     require_float(f"{op}: x", x)
+    dt = _dtype(x)
     shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
     if not shape or any(not isinstance(s, (int, np.integer)) for s in shape):
         raise TypeError(f"{op}: normalized_shape must be an int or a non-empty tuple of ints; got {normalized_shape}")
     shape = tuple(int(s) for s in shape)
     if x.shape[x.ndim - len(shape) :] != shape or len(shape) > x.ndim:
         raise ValueError(f"{op}: normalized_shape {shape} must match the last dims of x; got x of shape {x.shape}")
-    w = _check_param(op, "weight", weight, x, shape)
-    b = _check_param(op, "bias", bias, x, shape)
+    w = _check_param(op, "weight", weight, x, shape, dt)
+    b = _check_param(op, "bias", bias, x, shape, dt)
     eps = require_number(f"{op}: eps", eps, 0)
     d = math.prod(shape)
     rows = x.size // d if d else 0
     affine = AFF_INNER | (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
-    grp = _Groups(x, 1, rows, d, affine & (AFF_W | AFF_INNER), eps)
+    grp = _Groups(x, 1, rows, d, affine & (AFF_W | AFF_INNER), eps, dt)
     mean, var = grp.stats()
     y = grp.apply(mean, var, w, b, affine)
 

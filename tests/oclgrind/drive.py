@@ -289,6 +289,9 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
             out = gemm_raw(clnn.tensor(xn), (0, 16, 1), clnn.tensor(wn), (0, 1, 16), 1, 17, 20, 16, beta=1.0,
                            c=clnn.tensor(bias), c_strides=(0, 0, 1), how=how, dtype=dt)
             check(f"gemm {how.kernel} of float32 operands", out, rounded, dt)
+            out = gemm_raw(clnn.tensor(xn), (0, 16, 1), clnn.tensor(wn), (0, 1, 16), 1, 17, 20, 16, how=how,
+                           dtype=dt, store=F32)  # a float32 parameter's gradient: dt's result stored float32
+            check(f"gemm {how.kernel} stored float32", out, (xr @ wr.T)[None], dt)
 
 
 def _t(x: np.ndarray) -> clnn.Tensor:
@@ -446,6 +449,12 @@ def norm(dt: np.dtype, rng: np.random.Generator) -> None:
     x = _leaf(rng, (64, 2, 5), dt)
     (F.batch_norm(x, None, None, training=True) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
     finite("batch_norm split", dt, x.grad)
+    if dt in (F16, BF16):  # autocast: the kernels read a half x as it is, the rest float32
+        x, w, b = _leaf(rng, (4, 3, 5), dt), _leaf(rng, (3,), F32), _leaf(rng, (5,), F32)
+        with clnn.autocast(dt):
+            y = F.batch_norm(x, None, None, w, training=True) + F.layer_norm(x, 5, bias=b)
+        (y * clnn.tensor(data(rng, x.shape, F32))).sum().backward()
+        finite("autocast norms of a half x", dt, y, x.grad, w.grad, b.grad)
 
 
 def pool(dt: np.dtype, rng: np.random.Generator) -> None:
@@ -499,7 +508,7 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
 
 def _conv_autocast(dt: np.dtype, rng: np.random.Generator, path: str) -> None:
     """For a half ``dt``: conv2d and conv_transpose2d of float32 leaves under autocast (the kernels round x and
-    the weight in their loads: A_F32/B_F32), forward and gradients."""
+    the weight in their loads: A_F32/B_F32), forward and gradients (float32, stored so by the kernels: C_F32)."""
     import clnn.functional as F
 
     if dt not in (F16, BF16):
