@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -31,6 +32,9 @@ _state: dict[str, Any] = {"comm": None, "MPI": None}
 _staging: dict[int, cl.Buffer] = {}  # id(device) -> host-visible device buffer, grown as needed, reused
 _gathered: dict[str, np.ndarray] = {}  # "host" -> the host bytes a gathered group's message uses, reused
 _OPS = ("sum", "mean", "max")
+# seconds between a failing rank's traceback and MPI_Abort: the launcher forwards a rank's stderr through its
+# proxy, and an abort that kills the proxy first loses the message (seen once under load: empty stderr)
+ABORT_GRACE_S = 1.0
 
 
 def _mpi() -> Any:
@@ -67,6 +71,7 @@ def _abort_all(kind: type[BaseException], err: BaseException, tb: TracebackType 
           "rank of the job", file=sys.stderr)
     traceback.print_exception(kind, err, tb, file=sys.stderr)
     sys.stderr.flush()
+    time.sleep(ABORT_GRACE_S)
     comm.Abort(1)
 
 
