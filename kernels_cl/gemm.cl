@@ -101,6 +101,19 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     }
 #endif
 
+#if VEC_STORES
+    if (act < 0 && !keep && beta == 0 && col0 + TN <= N && stores_aligned(C, N)) {
+#pragma unroll
+        for (int i = 0; i < WM; ++i) {
+            const int gi = row0 + ty + i * RTM;
+            if (gi >= M) break;
+#pragma unroll
+            for (int v = 0; v < NV; ++v)
+                *(__global realv *)(C + (size_t)gi * N + col0 + (tx + v * RTN) * VW) = alpha * acc[i][v];
+        }
+        return;
+    }
+#endif
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
         const int gi = row0 + ty + i * RTM;

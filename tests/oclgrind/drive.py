@@ -53,17 +53,22 @@ def _fill_from_host(queue, mem, pattern, offset, size, wait_for=None):
     return cl.enqueue_copy(queue, mem, host, dst_offset=offset, wait_for=wait_for, is_blocking=True)
 
 
-_COPY_BYTES = """__kernel void copy_bytes(__global uchar *dst, __global const uchar *src, ulong dst_at, ulong src_at) {
-    dst[dst_at + get_global_id(0)] = src[src_at + get_global_id(0)];
+_COPY_BYTES = """__kernel void copy_bytes(__global uchar *dst, __global const uchar *src, ulong dst_at, ulong src_at,
+                         ulong dst_row, ulong dst_plane, ulong src_row, ulong src_plane) {
+    size_t x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+    dst[dst_at + z * dst_plane + y * dst_row + x] = src[src_at + z * src_plane + y * src_row + x];
 }"""
 
 
 def _copy_by_kernel(original: Callable) -> Callable:
-    """``enqueue_copy`` from buffer to buffer (``Device.copy``) as a byte-copy kernel: Oclgrind 21.10's
-    uninitialized-value checker marks the wrong bytes as written by a copy (or host write) that covers only
-    part of a buffer, so reads of the projected LSTM's state buffers, filled a step at a time, would be false
-    reports; a kernel's stores carry each byte's state exactly."""
+    """``enqueue_copy`` from buffer to buffer (``Device.copy``, ``Device.copy_rect``) as a byte-copy kernel:
+    Oclgrind 21.10's uninitialized-value checker marks the wrong bytes as written by a copy (or host write) that
+    covers only part of a buffer, so reads of the projected LSTM's state buffers, filled a step at a time, would
+    be false reports; a kernel's stores carry each byte's state exactly."""
     built: dict[cl.Context, cl.Kernel] = {}
+
+    def at(origin: tuple[int, int, int], pitches: tuple[int, int]) -> int:
+        return origin[0] + origin[1] * pitches[0] + origin[2] * pitches[1]
 
     def copy(queue, dst, src, **kw):
         if not (isinstance(dst, cl.Buffer) and isinstance(src, cl.Buffer)):
@@ -71,8 +76,13 @@ def _copy_by_kernel(original: Callable) -> Callable:
         if queue.context not in built:
             program = cl.Program(queue.context, _COPY_BYTES).build(["-cl-opt-disable"])
             built[queue.context] = cl.Kernel(program, "copy_bytes")
-        return built[queue.context](queue, (kw["byte_count"],), None, dst, src, np.uint64(kw.get("dst_offset", 0)),
-                                    np.uint64(kw.get("src_offset", 0)))
+        if "region" in kw:
+            region, dp, sp = kw["region"], kw["dst_pitches"], kw["src_pitches"]
+            ends = (at(kw["dst_origin"], dp), at(kw["src_origin"], sp))
+        else:
+            region, dp, sp = (kw["byte_count"], 1, 1), (0, 0), (0, 0)
+            ends = (kw.get("dst_offset", 0), kw.get("src_offset", 0))
+        return built[queue.context](queue, region, None, dst, src, *(np.uint64(x) for x in (*ends, *dp, *sp)))
 
     return copy
 
