@@ -17,7 +17,7 @@ from ..tensor import Tensor
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import autocast, empty, record
 from .creation import zeros
-from .matmul import gemm_raw
+from .matmul import gemm_raw, plan
 from .random import next_key
 from .reduce import broadcast_to
 from .shape import reshape, strided_copy
@@ -270,7 +270,7 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
         qb = _gather(q, lay_q, nh, nb, i0, nr, e, acc)
         sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, n, e, alpha=scale)  # (nb, nr, n)
         rows("attn_rows_fwd", i0, nr, n, sc, lse)
-        ob = gemm_raw(sc, (nr * n, n, 1), vc, (s * ev, ev, 1), nb, nr, ev, n)
+        ob = _head_product(sc, (nr * n, n, 1), vc, (s * ev, ev, 1), nb, nr, ev, n)
         out = _place(ob, out, out_shape, q.dtype, lay_o, nh, i0)
     packed = k is q
 
@@ -286,7 +286,7 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
             rows("attn_rows_bwd", i0, nr, n, sc, dp, lse)
             dv = _accumulate(dv, sc, gb, 1.0, nb, s, n, ev, nr)
             dk = _accumulate(dk, dp, qb, scale, nb, s, n, e, nr)
-            dq = gemm_raw(dp, (nr * n, n, 1), kc, (s * e, e, 1), nb, nr, e, n, alpha=scale)
+            dq = _head_product(dp, (nr * n, n, 1), kc, (s * e, e, 1), nb, nr, e, n, alpha=scale)
             gq = _place(dq, gq, q.shape, q.dtype, lay_q, nh, i0)
         into = gq if packed else None
         gk, gv = _place(dk, into, k.shape, k.dtype, lay_k, nh, 0), _place(dv, into, v.shape, v.dtype, lay_v, nh, 0)
@@ -295,16 +295,23 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
     return out, backward
 
 
+def _head_product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], nb: int,
+                  m: int, n: int, k: int, **kw: Any) -> Tensor:
+    """:func:`gemm_raw` of a product with a head dimension of columns, planned with the ``attention`` tile."""
+    how = plan(a.device, a.dtype, nb, m, n, k, big="attention")
+    return gemm_raw(a, a_strides, b, b_strides, nb, m, n, k, how=how, **kw)
+
+
 def _accumulate(total: Tensor | None, w: Tensor, x: Tensor, alpha: float, nb: int, s: int, n: int, width: int,
                 nr: int) -> Tensor:
     """``total`` (nb, s, width), zeros when None, plus ``alpha w^T x`` in its first n rows: w (nb, nr, n), x (nb, nr,
     width) (a block's share of dk or dv)."""
     if total is None and n == s:
-        return gemm_raw(w, (nr * n, 1, n), x, (nr * width, width, 1), nb, n, width, nr, alpha=alpha)
+        return _head_product(w, (nr * n, 1, n), x, (nr * width, width, 1), nb, n, width, nr, alpha=alpha)
     if total is None:
         total = zeros((nb, s, width), dtype=w.dtype, device=w.device)
-    part = gemm_raw(w, (nr * n, 1, n), x, (nr * width, width, 1), nb, n, width, nr, alpha=alpha, beta=1.0, c=total,
-                    c_strides=(s * width, width, 1))
+    part = _head_product(w, (nr * n, 1, n), x, (nr * width, width, 1), nb, n, width, nr, alpha=alpha, beta=1.0,
+                         c=total, c_strides=(s * width, width, 1))
     if n == s:
         return part
     strided_copy(part, total, part.shape, contiguous_strides(part.shape), (s * width, width, 1))
