@@ -194,6 +194,7 @@ def copy(dt: np.dtype, rng: np.random.Generator) -> None:
     x = clnn.tensor(xn)
     check("permute", x.permute(2, 0, 1), xn.transpose(2, 0, 1), dt)
     check("slice", x[1:, ::-2, 1:4], xn[1:, ::-2, 1:4], dt)
+    check("slice of rows", x[1:, :, 1:4], xn[1:, :, 1:4], dt)  # a rectangular copy: the driver's copy_bytes
     check("broadcast_to", clnn.tensor(xn[:1]).broadcast_to((4, 3, 5)), np.broadcast_to(xn[:1], (4, 3, 5)), dt)
     dev = clnn.device()
     for target in (F16, BF16, F32, F64, np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)):
@@ -292,6 +293,9 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
             out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how, act="relu", pre=pre)
             check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st} + relu", out, np.maximum(ref, 0), dt)
             check(f"gemm {how.kernel} pre-activation", pre, ref, dt)
+            for beta, want in ((2.0, ref), (0.0, ref - 2.0 * cn)):  # plain stores: whole vectors in full tiles
+                out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=beta, c=c, how=how)
+                check(f"gemm {how.kernel} plain store, beta {beta}", out, want, dt)
         if dt in (F16, BF16):  # autocast's product: float32 operands and bias rounded to dt in the loads
             xn, wn, bias = data(rng, (17, 16), F32), data(rng, (20, 16), F32), data(rng, (20,), F32)
             xr, wr, br = (v.astype(dt).astype(np.float64) for v in (xn, wn, bias))
