@@ -147,6 +147,15 @@ class Device:
                 cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, dst_offset=dst_offset,
                                 src_offset=src_offset)
 
+    def copy_rect(self, dst: cl.Buffer, src: cl.Buffer, region: tuple[int, int, int], dst_offset: int,
+                  dst_pitches: tuple[int, int], src_offset: int, src_pitches: tuple[int, int]) -> None:
+        """Copy a ``region`` of (bytes, rows, slices) from ``src`` to ``dst`` on the device, in queue order (does not
+        wait): byte x of row y of slice z at ``offset + z * pitches[1] + y * pitches[0] + x`` in each buffer. The
+        runtime's copy (OpenCL's rectangular buffer copy) moves rows at memory speed."""
+        with self._lock:
+            cl.enqueue_copy(self.queue, dst, src, region=region, src_origin=(src_offset, 0, 0),
+                            dst_origin=(dst_offset, 0, 0), src_pitches=src_pitches, dst_pitches=dst_pitches)
+
     def host_buffer(self, nbytes: int) -> cl.Buffer:
         """A device buffer the host can map cheaply (``ALLOC_HOST_PTR``: the same memory on CPUs, pinned
         memory on GPUs), for data that crosses to the host often."""

@@ -54,6 +54,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"TM": 64, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
     },
     "conv_bwd_weight": {"default": {}},
+    # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
+    # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
+    # gemm's 128 would be half padding: 2048 keys, 8 x 8 heads of 64: p v 43 -> 37 ms, dv 45 -> 42 ms (Intel)
+    "attention": {
+        "default": {},
+        "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+    },
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

@@ -22,6 +22,9 @@
  * guarded scalars. With DB=1 the local tiles are double-buffered: the next k-slice is staged into
  * the other buffer before the current one is multiplied, one barrier per slice, so global loads of
  * one slice overlap the arithmetic of the other (GPUs); DB=0 stages, waits, multiplies, waits (CPUs).
+ * A tile whose columns all lie inside C, stored without activation or pre-activation, with beta 0 or an
+ * addend whose rows are contiguous, is stored as whole VW-vectors where C's (and D's) rows are vector-aligned
+ * (checked at run time; gemm.h's VEC_STORES), else one element at a time.
  * The k order of the accumulation is fixed, so reruns are bit-identical. Arithmetic is in `real`
  * (float for half storage).
  *
@@ -101,6 +104,23 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     }
 #endif
 
+#if VEC_STORES
+    if (act < 0 && !keep && col0 + TN <= N && stores_aligned(C, N) &&
+        (beta == 0 || (d_cs == 1 && stores_aligned(D, d_rs)))) {
+#pragma unroll
+        for (int i = 0; i < WM; ++i) {
+            const int gi = row0 + ty + i * RTM;
+            if (gi >= M) break;
+#pragma unroll
+            for (int v = 0; v < NV; ++v) {
+                const int gj = col0 + (tx + v * RTN) * VW;
+                const realv d = beta != 0 ? beta * *(__global const realv *)(D + (size_t)gi * d_rs + gj) : (realv)0;
+                *(__global realv *)(C + (size_t)gi * N + gj) = alpha * acc[i][v] + d;
+            }
+        }
+        return;
+    }
+#endif
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
         const int gi = row0 + ty + i * RTM;

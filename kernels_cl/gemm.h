@@ -163,6 +163,19 @@ inline bool runs_aligned(__global const void *p, int stride) {
 #endif
 }
 
+/* Whole VW-vectors of C stored at once (the plain store of a product without epilogue): a store of one element
+ * at a time costs as much as the multiply for k up to ~64 on CPUs */
+#if VW > 1 && !STORE_HALF && !STORE_BF16 && !C_F32
+#define VEC_STORES 1
+#else
+#define VEC_STORES 0
+#endif
+
+/* whether C's rows of N elements all start on VW-vector boundaries */
+inline bool stores_aligned(__global const void *C, int N) {
+    return N % VW == 0 && (size_t)C % (VW * sizeof(real)) == 0;
+}
+
 /* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (TM x LDA), zeros past the
  * edges; only the first kn columns of a short last slice are read by the multiply. */
 inline void stage_a(__local real *as, int k0, int kend, int M, int row0,

@@ -23,6 +23,7 @@ CASES = [
     ((), 37, 70, 20, 9, None, True, None),      # causal, L < S; S longer than a small GPU's tile
     ((3,), 70, 37, 20, 9, None, True, None),    # causal, L > S: rows past S see every key
     ((2,), 131, 67, 13, 17, None, True, 0.3),   # more than a work-group of rows
+    ((2,), 290, 300, 8, 5, None, True, None),   # causal over three row blocks, each seeing fewer keys than S
     ((5, 2), 37, 41, 20, 9, "bool", False, None),
     ((5, 2), 37, 41, 20, 9, "bool-bcast", False, None),   # (5, 1, 1, S): a key padding mask
     ((2,), 29, 41, 6, 5, "float", False, 0.7),
@@ -160,7 +161,7 @@ def test_sdpa_forward_memory_is_linear_in_length(lq):
 # below 2^-14 is stored with an absolute error up to 2^-25, however small its terms. A wrong kernel errs by
 # the terms' magnitude itself.
 HALF = {clnn.float16: (2.0**-11, 2.0**-25), clnn.bfloat16: (2.0**-8, 0.0)}
-HALF_CASES = [CASES[k] for k in (0, 2, 4, 6, 7, 9)]  # L = 1, S = 1, causal both ways past a tile, masks
+HALF_CASES = [CASES[k] for k in (0, 2, 4, 6, 7, 8, 10)]  # L = 1, S = 1, causal (both ways, past a tile, blocks), masks
 
 
 @pytest.mark.parametrize("batch, lq, s, e, ev, mask_kind, causal, scale", HALF_CASES)

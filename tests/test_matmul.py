@@ -401,10 +401,12 @@ def test_validation_errors(dev, call, exc, pattern):
 
 @pytest.mark.parametrize("addend", ["row", "column", "full"])
 @pytest.mark.parametrize("kind, splits", [("direct", 1), ("tiled", 1), ("tiled", 3)])
-def test_strided_addend_in_the_store(dev, rng, addend, kind, splits):
+@pytest.mark.parametrize("n", [29, 128])
+def test_strided_addend_in_the_store(dev, rng, addend, kind, splits, n):
     """beta * C read through strides in the store of every kernel (a Linear bias is a row of zero stride):
-    the direct kernel, the tiled one, and a k-split whose gemm_sum adds it."""
-    batch, m, n, k = 2, 37, 29, 70
+    the direct kernel, the tiled one, and a k-split whose gemm_sum adds it; 128 columns are whole tiles, which
+    the tiled kernel stores as whole vectors (with whole vectors of a row-contiguous C)."""
+    batch, m, k = 2, 37, 70
     shape, strides = {"row": ((n,), (0, 0, 1)), "column": ((m,), (0, 1, 0)), "full": ((batch, m, n), (m * n, n, 1))}[
         addend]
     a, b, c = _rand(rng, (batch, m, k)), _rand(rng, (batch, k, n)), _rand(rng, shape)

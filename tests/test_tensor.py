@@ -503,3 +503,39 @@ def test_cat_matches_torch(rng, shapes, axis):
     """cat's output and each part's gradient (a slice of the upstream gradient), against torch in float64."""
     check_against_torch(lambda *ts: clnn.cat(ts, axis=axis), lambda *ts: torch.cat(ts, dim=axis),
                         [rng.standard_normal(s) for s in shapes], rng)
+
+
+# (shape, source strides, destination strides, source offset, destination offset, whether rows are a rectangular
+# copy): strided_copy moves rows contiguous on both sides with the runtime's rectangular copy, the rest by kernel
+STRIDED_COPIES = [
+    ((7,), (1,), (1,), 3, 2, True),
+    ((5, 3, 4), (40, 4, 1), (12, 4, 1), 6, 0, True),  # rows 1 .. 4 of each of five (10, 4) blocks
+    ((5, 3, 4), (12, 4, 1), (40, 4, 1), 0, 9, True),  # and back
+    ((3, 2, 5), (27, 13, 1), (10, 5, 1), 1, 0, False),  # slice pitch 27 not a multiple of row pitch 13
+    ((3, 2, 5), (13, 6, 1), (10, 5, 1), 0, 0, False),  # slice pitch 13 under two rows of pitch 6
+    ((2, 4, 3), (12, 3, 1), (12, 1, 4), 0, 0, False),  # destination rows not contiguous
+    ((4, 3), (0, 1), (3, 1), 0, 0, False),  # a broadcast
+    ((2, 3, 2, 3), (100, 30, 7, 1), (18, 6, 3, 1), 0, 0, False),  # four dims that do not merge
+]
+
+
+@pytest.mark.parametrize(("shape", "s_src", "s_dst", "o_src", "o_dst", "rect"), STRIDED_COPIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.bool_])
+def test_strided_copy_rows_and_elements(rng, shape, s_src, s_dst, o_src, o_dst, rect, dtype):
+    """strided_copy against NumPy's strided views, the whole destination compared (nothing else written), and the
+    rectangular-copy test itself: it takes exactly the cases that OpenCL's rectangular copy allows."""
+    from numpy.lib.stride_tricks import as_strided
+
+    from clnn.kernels import descriptor
+    from clnn.ops.shape import _rect, strided_copy
+
+    assert (_rect(descriptor(shape, s_src, s_dst)) is not None) == rect
+    span = [o + sum((n - 1) * s for n, s in zip(shape, st)) + 1 for o, st in ((o_src, s_src), (o_dst, s_dst))]
+    src_n = (rng.standard_normal(span[0]) * 100).astype(dtype)
+    dst_n = (rng.standard_normal(span[1] + 3) * 100).astype(dtype)
+    src, dst = clnn.tensor(src_n), clnn.tensor(dst_n)
+    strided_copy(src, dst, shape, s_src, s_dst, src_offset=o_src, dst_offset=o_dst)
+    size = src_n.itemsize
+    view = as_strided(dst_n[o_dst:], shape, [s * size for s in s_dst])
+    view[...] = as_strided(src_n[o_src:], shape, [s * size for s in s_src])
+    np.testing.assert_array_equal(dst.numpy(), dst_n)

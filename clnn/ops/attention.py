@@ -16,7 +16,8 @@ from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import autocast, empty, record
-from .matmul import gemm_raw
+from .creation import zeros
+from .matmul import gemm_raw, plan
 from .random import next_key
 from .reduce import broadcast_to
 from .shape import reshape, strided_copy
@@ -269,7 +270,7 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
         qb = _gather(q, lay_q, nh, nb, i0, nr, e, acc)
         sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, n, e, alpha=scale)  # (nb, nr, n)
         rows("attn_rows_fwd", i0, nr, n, sc, lse)
-        ob = gemm_raw(sc, (nr * n, n, 1), vc, (s * ev, ev, 1), nb, nr, ev, n)
+        ob = _head_product(sc, (nr * n, n, 1), vc, (s * ev, ev, 1), nb, nr, ev, n)
         out = _place(ob, out, out_shape, q.dtype, lay_o, nh, i0)
     packed = k is q
 
@@ -277,21 +278,44 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
         gq = empty(q.shape, q.dtype, dev) if packed else None
         kc, vc = _gather(k, lay_k, nh, nb, 0, s, e, acc), _gather(v, lay_v, nh, nb, 0, s, ev, acc)
         dk = dv = None
-        for i0, nr in blocks():
+        for i0, nr in reversed(list(blocks())):  # a causal block's keys n never grow: dk, dv's first n rows
+            n = min(s, i0 + nr) if causal else s
             qb, gb = _gather(q, lay_q, nh, nb, i0, nr, e, acc), _gather(g, lay_o, nh, nb, i0, nr, ev, acc)
-            sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, s, e, alpha=scale)  # (nb, nr, s)
-            dp = gemm_raw(gb, (nr * ev, ev, 1), vc, (s * ev, 1, ev), nb, nr, s, ev)
-            rows("attn_rows_bwd", i0, nr, s, sc, dp, lse)
-            beta = 0.0 if dv is None else 1.0
-            dv = gemm_raw(sc, (nr * s, 1, s), gb, (nr * ev, ev, 1), nb, s, ev, nr, beta=beta, c=dv)
-            dk = gemm_raw(dp, (nr * s, 1, s), qb, (nr * e, e, 1), nb, s, e, nr, alpha=scale, beta=beta, c=dk)
-            dq = gemm_raw(dp, (nr * s, s, 1), kc, (s * e, e, 1), nb, nr, e, s, alpha=scale)
+            sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, n, e, alpha=scale)  # (nb, nr, n)
+            dp = gemm_raw(gb, (nr * ev, ev, 1), vc, (s * ev, 1, ev), nb, nr, n, ev)
+            rows("attn_rows_bwd", i0, nr, n, sc, dp, lse)
+            dv = _accumulate(dv, sc, gb, 1.0, nb, s, n, ev, nr)
+            dk = _accumulate(dk, dp, qb, scale, nb, s, n, e, nr)
+            dq = _head_product(dp, (nr * n, n, 1), kc, (s * e, e, 1), nb, nr, e, n, alpha=scale)
             gq = _place(dq, gq, q.shape, q.dtype, lay_q, nh, i0)
         into = gq if packed else None
         gk, gv = _place(dk, into, k.shape, k.dtype, lay_k, nh, 0), _place(dv, into, v.shape, v.dtype, lay_v, nh, 0)
         return (gq, None, None) if packed else (gq, gk, gv)
 
     return out, backward
+
+
+def _head_product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], nb: int,
+                  m: int, n: int, k: int, **kw: Any) -> Tensor:
+    """:func:`gemm_raw` of a product with a head dimension of columns, planned with the ``attention`` tile."""
+    how = plan(a.device, a.dtype, nb, m, n, k, big="attention")
+    return gemm_raw(a, a_strides, b, b_strides, nb, m, n, k, how=how, **kw)
+
+
+def _accumulate(total: Tensor | None, w: Tensor, x: Tensor, alpha: float, nb: int, s: int, n: int, width: int,
+                nr: int) -> Tensor:
+    """``total`` (nb, s, width), zeros when None, plus ``alpha w^T x`` in its first n rows: w (nb, nr, n), x (nb, nr,
+    width) (a block's share of dk or dv)."""
+    if total is None and n == s:
+        return _head_product(w, (nr * n, 1, n), x, (nr * width, width, 1), nb, n, width, nr, alpha=alpha)
+    if total is None:
+        total = zeros((nb, s, width), dtype=w.dtype, device=w.device)
+    part = _head_product(w, (nr * n, 1, n), x, (nr * width, width, 1), nb, n, width, nr, alpha=alpha, beta=1.0,
+                         c=total, c_strides=(s * width, width, 1))
+    if n == s:
+        return part
+    strided_copy(part, total, part.shape, contiguous_strides(part.shape), (s * width, width, 1))
+    return total
 
 
 def _geometry(lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int,

@@ -53,17 +53,22 @@ def _fill_from_host(queue, mem, pattern, offset, size, wait_for=None):
     return cl.enqueue_copy(queue, mem, host, dst_offset=offset, wait_for=wait_for, is_blocking=True)
 
 
-_COPY_BYTES = """__kernel void copy_bytes(__global uchar *dst, __global const uchar *src, ulong dst_at, ulong src_at) {
-    dst[dst_at + get_global_id(0)] = src[src_at + get_global_id(0)];
+_COPY_BYTES = """__kernel void copy_bytes(__global uchar *dst, __global const uchar *src, ulong dst_at, ulong src_at,
+                         ulong dst_row, ulong dst_plane, ulong src_row, ulong src_plane) {
+    size_t x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+    dst[dst_at + z * dst_plane + y * dst_row + x] = src[src_at + z * src_plane + y * src_row + x];
 }"""
 
 
 def _copy_by_kernel(original: Callable) -> Callable:
-    """``enqueue_copy`` from buffer to buffer (``Device.copy``) as a byte-copy kernel: Oclgrind 21.10's
-    uninitialized-value checker marks the wrong bytes as written by a copy (or host write) that covers only
-    part of a buffer, so reads of the projected LSTM's state buffers, filled a step at a time, would be false
-    reports; a kernel's stores carry each byte's state exactly."""
+    """``enqueue_copy`` from buffer to buffer (``Device.copy``, ``Device.copy_rect``) as a byte-copy kernel:
+    Oclgrind 21.10's uninitialized-value checker marks the wrong bytes as written by a copy (or host write) that
+    covers only part of a buffer, so reads of the projected LSTM's state buffers, filled a step at a time, would
+    be false reports; a kernel's stores carry each byte's state exactly."""
     built: dict[cl.Context, cl.Kernel] = {}
+
+    def at(origin: tuple[int, int, int], pitches: tuple[int, int]) -> int:
+        return origin[0] + origin[1] * pitches[0] + origin[2] * pitches[1]
 
     def copy(queue, dst, src, **kw):
         if not (isinstance(dst, cl.Buffer) and isinstance(src, cl.Buffer)):
@@ -71,8 +76,13 @@ def _copy_by_kernel(original: Callable) -> Callable:
         if queue.context not in built:
             program = cl.Program(queue.context, _COPY_BYTES).build(["-cl-opt-disable"])
             built[queue.context] = cl.Kernel(program, "copy_bytes")
-        return built[queue.context](queue, (kw["byte_count"],), None, dst, src, np.uint64(kw.get("dst_offset", 0)),
-                                    np.uint64(kw.get("src_offset", 0)))
+        if "region" in kw:
+            region, dp, sp = kw["region"], kw["dst_pitches"], kw["src_pitches"]
+            ends = (at(kw["dst_origin"], dp), at(kw["src_origin"], sp))
+        else:
+            region, dp, sp = (kw["byte_count"], 1, 1), (0, 0), (0, 0)
+            ends = (kw.get("dst_offset", 0), kw.get("src_offset", 0))
+        return built[queue.context](queue, region, None, dst, src, *(np.uint64(x) for x in (*ends, *dp, *sp)))
 
     return copy
 
@@ -184,6 +194,7 @@ def copy(dt: np.dtype, rng: np.random.Generator) -> None:
     x = clnn.tensor(xn)
     check("permute", x.permute(2, 0, 1), xn.transpose(2, 0, 1), dt)
     check("slice", x[1:, ::-2, 1:4], xn[1:, ::-2, 1:4], dt)
+    check("slice of rows", x[1:, :, 1:4], xn[1:, :, 1:4], dt)  # a rectangular copy: the driver's copy_bytes
     check("broadcast_to", clnn.tensor(xn[:1]).broadcast_to((4, 3, 5)), np.broadcast_to(xn[:1], (4, 3, 5)), dt)
     dev = clnn.device()
     for target in (F16, BF16, F32, F64, np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)):
@@ -282,6 +293,9 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
             out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how, act="relu", pre=pre)
             check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st} + relu", out, np.maximum(ref, 0), dt)
             check(f"gemm {how.kernel} pre-activation", pre, ref, dt)
+            for beta, want in ((2.0, ref), (0.0, ref - 2.0 * cn)):  # plain stores: whole vectors in full tiles
+                out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=beta, c=c, how=how)
+                check(f"gemm {how.kernel} plain store, beta {beta}", out, want, dt)
         if dt in (F16, BF16):  # autocast's product: float32 operands and bias rounded to dt in the loads
             xn, wn, bias = data(rng, (17, 16), F32), data(rng, (20, 16), F32), data(rng, (20,), F32)
             xr, wr, br = (v.astype(dt).astype(np.float64) for v in (xn, wn, bias))
