@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 import torch
 from helpers import assert_close
+from numpy.lib.stride_tricks import as_strided
 from torch_ref import check_against_torch
 
 import clnn
+from clnn.kernels import descriptor
+from clnn.ops.shape import _rect, strided_copy
 
 SIZES = [1, 7, 1023, 4097]
 DTYPES = ["float32", "float64", "float16"]
@@ -524,11 +527,6 @@ STRIDED_COPIES = [
 def test_strided_copy_rows_and_elements(rng, shape, s_src, s_dst, o_src, o_dst, rect, dtype):
     """strided_copy against NumPy's strided views, the whole destination compared (nothing else written), and the
     rectangular-copy test itself: it takes exactly the cases that OpenCL's rectangular copy allows."""
-    from numpy.lib.stride_tricks import as_strided
-
-    from clnn.kernels import descriptor
-    from clnn.ops.shape import _rect, strided_copy
-
     assert (_rect(descriptor(shape, s_src, s_dst)) is not None) == rect
     span = [o + sum((n - 1) * s for n, s in zip(shape, st)) + 1 for o, st in ((o_src, s_src), (o_dst, s_dst))]
     src_n = (rng.standard_normal(span[0]) * 100).astype(dtype)
