@@ -14,9 +14,11 @@ Parts (each a pytest run in a fresh process, so device choice and limits start c
             with Oclgrind's own limits, as a small GPU, posing as the H100 and posing as a CPU
 
 A part whose pytest collected nothing (exit code 5) fails, as does a part whose device is missing.
+Parts run side by side, --jobs at a time (default: one per CPU core): most of a cold run is single-threaded
+kernel compilation. Each part's output is printed whole when it ends.
 
 Usage:
-    python scripts/run_tests.py [--parts pocl,intel,...] [--limits-device intel] [--icd-dir DIR]
+    python scripts/run_tests.py [--parts pocl,intel,...] [--jobs N] [--limits-device intel] [--icd-dir DIR]
                                 [-- extra pytest args]
 """
 
@@ -27,8 +29,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +46,7 @@ NOT_KERNEL_TESTS = ("test_device.py", "test_packaging.py", "test_oclgrind.py", "
 ONCE = ("test_oclgrind.py", "test_packaging.py", "test_readme.py")
 # An NVIDIA H100 SXM as its OpenCL driver reports it: 132 SMs, 1024 work-items per group, 48 KiB local memory.
 H100 = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
-DEFAULT_PARTS = "pocl,intel,limits64,limits256,h100,oclgrind"
+DEFAULT_PARTS = "pocl,intel,h100,limits64,oclgrind,limits256"  # longest first: they start first
 
 
 @dataclass
@@ -99,15 +103,26 @@ def counts(junit: Path) -> dict[str, int]:
     return {k: int(suite.get(k, 0)) for k in keys}
 
 
+_print_lock = threading.Lock()
+
+
 def run_part(part: Part, base_env: dict[str, str], extra: list[str], out_dir: Path) -> tuple[int, dict, float]:
+    """Run one part's pytest, its output into a log that is printed whole when the part ends."""
     env = {k: v for k, v in base_env.items() if k not in ("CLNN_LIMITS", "CLNN_DEVICE")}
     env.update(part.env)
     junit = out_dir / f"{part.name}.xml"
+    log = out_dir / f"{part.name}.log"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *part.args, *extra]
-    print(f"\n===== part {part.name}: {' '.join(f'{k}={v}' for k, v in part.env.items())}", flush=True)
     start = time.monotonic()
-    rc = subprocess.run(cmd, env=env, cwd=ROOT).returncode
-    return rc, counts(junit), time.monotonic() - start
+    with log.open("wb") as out:
+        rc = subprocess.run(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+    secs = time.monotonic() - start
+    with _print_lock:
+        print(f"\n===== part {part.name}: {' '.join(f'{k}={v}' for k, v in part.env.items())} ({secs:.0f} s)",
+              flush=True)
+        sys.stdout.buffer.write(log.read_bytes())
+        sys.stdout.flush()
+    return rc, counts(junit), secs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", default=DEFAULT_PARTS,
                         help="comma-separated parts to run, in this order")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="parts run at once (default: the number of CPU cores)")
     parser.add_argument("--icd-dir", type=Path,
                         help="register Intel's runtime in DIR (passed to the parts as OCL_ICD_VENDORS) instead of "
                         "this environment's pyopencl/.libs")
@@ -130,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in chosen if p not in table]
     if unknown or not chosen:
         parser.error(f"unknown parts {unknown}; choose from {', '.join(table)}")
+    if args.jobs < 1:
+        parser.error(f"--jobs expects a positive number; got {args.jobs}")
 
     env = dict(os.environ)  # clnn itself comes from the environment (pip install -e .), not PYTHONPATH:
     # tests/test_packaging.py must import the wheel it installs, not this checkout
@@ -143,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         env["OCL_ICD_VENDORS"] = str(icd_dir)  # read besides the entries bundled with PyOpenCL
 
     out_dir = Path(tempfile.mkdtemp(prefix="clnn-tests-"))
-    for name in chosen:
-        rc, c, secs = run_part(table[name], env, extra, out_dir)
+    start = time.monotonic()
+    with ThreadPoolExecutor(min(args.jobs, len(chosen))) as pool:
+        runs = [pool.submit(run_part, table[name], env, extra, out_dir) for name in chosen]
+    for name, run in zip(chosen, runs):
+        rc, c, secs = run.result()
         if rc == 0:
             status = "passed"
         elif rc == 5:
@@ -166,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = [name for name, status, _, _ in results if status != "passed"]
     if bad:
         total["failed"] = max(total["failed"], len(bad))
-    print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
+    print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"
+          f" in {time.monotonic() - start:.0f} s")
     return 1 if bad else 0
 
 
