@@ -3,8 +3,10 @@
 Algorithm: implicit GEMM. The forward, input gradient and weight gradient are each one tiled launch
 (groups on the grid's third axis) whose tile loads gather NCHW input, NCHW gradients and OIHW weights
 directly and whose store writes NCHW (or OIHW) with the bias and an optional activation: no column
-matrix, no layout copies, no batch chunking. Products with few rows per group (depthwise and other
-small-channel convolutions) take conv.cl's direct kernels. The weight gradient splits its long
+matrix, no layout copies of activations, no batch chunking. A stride-1 input gradient runs as the forward
+kernel on gy with the adjoint's weights (transposed per group, taps reversed: one weight-sized launch), at
+the forward's speed. Products with few rows per group (depthwise and other small-channel convolutions) take
+conv.cl's direct kernels. The weight gradient splits its long
 N*OH*OW axis into ordered partial sums (``gemm_sum``) of at most ``PARTIAL_BYTES``, the only extra
 memory a convolution takes. ``conv_transpose2d``'s forward is conv2d's input gradient and vice versa.
 """
