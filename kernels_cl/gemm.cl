@@ -104,22 +104,9 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     }
 #endif
 
-#if VEC_STORES
-    if (act < 0 && !keep && col0 + TN <= N && stores_aligned(C, N) &&
-        (beta == 0 || (d_cs == 1 && stores_aligned(D, d_rs)))) {
-#pragma unroll
-        for (int i = 0; i < WM; ++i) {
-            const int gi = row0 + ty + i * RTM;
-            if (gi >= M) break;
-#pragma unroll
-            for (int v = 0; v < NV; ++v) {
-                const int gj = col0 + (tx + v * RTN) * VW;
-                const realv d = beta != 0 ? beta * *(__global const realv *)(D + (size_t)gi * d_rs + gj) : (realv)0;
-                *(__global realv *)(C + (size_t)gi * N + gj) = alpha * acc[i][v] + d;
-            }
-        }
-        return;
-    }
+#if VEC_STORES /* whole vectors where no element needs its own epilogue or bounds check */
+    const bool whole = act < 0 && !keep && col0 + TN <= N && stores_aligned(C, N) &&
+                       (beta == 0 || (d_cs == 1 && stores_aligned(D, d_rs)));
 #endif
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
@@ -127,8 +114,15 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
         if (gi >= M) break;
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
-            const real *t = (const real *)&acc[i][v];
             const int gj = col0 + (tx + v * RTN) * VW;
+#if VEC_STORES
+            if (whole) {
+                const realv d = beta != 0 ? beta * *(__global const realv *)(D + (size_t)gi * d_rs + gj) : (realv)0;
+                *(__global realv *)(C + (size_t)gi * N + gj) = alpha * acc[i][v] + d;
+                continue;
+            }
+#endif
+            const real *t = (const real *)&acc[i][v];
 #pragma unroll
             for (int q = 0; q < VW; ++q) {
                 if (gj + q < N) {

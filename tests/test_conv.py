@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import clnn
 import clnn.functional as F
+from clnn import tuning
 from clnn.ops import conv as conv_mod
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
@@ -63,6 +64,8 @@ CASES = [  # (op, x shape, weight shape, kwargs)
     ("conv2d", (2, 9, 11, 13), (11, 9, 1, 1), {"stride": (2, 1)}),              # 1x1 strided
     ("conv2d", (1, 3, 31, 29), (17, 3, 5, 5), {"stride": 3, "padding": 2}),     # 5x5 stride 3, batch 1
     ("conv1d", (3, 16, 50), (20, 16, 5), {"padding": 2, "dilation": 2}),
+    ("conv2d", (2, 10, 6, 7), (12, 10, 1, 3), {"padding": 1}),  # padding past the kernel: no stride-1 adjoint
+    ("conv_transpose2d", (2, 12, 5, 6), (12, 10, 3, 3), {"dilation": 2, "padding": 1, "output_padding": 1}),
     ("conv_transpose2d", (2, 16, 7, 6), (16, 12, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
     ("conv_transpose2d", (2, 18, 5, 5), (18, 10, 2, 3), {"groups": 2, "dilation": (2, 1)}),
     ("conv1d", (3, 4, 29), (6, 4, 5), {"stride": 2, "padding": 3, "dilation": 2}),
@@ -106,6 +109,25 @@ def test_hypothesis_conv2d(n, groups, cg, og, size, k, stride, pad, dil, seed):
         return
     kw = {"stride": stride, "padding": pad, "dilation": dil, "groups": groups}
     check("conv2d", (n, cg * groups, *size), (og * groups, cg, *k), kw, np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("kw, adjoint", [
+    ({"padding": 1}, True), ({"padding": (2, 0), "dilation": (2, 1), "groups": 2}, True),
+    ({"stride": (1, 2), "padding": 1}, False), ({"padding": (3, 1)}, False),
+])
+def test_input_gradient_runs_the_adjoint_forward(kw, adjoint, rng, monkeypatch):
+    """A stride-1 tiled input gradient is conv_fwd of gy with the adjoint's weights; strided ones, and padding
+    past the dilated kernel, keep conv_bwd_data (each checked against torch by test_against_torch)."""
+    monkeypatch.setitem(tuning.TABLE, "gemm_direct", {"default": {"MAX_MACS": 0}})  # tiles on every device
+    x = clnn.tensor(rng.standard_normal((2, 18, 9, 8)).astype(np.float32), requires_grad=True)
+    w = clnn.tensor(rng.standard_normal((20, 18 // kw.get("groups", 1), 3, 3)).astype(np.float32))
+    y = F.conv2d(x, w, **kw)
+    with clnn.profiler.profile() as prof:
+        y.sum().backward()
+    names = [k.name for k in prof.kernels]
+    assert ("conv_adjoint_weight" in names and "conv_fwd" in names) == adjoint, names
+    assert ("conv_bwd_data" in names) != adjoint, names
+    check("conv2d", (2, 18, 9, 8), w.shape, kw, rng)
 
 
 def test_deterministic(rng):

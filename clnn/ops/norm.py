@@ -121,17 +121,21 @@ def channel_sum(x: Tensor, outer: int, groups: int, inner: int) -> Tensor:
     buf = x.data
     return grp._per_group(NS_SUM, np.int32(0), grp.eps, buf, buf, buf, buf, buf)[0]
 
+def _half_under_autocast(x: Any) -> bool:
+    return autocast_dtype() is not None and isinstance(x, Tensor) and x.dtype in HALF_DTYPES
+
+
 def _autocast(x: Any, weight: Any, bias: Any) -> tuple[Any, Any, Any]:
     """autocast's float32 list for a norm: a half ``x`` stays as it is (the kernels read it and write its
     gradient in its type: no float32 copy of it is made or kept), the parameters cast to float32."""
-    if autocast_dtype() is not None and isinstance(x, Tensor) and x.dtype in HALF_DTYPES:
+    if _half_under_autocast(x):
         return (x, *autocast("float32", weight, bias))
     return autocast("float32", x, weight, bias)
 
 
 def _dtype(x: Tensor) -> np.dtype:
     """The dtype a norm of ``x`` computes and returns in: float32 for a half ``x`` under autocast, else x's."""
-    return float32 if autocast_dtype() is not None and x.dtype in HALF_DTYPES else x.dtype
+    return float32 if _half_under_autocast(x) else x.dtype
 
 
 def _check_param(op: str, name: str, t: Any, x: Tensor, shape: tuple[int, ...], dtype: np.dtype) -> Tensor | None:
