@@ -1,13 +1,16 @@
-"""float32 conv2d forward throughput: clnn against PyTorch on the same hardware, in the same run.
+"""float32 conv2d throughput, forward or a training layer: clnn against PyTorch on the same hardware, in the same run.
 
-Usage: ``python benchmarks/bench_conv.py [--layer 0] [--batch N] [--reps 5] [--device SPEC] [--threads N]``
+Usage: ``python benchmarks/bench_conv.py [--layer 0] [--batch N] [--backward] [--reps 5] [--device SPEC]
+[--threads N]``
 
 The layers of the GEMM/convolution issue's table: 0: 64 -> 128 channels, 3x3, padding 1, 56x56, batch 32;
 1: 256 -> 256, 3x3, padding 1, 28x28, batch 64; 2: 3 -> 64, 7x7, stride 2, padding 3, 224x224, batch 128
 (``--batch`` overrides). PyTorch runs on CUDA (TF32 off, cuDNN) when the clnn device is NVIDIA and PyTorch
 has CUDA, else on the CPU with as many threads as the machine has cores (``--threads``). Each side is timed
 back to back, best of ``--reps`` after a warm-up (the machine is shared, so the minimum is the least noisy
-estimate); both times include waiting for the device. Target: clnn >= 0.8x PyTorch CPU, >= 0.6x cuDNN.
+estimate); both times include waiting for the device. ``--backward`` times the layer in training: the
+forward, then the input, weight and bias gradients of a given output gradient, through each library's
+autograd (3x the forward's FLOPs). Target: clnn >= 0.8x PyTorch CPU, >= 0.6x cuDNN.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layer", type=int, choices=range(len(LAYERS)), default=0)
     ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--backward", action="store_true", help="forward and all three gradients")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -43,31 +47,44 @@ def main() -> None:
     n = args.batch or n
     print(header(dev))
     print(f"peer {peer_name(tdev)}")
-    print(f"conv2d x ({n}, {c}, {s}, {s}) * w ({o}, {c}, {kk}, {kk}), stride {st}, padding {pad}, float32; "
-          f"best of {args.reps}")
+    print(f"conv2d x ({n}, {c}, {s}, {s}) * w ({o}, {c}, {kk}, {kk}), stride {st}, padding {pad}, float32, "
+          f"{'forward + all gradients' if args.backward else 'forward'}; best of {args.reps}")
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, c, s, s), dtype=np.float32)
     w = rng.standard_normal((o, c, kk, kk), dtype=np.float32) * np.float32(1 / (c * kk * kk) ** 0.5)
     b = rng.standard_normal(o, dtype=np.float32)
-    cx, cw, cb = (clnn.tensor(a, device=dev) for a in (x, w, b))
-    tx, tw, tb = (torch.from_numpy(a).to(tdev) for a in (x, w, b))
-
-    ref = torch.nn.functional.conv2d(tx, tw, tb, stride=st, padding=pad).cpu().numpy()
-    got = F.conv2d(cx, cw, cb, stride=st, padding=pad).numpy()
-    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-
-    def run_clnn() -> None:
-        F.conv2d(cx, cw, cb, stride=st, padding=pad)
-        dev.synchronize()
-
-    def run_torch() -> None:
-        with torch.no_grad():
-            torch.nn.functional.conv2d(tx, tw, tb, stride=st, padding=pad)
-        torch_sync(tdev)
-
     oh = (s + 2 * pad - kk) // st + 1
-    flops = 2.0 * n * o * oh * oh * c * kk * kk
+    gy = rng.standard_normal((n, o, oh, oh), dtype=np.float32)
+    grad = args.backward
+    cx, cw, cb = (clnn.tensor(a, device=dev, requires_grad=grad) for a in (x, w, b))
+    cgy = clnn.tensor(gy, device=dev)
+    tx, tw, tb = (torch.from_numpy(a).to(tdev).requires_grad_(grad) for a in (x, w, b))
+    tgy = torch.from_numpy(gy).to(tdev)
+
+    def run_clnn() -> list:
+        y = F.conv2d(cx, cw, cb, stride=st, padding=pad)
+        if grad:
+            for t in (cx, cw, cb):
+                t.grad = None
+            y.backward(cgy)
+        dev.synchronize()
+        return [y, cx.grad, cw.grad, cb.grad] if grad else [y]
+
+    def run_torch() -> list:
+        with torch.set_grad_enabled(grad):
+            y = torch.nn.functional.conv2d(tx, tw, tb, stride=st, padding=pad)
+            if grad:
+                for t in (tx, tw, tb):
+                    t.grad = None
+                y.backward(tgy)
+        torch_sync(tdev)
+        return [y, tx.grad, tw.grad, tb.grad] if grad else [y]
+
+    err = max(float(np.linalg.norm(ours.numpy() - ref.detach().cpu().numpy()) / np.linalg.norm(ref.detach().cpu()))
+              for ours, ref in zip(run_clnn(), run_torch()))
+
+    flops = 2.0 * n * o * oh * oh * c * kk * kk * (3 if grad else 1)
     t_clnn = best_time(run_clnn, args.reps)
     t_torch = best_time(run_torch, args.reps)
     g_clnn, g_torch = flops / t_clnn / 1e9, flops / t_torch / 1e9
