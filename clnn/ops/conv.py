@@ -196,11 +196,12 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
     return gw
 
 
-def run_tile(kind: str, x: Tensor, w: Tensor, gy: Tensor, padding: int, cfg: dict[str, int]) -> Tensor:
-    """The kernel of ``kind`` (one of ``TUNED``) for conv2d(x, w, padding=padding) with tile ``cfg`` forced (a
-    tuner's candidate): ``conv_fwd`` gives y, ``conv_bwd_data`` the input gradient and ``conv_bwd_weight`` the
-    weight gradient for the output gradient ``gy``. No checks, no autograd."""
-    g = _geometry("conv2d", x, w, 1, 2, 1, padding, 1)
+def run_tile(kind: str, x: Tensor, w: Tensor, gy: Tensor, padding: int, cfg: dict[str, int],
+             stride: int = 1) -> Tensor:
+    """The kernel of ``kind`` (one of ``TUNED``) for conv2d(x, w, stride=stride, padding=padding) with tile
+    ``cfg`` forced (a tuner's candidate): ``conv_fwd`` gives y, ``conv_bwd_data`` the input gradient and
+    ``conv_bwd_weight`` the weight gradient for the output gradient ``gy``. No checks, no autograd."""
+    g = _geometry("conv2d", x, w, 1, 2, stride, padding, 1)
     if kind == "conv_fwd":
         return _forward(x, w, None, g, cfg=cfg)
     return _input_grad(gy, w, None, g, cfg) if kind == "conv_bwd_data" else _weight_grad(x, gy, g, cfg)
