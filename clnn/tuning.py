@@ -53,7 +53,12 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # input gradient 68 -> 45 ms (Intel), 70 -> 50 ms (PoCL) against gemm_small's 32x64
         "cpu": {"TM": 64, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
     },
-    "conv_bwd_weight": {"default": {}},
+    "conv_bwd_weight": {
+        "default": {},
+        # CPUs, forced tiles (ms, Intel / PoCL): 8x64->128 56x56 128x128 47 / 75, 64x64 38 / 64; LeNet's conv2
+        # (128x32->64 14x14) 22 / 27 against 14 / 13; 32x64->128 56x56 153 / 176 against 151 / 167
+        "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+    },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
     # gemm's 128 would be half padding: 2048 keys, 8 x 8 heads of 64: p v 43 -> 37 ms, dv 45 -> 42 ms (Intel)
