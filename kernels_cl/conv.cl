@@ -21,8 +21,8 @@
  * `pre` (laid out as y), through gemm.h's store_act.
  * Local tiles are single-buffered here (gemm.h's DB is ignored).
  *
- * A stride-1 input gradient runs as conv_fwd of gy with the adjoint's weights (conv_adjoint_weight: transposed,
- * taps reversed), which stages them as a strided matrix; conv_bwd_data serves strided convolutions.
+ * A stride-1 input gradient runs as conv_fwd of gy with the adjoint's weights (transposed, taps reversed: a
+ * strided copy in conv.py), which stages them as a strided matrix; conv_bwd_data serves strided convolutions.
  *
  * Direct kernels (one work-item per output element, taps in a fixed order), for depthwise and other
  * products too thin for a tile: conv_direct_fwd, conv_direct_bwd_data, and conv_direct_bwd_weight (one
@@ -322,16 +322,6 @@ __kernel void conv_direct_bwd_data(GEOM, __global const b_t *restrict gy, __glob
         }
     }
     STORE_C(gx, e, acc);
-}
-
-/* wt[g*Cg + c][o][i][j] = w[g*Og + o][c][KH-1-i][KW-1-j], the weights (C, O/G, KH, KW) of the adjoint: a stride-1
- * conv_fwd of gy with them (padding D*(K-1) - P) is the input gradient, at the forward's speed */
-__kernel void conv_adjoint_weight(int total, int Og, int Cg, int KK, __global const store_t *restrict w,
-                                  __global store_t *restrict wt) {
-    const int e = get_global_id(0);
-    if (e >= total) return;
-    const int r = e % KK, o = e / KK % Og, gc = e / (KK * Og), g = gc / Cg, c = gc % Cg;
-    STORE(wt, e, LOAD(w, ((size_t)(g * Og + o) * Cg + c) * KK + KK - 1 - r));
 }
 
 __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x,

@@ -4,7 +4,7 @@ Algorithm: implicit GEMM. The forward, input gradient and weight gradient are ea
 (groups on the grid's third axis) whose tile loads gather NCHW input, NCHW gradients and OIHW weights
 directly and whose store writes NCHW (or OIHW) with the bias and an optional activation: no column
 matrix, no layout copies of activations, no batch chunking. A stride-1 input gradient runs as the forward
-kernel on gy with the adjoint's weights (transposed per group, taps reversed: one weight-sized launch), at
+kernel on gy with the adjoint's weights (transposed per group, taps reversed: one weight-sized copy), at
 the forward's speed. Products with few rows per group (depthwise and other small-channel convolutions) take
 conv.cl's direct kernels. The weight gradient splits its long
 N*OH*OW axis into ordered partial sums (``gemm_sum``) of at most ``PARTIAL_BYTES``, the only extra
@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import kernels, profiler
 from ..device import Device
-from ..kernels import defines, launch_1d
+from ..kernels import contiguous_strides, defines, launch_1d
 from ..profiler import profiled
 from ..tensor import HALF_DTYPES, Tensor
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
@@ -29,6 +29,7 @@ from ._core import autocast, autocast_loads, empty, record
 from .creation import zeros
 from .matmul import act_backward, check_act, epilogue, gemm_config, keeps_pre, plan, sum_partials
 from .norm import channel_sum
+from .shape import strided_copy
 
 PARTIAL_BYTES = 32 << 20  # most bytes the weight gradient's k-split partial sums may take
 THIN = 8  # products with at most this many rows per group take the direct kernels
@@ -122,12 +123,12 @@ def _adjoint(g: _Geom) -> _Geom | None:
 
 
 def _adjoint_weight(w: Tensor, g: _Geom) -> Tensor:
-    """w (O, C/groups, KH, KW) transposed per group and with its taps reversed: (C, O/groups, KH, KW)."""
-    dev, og, cg = w.device, g.o // g.groups, g.c // g.groups
-    wt = empty((g.c, og, g.kh, g.kw), w.dtype, dev)
-    k_ = kernels.kernel(dev, "conv.cl", "conv_adjoint_weight", defines(w.dtype, **gemm_config(dev, w.dtype)))
-    launch_1d(dev, k_, wt.size, np.int32(wt.size), np.int32(og), np.int32(cg), np.int32(g.kh * g.kw), w.data,
-              wt.data)
+    """w (O, C/groups, KH, KW) transposed per group and with its taps reversed: (C, O/groups, KH, KW), one strided
+    copy (negative strides along the taps)."""
+    og, cg, kk = g.o // g.groups, g.c // g.groups, g.kh * g.kw
+    shape = (g.groups, cg, og, kk)  # wt[gr][c][o][t] = w[gr*og + o][c][kk-1-t]
+    wt = empty((g.c, og, g.kh, g.kw), w.dtype, w.device)
+    strided_copy(w, wt, shape, (og * cg * kk, kk, cg * kk, -1), contiguous_strides(shape), src_offset=kk - 1)
     return wt
 
 
@@ -144,9 +145,10 @@ def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, cfg: dict[
     rows, cols, k = g.c // g.groups, g.n * g.h * g.w, g.o // g.groups * g.kh * g.kw
     bias_args = (bias if bias is not None else gx).data, np.int32(bias is not None)
     adjoint = _adjoint(g) if cfg is None else None
-    if adjoint is not None and _tile(dev, dt, "fwd", rows, cols, k, g.groups) is not None:
+    tile = None if adjoint is None else _tile(dev, dt, "fwd", rows, cols, k, g.groups)
+    if tile is not None:
         _run("fwd", adjoint, rows, cols, k, gx, _adjoint_weight(w, g), gy, *bias_args, *epilogue("none", gx, None),
-             dtype=dt)
+             cfg=tile, dtype=dt)
     else:
         _run("bwd_data", g, rows, cols, k, gx, w, gy, *bias_args, cfg=cfg, dtype=dt)
     return gx
