@@ -24,7 +24,7 @@
  * one slice overlap the arithmetic of the other (GPUs); DB=0 stages, waits, multiplies, waits (CPUs).
  * A tile whose columns all lie inside C, stored without activation or pre-activation, with beta 0 or an
  * addend whose rows are contiguous, is stored as whole VW-vectors where C's (and D's) rows are vector-aligned
- * (checked at run time; gemm.h's VEC_STORES), else one element at a time.
+ * (checked at run time; gemm.h's STORE_C_VEC, in any storage), else one element at a time.
  * The k order of the accumulation is fixed, so reruns are bit-identical. Arithmetic is in `real`
  * (float for half storage).
  *
@@ -104,7 +104,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     }
 #endif
 
-#if VEC_STORES /* whole vectors where no element needs its own epilogue or bounds check */
+#if VW > 1 /* whole vectors where no element needs its own epilogue or bounds check */
     const bool whole = act < 0 && !keep && col0 + TN <= N && stores_aligned(C, N) &&
                        (beta == 0 || (d_cs == 1 && stores_aligned(D, d_rs)));
 #endif
@@ -115,10 +115,10 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
             const int gj = col0 + (tx + v * RTN) * VW;
-#if VEC_STORES
+#if VW > 1
             if (whole) {
-                const realv d = beta != 0 ? beta * *(__global const realv *)(D + (size_t)gi * d_rs + gj) : (realv)0;
-                *(__global realv *)(C + (size_t)gi * N + gj) = alpha * acc[i][v] + d;
+                const realv d = beta != 0 ? beta * LOAD_D_VEC(D + (size_t)gi * d_rs + gj) : (realv)0;
+                STORE_C_VEC(C + (size_t)gi * N + gj, alpha * acc[i][v] + d);
                 continue;
             }
 #endif

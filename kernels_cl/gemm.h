@@ -52,12 +52,6 @@ typedef real realv;
 #else
 typedef CAT(REAL_T, VW) realv;
 #endif
-#if VWG > 1 && !STORE_HALF && !STORE_BF16
-#define VEC_LOADS 1
-typedef CAT(STORE_T, VWG) storeg;
-#else
-#define VEC_LOADS 0
-#endif
 /* Built-ins such as vloadN and mad are out-of-line calls on some CPU runtimes (PoCL), so the hot
  * paths use plain loads and `a * b + c`, which the compiler contracts to an FMA where it has one. */
 #pragma OPENCL FP_CONTRACT ON
@@ -65,7 +59,7 @@ typedef CAT(STORE_T, VWG) storeg;
 /* Operand storage: A_F32, B_F32, D_F32 = 1 read that operand as float32 and round each element to
  * store_t's precision as it is loaded, so the result equals the product of operands cast to store_t
  * first, bit for bit (clnn.autocast's half GEMM of float32 tensors, without a cast pass). Only with
- * half or bf16 storage; such an operand never takes the vector loads. */
+ * half or bf16 storage. */
 #ifndef A_F32
 #define A_F32 0
 #endif
@@ -91,25 +85,62 @@ inline real round_store(float f) {
     return vload_half(0, (__private const half *)&h);
 }
 #elif STORE_BF16
-inline real round_store(float f) { return bf16_to_float(float_to_bf16(f)); }
+inline real round_store(float f) { /* bf16_to_float(float_to_bf16(f)) without leaving float's registers */
+    const uint u = as_uint(f);
+    const float r = as_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+    return isnan(f) ? as_float((u & 0x80000000u) | 0x7FC00000u) : r;
+}
 #endif
+
+/* n elements at once, p aligned to n elements: vec_load<n>(p) widens store_t's to real, vec_store<n>(p, v)
+ * narrows and stores, vec_round<n>(f) is round_store of each (half and bf16 storage only) */
+#if STORE_HALF
+#define VEC_CONVERSIONS(n)                                                                                  \
+    inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vload_half, n)(0, p); }       \
+    inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) { CAT(vstore_half, n)(v, 0, p); }      \
+    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
+        ushort h[n];                                                                                        \
+        CAT(vstore_half, n)(f, 0, (__private half *)h);                                                     \
+        return CAT(vload_half, n)(0, (__private const half *)h);                                            \
+    }
+#elif STORE_BF16
+#define VEC_CONVERSIONS(n)                                                                                  \
+    inline CAT(float, n) CAT(vec_load, n)(__global const bf16 *p) {                                         \
+        return CAT(as_float, n)(CAT(convert_uint, n)(*(__global const CAT(ushort, n) *)p) << 16);            \
+    }                                                                                                       \
+    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
+        const CAT(uint, n) u = CAT(as_uint, n)(f);                                                          \
+        const CAT(float, n) r = CAT(as_float, n)((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);          \
+        return select(r, CAT(as_float, n)((u & 0x80000000u) | 0x7FC00000u), isnan(f));                     \
+    }                                                                                                       \
+    inline void CAT(vec_store, n)(__global bf16 *p, CAT(float, n) v) {                                      \
+        *(__global CAT(ushort, n) *)p = CAT(convert_ushort, n)(CAT(as_uint, n)(CAT(vec_round, n)(v)) >> 16); \
+    }
+#else
+#define VEC_CONVERSIONS(n)                                                                                  \
+    inline CAT(REAL_T, n) CAT(vec_load, n)(__global const store_t *p) { return *(__global const CAT(REAL_T, n) *)p; } \
+    inline void CAT(vec_store, n)(__global store_t *p, CAT(REAL_T, n) v) { *(__global CAT(REAL_T, n) *)p = v; }
+#endif
+#if VWG > 1
+VEC_CONVERSIONS(VWG)
+#endif
+#if VW > 1 && VW != VWG
+VEC_CONVERSIONS(VW)
+#endif
+
 #if C_F32
 typedef float c_t;
 #define STORE_C(p, i, v) ((p)[i] = round_store((float)(v)))
+#define STORE_C_VEC(p, v) (*(__global realv *)(p) = CAT(vec_round, VW)(v))
 #else
 typedef store_t c_t;
 #define STORE_C STORE
-#endif
-#if A_F32 || B_F32
-inline void round_run(real *t, __global const float *p) {
-#pragma unroll
-    for (int q = 0; q < VWG; ++q) t[q] = round_store(p[q]);
-}
+#define STORE_C_VEC CAT(vec_store, VW)
 #endif
 #if A_F32
 typedef float a_t;
 #define LOAD_A(p, i) round_store((p)[i])
-#define load_run_a(t, p, vec) round_run(t, p)
+#define load_run_a round_run
 #else
 typedef store_t a_t;
 #define LOAD_A LOAD
@@ -118,7 +149,7 @@ typedef store_t a_t;
 #if B_F32
 typedef float b_t;
 #define LOAD_B(p, i) round_store((p)[i])
-#define load_run_b(t, p, vec) round_run(t, p)
+#define load_run_b round_run
 #else
 typedef store_t b_t;
 #define LOAD_B LOAD
@@ -127,9 +158,11 @@ typedef store_t b_t;
 #if D_F32
 typedef float d_t;
 #define LOAD_D(p, i) round_store((p)[i])
+#define LOAD_D_VEC(p) CAT(vec_round, VW)(*(__global const realv *)(p))
 #else
 typedef store_t d_t;
 #define LOAD_D LOAD
+#define LOAD_D_VEC CAT(vec_load, VW)
 #endif
 
 /* C[i] = act(v) for a unary.h code act (any negative code: none); with keep, also P[i] = v, the
@@ -139,12 +172,13 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
     STORE_C(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
 }
 
-/* t[0..VWG) = p[0..VWG): one vector load when `vec` (p aligned to the vector), else scalar loads */
+/* Runs of VWG elements, t[0..VWG) = p[0..VWG): one vector load when `vec` (p aligned to the vector), else
+ * scalar loads; round_run also rounds float32 elements to store_t's precision */
 inline void load_run(real *t, __global const store_t *p, bool vec) {
-#if VEC_LOADS
+#if VWG > 1
     if (vec) {
-        union { storeg v; real s[VWG]; } u;
-        u.v = *(__global const storeg *)p;
+        union { CAT(REAL_T, VWG) v; real s[VWG]; } u;
+        u.v = CAT(vec_load, VWG)(p);
 #pragma unroll
         for (int q = 0; q < VWG; ++q) t[q] = u.s[q];
         return;
@@ -153,28 +187,26 @@ inline void load_run(real *t, __global const store_t *p, bool vec) {
 #pragma unroll
     for (int q = 0; q < VWG; ++q) t[q] = LOAD(p, q);
 }
-
-/* whether runs of `p` along its contiguous axis, `stride` apart, start on vector boundaries */
-inline bool runs_aligned(__global const void *p, int stride) {
-#if VEC_LOADS
-    return stride % VWG == 0 && (size_t)p % sizeof(storeg) == 0;
-#else
-    return false;
+#if A_F32 || B_F32
+inline void round_run(real *t, __global const float *p, bool vec) {
+#if VWG > 1
+    if (vec) {
+        union { CAT(float, VWG) v; real s[VWG]; } u;
+        u.v = CAT(vec_round, VWG)(*(__global const CAT(float, VWG) *)p);
+#pragma unroll
+        for (int q = 0; q < VWG; ++q) t[q] = u.s[q];
+        return;
+    }
 #endif
+#pragma unroll
+    for (int q = 0; q < VWG; ++q) t[q] = round_store(p[q]);
 }
-
-/* Whole VW-vectors of C stored at once (the plain store of a product without epilogue): a store of one element
- * at a time costs as much as the multiply for k up to ~64 on CPUs */
-#if VW > 1 && !STORE_HALF && !STORE_BF16 && !C_F32
-#define VEC_STORES 1
-#else
-#define VEC_STORES 0
 #endif
 
-/* whether C's rows of N elements all start on VW-vector boundaries */
-inline bool stores_aligned(__global const void *C, int N) {
-    return N % VW == 0 && (size_t)C % (VW * sizeof(real)) == 0;
-}
+/* whether runs of `p` along its contiguous axis, `stride` elements apart, all start on n-element boundaries */
+#define runs_aligned_to(p, stride, n) ((n) > 1 && (stride) % (n) == 0 && (size_t)(p) % ((n) * sizeof(*(p))) == 0)
+#define runs_aligned(p, stride) runs_aligned_to(p, stride, VWG) /* for load_run */
+#define stores_aligned(p, stride) runs_aligned_to(p, stride, VW) /* for STORE_C_VEC, LOAD_D_VEC */
 
 /* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (TM x LDA), zeros past the
  * edges; only the first kn columns of a short last slice are read by the multiply. */

@@ -127,6 +127,8 @@ PRODUCTS = [
     ("linear_half_x", lambda x, w, b: clnn.gemm(x, w, b, beta=0.5, trans_b=True), [(9, 33), (17, 33), (1, 17)], (0,)),
     ("matmul_batched", clnn.matmul, [(3, 17, 31), (31, 20)], (0,)),
     ("gemm_trans_a", lambda a, b: clnn.gemm(a, b, alpha=0.5, trans_a=True), [(29, 13), (29, 7)], ()),
+    # rows of whole, aligned vectors: the loads that round a vector at a time
+    ("linear_aligned", lambda x, w: clnn.gemm(x, w, trans_b=True), [(40, 64), (72, 64)], ()),
 ]
 
 
@@ -168,6 +170,36 @@ def test_products_round_float32_operands_in_their_loads(dev, rng, monkeypatch, h
     with clnn.use_device(dev):
         launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct)
     assert launches == [launches[0]] and launches[0].startswith("gemm"), launches
+
+
+def _specials(half, n: int) -> np.ndarray:
+    """n float32 values the rounding to ``half`` must get right: NaN, infinities, values that overflow or flush,
+    and ties of round-to-nearest-even (to even below, to even above), each in both signs. The NaN with every
+    payload bit set is one that rounding by integer addition would carry into an infinity or zero."""
+    tie_bits = {clnn.bfloat16: [0x3F808000, 0x3F818000], clnn.float16: [0x3F801000, 0x3F803000]}[half]
+    bits = np.array([0x7FFFFFFF, *tie_bits], np.uint32).view(np.float32)
+    values = [np.nan, np.inf, 3.4e38, 7e4, 1e-6, 1e-9, 1.0, *bits]
+    v = np.array(values, np.float32)
+    return np.resize(np.concatenate([v, -v]), n)
+
+
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+def test_loads_round_specials_as_a_cast_does(dev, rng, half):
+    """The GEMM's rounding loads, a vector at a time (aligned rows) and one element at a time, give what a cast
+    gives for NaN, infinities, overflow, flushes and ties: products equal those of the operands cast first."""
+    with clnn.use_device(dev):
+        for cols in (64, 61):  # whole aligned vectors; odd rows, element by element
+            n = 64  # one special in each row of a, each column of b; whole tiles load a vector at a time
+            a = rng.standard_normal((n, cols)).astype(np.float32)
+            a[np.arange(n), np.arange(n) % cols] = _specials(half, n)
+            b = rng.standard_normal((cols, n)).astype(np.float32)
+            b[np.arange(n) * 5 % cols, np.arange(n)] = _specials(half, n)
+            x, w = clnn.tensor(a), clnn.tensor(np.ascontiguousarray(b.T))
+            with clnn.autocast(half):
+                y = clnn.gemm(x, w, trans_b=True)
+            y2 = clnn.gemm(x.astype(half), w.astype(half), trans_b=True)
+            np.testing.assert_array_equal(y.numpy().astype(np.float32), y2.numpy().astype(np.float32))
+            assert np.isnan(y.numpy().astype(np.float32)).any()
 
 
 # (name, op, input shapes, which inputs are already in the half type): products whose gradients need no sum over
@@ -216,6 +248,7 @@ CONVS = [
     ("conv2d", lambda x, w: F.conv2d(x, w, padding=1), [(2, 5, 9, 7), (11, 5, 3, 3)], ()),
     ("conv2d_half_x", lambda x, w: F.conv2d(x, w, stride=2, groups=3), [(3, 6, 11, 8), (27, 2, 3, 2)], (0,)),
     ("conv1d_bias", lambda x, w, b: F.conv1d(x, w, b, padding=2), [(2, 4, 13), (10, 4, 5), (10,)], ()),
+    ("conv2d_aligned", lambda x, w: F.conv2d(x, w, padding=1), [(2, 8, 9, 7), (40, 8, 3, 3)], ()),  # rows of 72
     ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1), [(2, 9, 5, 6), (9, 10, 3, 3)],
      ()),
     ("conv_transpose2d_half_w", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(1, 2), dilation=2),
