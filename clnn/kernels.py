@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 import pyopencl as cl
 
-from . import profiler
+from . import profiler, tuning
 from .device import Device
 
 __all__ = [
@@ -124,8 +124,9 @@ def _options(defines: dict[str, object]) -> list[str]:
 
 
 def program(dev: Device, file: str, defines: dict[str, object] | None = None) -> cl.Program:
-    """The built program for ``kernels_cl/<file>`` on ``dev`` with ``defines`` (built at most once)."""
-    defines = dict(defines or {})
+    """The built program for ``kernels_cl/<file>`` on ``dev`` with ``defines`` and the device's storage
+    conversions (``tuning.TABLE["storage"]``), built at most once."""
+    defines = {**tuning.params(dev, "storage"), **(defines or {})}
     key = (dev.context.int_ptr, dev.cl_device.int_ptr, file, tuple(sorted((k, str(v)) for k, v in defines.items())))
     prg = _programs.get(key)
     if prg is not None:

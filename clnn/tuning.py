@@ -26,6 +26,11 @@ from .device import Device
 from .files import atomic_write
 
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
+    "storage": {  # clnn_dtype.h's conversions, defined for every program on the device
+        "default": {"HALF_SOFT": 0},
+        # PoCL calls vload_half / vstore_half out of line: a float16 conv ran 2x float32's time with them
+        "portable computing language": {"HALF_SOFT": 1},
+    },
     "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps
         "default": {"EW_VEC": 4},
         # CPUs: 4 per item runs unary maps 5x slower on Intel's runtime (its own vectorizer); on PoCL, 1 per item

@@ -10,14 +10,17 @@
  *               payload made the quiet 0x7FC0, as ml_dtypes does). bf16 is a struct, so a kernel
  *               that reads or writes elements without LOAD/STORE fails to build instead of
  *               silently converting the raw 16-bit word.
+ *   HALF_SOFT   1: half loads and stores convert in integer and float arithmetic inline (round to nearest
+ *               even, as vstore_half; NaN stays NaN) instead of calling vload_half/vstore_half, which are
+ *               out-of-line calls on some CPU runtimes (PoCL: half GEMMs ran at half float32's speed)
  *   USE_FP64    1 when any type is double
  *   USE_FP16    1 for half arithmetic (STORE_T = REAL_T = half) on a device with cl_khr_fp16
  *
  * Provides: store_t, real, real4, param_t (the type of scalar kernel arguments: double with USE_FP64, else
  * float), LOAD(p, i) -> real, STORE(p, i, v), LOAD4(p, i) -> real4, STORE4(p, i, v) for the i-th group
  * of four elements (p + 4 i; element-aligned, as vloadn), BIG (+infinity of real: the identity of min,
- * -BIG of max), bf16_to_float / float_to_bf16 (and their 4-wide forms) for kernels with their own
- * type defines (copy.cl).
+ * -BIG of max), bf16_to_float / float_to_bf16 (and their 4-wide forms), HALF_LOAD(p, i) / HALF_STORE(p, i, v)
+ * (a global half array's elements as float) for kernels with their own type defines (copy.cl, norm.cl).
  */
 #ifndef CLNN_DTYPE_H
 #define CLNN_DTYPE_H
@@ -33,6 +36,9 @@
 #endif
 #ifndef STORE_BF16
 #define STORE_BF16 0
+#endif
+#ifndef HALF_SOFT
+#define HALF_SOFT 0
 #endif
 #ifndef USE_FP64
 #define USE_FP64 0
@@ -72,6 +78,28 @@ inline ushort4 float4_to_bf16(float4 f) {
     return convert_ushort4(select(rounded, nan, (u & 0x7FFFFFFFu) > 0x7F800000u));
 }
 
+#if HALF_SOFT /* selects, not branches: CPU compilers vectorize these across work-items */
+inline float half_bits_to_float(ushort h) {
+    const uint a = (uint)(h & 0x7FFFu) << 13; /* exponent and mantissa in float's places */
+    const float f = as_float(a) * 0x1p112f;   /* rebias the exponent 15 -> 127: exact, subnormals too */
+    return as_float((uint)(h & 0x8000u) << 16 | (a >= 0x0F800000u ? a | 0x7F800000u : as_uint(f))); /* inf, NaN */
+}
+
+inline ushort float_to_half_bits(float f) { /* round to nearest even */
+    const uint u = as_uint(f), a = u & 0x7FFFFFFFu, r = a - 0x38000000u; /* r: rebiased 127 -> 15 */
+    const uint normal = (r + 0x0FFFu + ((r >> 13) & 1u)) >> 13;
+    const uint small = as_uint(as_float(a) + 0.5f) - 0x3F000000u; /* subnormal: the add rounds to 2^-24 steps */
+    const uint nan = 0x7E00u | (a >> 13 & 0x3FFu);                /* quiet, the payload's top bits kept */
+    const uint h = a > 0x7F800000u ? nan : a >= 0x477FF000u ? 0x7C00u : a >= 0x38800000u ? normal : small;
+    return (ushort)((u >> 16 & 0x8000u) | h);                     /* 65520 and up: infinity */
+}
+#define HALF_LOAD(p, i) half_bits_to_float(((__global const ushort *)(p))[i])
+#define HALF_STORE(p, i, v) (((__global ushort *)(p))[i] = float_to_half_bits((float)(v)))
+#else
+#define HALF_LOAD(p, i) vload_half((i), (p))
+#define HALF_STORE(p, i, v) vstore_half((float)(v), (i), (p))
+#endif
+
 typedef STORE_T store_t;
 typedef REAL_T real;
 typedef CLNN_CAT(REAL_T, 4) real4;
@@ -89,6 +117,14 @@ typedef CLNN_CAT(REAL_T, 4) real4;
                                              (p)[4 * (i) + 3].bits))
 #define STORE4(p, i, v) do { ushort4 bf16_w_ = float4_to_bf16(v); (p)[4 * (i)].bits = bf16_w_.s0; \
     (p)[4 * (i) + 1].bits = bf16_w_.s1; (p)[4 * (i) + 2].bits = bf16_w_.s2; (p)[4 * (i) + 3].bits = bf16_w_.s3; } while (0)
+#elif STORE_HALF && HALF_SOFT
+#define LOAD HALF_LOAD
+#define STORE HALF_STORE
+#define LOAD4(p, i) ((float4)(HALF_LOAD(p, 4 * (i)), HALF_LOAD(p, 4 * (i) + 1), HALF_LOAD(p, 4 * (i) + 2), \
+                              HALF_LOAD(p, 4 * (i) + 3)))
+#define STORE4(p, i, v) do { float4 half_v_ = (v); HALF_STORE(p, 4 * (i), half_v_.s0); \
+    HALF_STORE(p, 4 * (i) + 1, half_v_.s1); HALF_STORE(p, 4 * (i) + 2, half_v_.s2); \
+    HALF_STORE(p, 4 * (i) + 3, half_v_.s3); } while (0)
 #elif STORE_HALF
 #define LOAD(p, i) vload_half((i), (p))
 #define STORE(p, i, v) vstore_half((float)(v), (i), (p))

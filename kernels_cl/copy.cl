@@ -10,7 +10,7 @@
  * TT / TR elements of a tile; global (ceil(Q / TT) * TT, ceil(P / TT) * TR, B).
  * Defines:
  *   SRC_T, DST_T   storage types (half, float, double, int, long, uchar; ushort for bfloat16)
- *   SRC_HALF, DST_HALF   1 when the type is half (vload_half / vstore_half)
+ *   SRC_HALF, DST_HALF   1 when the type is half (clnn_dtype.h's HALF_LOAD / HALF_STORE)
  *   SRC_BF16, DST_BF16   1 when the type is bfloat16 converted to or from another type (a bfloat16 to
  *                  bfloat16 copy moves the ushort words as they are)
  *   DST_BOOL       1 when the destination is bool (stored as uchar 0/1)
@@ -42,7 +42,7 @@
 #endif
 
 #if SRC_HALF
-#define READ(p, i) vload_half((i), (p))
+#define READ HALF_LOAD
 #elif SRC_BF16
 #define READ(p, i) bf16_to_float((p)[i])
 #else
@@ -50,7 +50,7 @@
 #endif
 
 #if DST_HALF
-#define WRITE(p, i, v) vstore_half((float)(v), (i), (p))
+#define WRITE HALF_STORE
 #elif DST_BF16
 #define WRITE(p, i, v) ((p)[i] = float_to_bf16((float)(v)))
 #elif DST_BOOL

@@ -78,7 +78,9 @@ typedef CAT(REAL_T, VW) realv;
 #if (A_F32 || B_F32 || D_F32 || C_F32) && !STORE_HALF && !STORE_BF16
 #error "A_F32, B_F32, D_F32 and C_F32 round float32 operands or results to half or bf16 storage only"
 #endif
-#if STORE_HALF
+#if STORE_HALF && HALF_SOFT
+inline real round_store(float f) { return half_bits_to_float(float_to_half_bits(f)); }
+#elif STORE_HALF
 inline real round_store(float f) {
     ushort h; /* a half variable needs cl_khr_fp16; its storage does not */
     vstore_half(f, 0, (__private half *)&h);
@@ -94,7 +96,23 @@ inline real round_store(float f) { /* bf16_to_float(float_to_bf16(f)) without le
 
 /* n elements at once, p aligned to n elements: vec_load<n>(p) widens store_t's to real, vec_store<n>(p, v)
  * narrows and stores, vec_round<n>(f) is round_store of each (half and bf16 storage only) */
-#if STORE_HALF
+#if STORE_HALF && HALF_SOFT
+#define VEC_CONVERSIONS(n)                                                                                  \
+    inline CAT(float, n) CAT(vec_load, n)(__global const half *p) {                                         \
+        union { CAT(float, n) v; float s[n]; } u;                                                           \
+        _Pragma("unroll") for (int q = 0; q < n; ++q) u.s[q] = HALF_LOAD(p, q);                             \
+        return u.v;                                                                                         \
+    }                                                                                                       \
+    inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) {                                      \
+        union { CAT(float, n) v; float s[n]; } u = {v};                                                     \
+        _Pragma("unroll") for (int q = 0; q < n; ++q) HALF_STORE(p, q, u.s[q]);                             \
+    }                                                                                                       \
+    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
+        union { CAT(float, n) v; float s[n]; } u = {f};                                                     \
+        _Pragma("unroll") for (int q = 0; q < n; ++q) u.s[q] = round_store(u.s[q]);                         \
+        return u.v;                                                                                         \
+    }
+#elif STORE_HALF
 #define VEC_CONVERSIONS(n)                                                                                  \
     inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vload_half, n)(0, p); }       \
     inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) { CAT(vstore_half, n)(v, 0, p); }      \

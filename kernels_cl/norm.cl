@@ -45,9 +45,9 @@
 #error "X_HALF and X_BF16 pair a half x with float32 storage only"
 #endif
 #if X_HALF
-typedef half x_t; /* a pointer to half needs no cl_khr_fp16; vload_half/vstore_half are core */
-#define LOAD_X(p, i) vload_half((i), (p))
-#define STORE_X(p, i, v) vstore_half((float)(v), (i), (p))
+typedef half x_t; /* a pointer to half needs no cl_khr_fp16 */
+#define LOAD_X HALF_LOAD
+#define STORE_X HALF_STORE
 #elif X_BF16
 typedef bf16 x_t;
 #define LOAD_X(p, i) bf16_to_float((p)[i].bits)

@@ -73,6 +73,36 @@ OPS = [
 ]
 
 
+def _same_bits_or_both_nan(ours: np.ndarray, theirs: np.ndarray) -> None:
+    """Equal bits, except that a NaN need only be a NaN of the same sign (payloads are the runtime's)."""
+    nan = np.isnan(theirs)
+    np.testing.assert_array_equal(np.isnan(ours), nan)
+    np.testing.assert_array_equal(np.signbit(ours[nan]), np.signbit(theirs[nan]))
+    np.testing.assert_array_equal(ours[~nan].view(np.uint16 if ours.itemsize == 2 else np.uint32),
+                                  theirs[~nan].view(np.uint16 if theirs.itemsize == 2 else np.uint32))
+
+
+def test_every_float16_converts_as_numpy_does(dev, rng):
+    """All 65,536 float16 bit patterns widen to float32 exactly, and float32 values round to float16 to nearest
+    even as NumPy does: every half, the ties between neighbours, points just off them, values past the largest
+    half (65504) and under the smallest subnormal (2^-24), infinities and NaN. On PoCL this is the soft
+    conversion (clnn_dtype.h's HALF_SOFT); elsewhere the runtime's vload_half / vstore_half."""
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    with clnn.use_device(dev):
+        _same_bits_or_both_nan(clnn.tensor(halves).astype(clnn.float32).numpy(), halves.astype(np.float32))
+        finite = halves[np.isfinite(halves)].astype(np.float64)
+        finite.sort()
+        mids = (finite[1:] + finite[:-1]) / 2  # ties, exact in float32
+        near = np.concatenate([mids * (1 + 2.0**-20), mids * (1 - 2.0**-20)])
+        wide = rng.standard_normal(20000) * np.exp2(rng.uniform(-30, 20, 20000))
+        values = np.concatenate([mids, near, wide, [65504, 65519.99, 65520, 1e6, 3e38, 2.0**-25, 2.0**-26, 1e-30,
+                                                    0.0, np.inf, np.nan]])
+        values = np.concatenate([values, -values]).astype(np.float32)
+        with np.errstate(over="ignore"):
+            expected = values.astype(np.float16)
+        _same_bits_or_both_nan(clnn.tensor(values).astype(clnn.float16).numpy(), expected)
+
+
 @pytest.mark.parametrize("dtype", HALVES, ids=str)
 @pytest.mark.parametrize("name, fn, ref, makers", OPS, ids=[o[0] for o in OPS])
 def test_op_matches_torch_on_half_inputs(dev, rng, dtype, name, fn, ref, makers):
