@@ -48,6 +48,26 @@ inline int unstride(int t, int s) {
     return s == 1 ? t : t / s;
 }
 
+inline bool in_image(int h, int w, int H, int W) {
+    return h >= 0 && h < H && w >= 0 && w < W;
+}
+
+/* the offset oh*OW + ow of the output whose tap lands on padded input pixel (th, tw), or -1 where none does */
+inline int tap_output(int th, int tw, int SH, int SW, int OH, int OW) {
+    const int oh = unstride(th, SH), ow = unstride(tw, SW);
+    return th >= 0 && tw >= 0 && oh * SH == th && ow * SW == tw && oh < OH && ow < OW ? oh * OW + ow : -1;
+}
+
+/* The taps t of a kernel axis (size K, dilation D) whose offset base - t*D is a multiple of the stride S: *t0,
+ * the first, and every *step-th after it (*t0 = K where none is). A strided input gradient visits only these. */
+inline void strided_taps(int base, int D, int S, int K, int *t0, int *step) {
+    int t = 0, s = 1;
+    while (t < S && (base - t * D) % S != 0) ++t;
+    while ((s * D) % S != 0) ++s;
+    *t0 = t < S ? t : K;
+    *step = s;
+}
+
 inline void zero_acc(realv acc[WM][NV]) {
 #pragma unroll
     for (int i = 0; i < WM; ++i)
@@ -109,15 +129,10 @@ void conv_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
             real t[VWG];
-            if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
-                load_run_b(t, x + qo[c] + ko[kk], false);
-            } else {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) {
-                    const int hq = qh[c + q] + kh[kk], wq = qw[c + q] + kw[kk];
-                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD_B(x, qo[c + q] + ko[kk]) : (real)0;
-                }
-            }
+            if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W)
+                GATHER(B, t, x + qo[c] + ko[kk], true, q);
+            else
+                GATHER(B, t, x, in_image(qh[c + q] + kh[kk], qw[c + q] + kw[kk], H, W), qo[c + q] + ko[kk]);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
         }
@@ -182,15 +197,15 @@ void conv_bwd_data(GEOM, __global const b_t *restrict gy, __global const a_t *re
             const int oh = unstride(th, SH); /* a tap from output (oh, ow) when exact and in range */
             real t[VWG];
             if (qrun[c] && th >= 0 && oh * SH == th && oh < OH && tw >= 0 && tw + VWG <= OW) {
-                load_run_b(t, gy + qo[c] + ko[kk] + oh * OW + tw, false);
+                GATHER(B, t, gy + qo[c] + ko[kk] + oh * OW + tw, true, q);
             } else {
+                int off[VWG];
 #pragma unroll
                 for (int q = 0; q < VWG; ++q) {
-                    const int thq = qh[c + q] - kh[kk], twq = qw[c + q] - kw[kk];
-                    const int ohq = unstride(thq, SH), owq = unstride(twq, SW);
-                    const bool in = thq >= 0 && twq >= 0 && ohq * SH == thq && owq * SW == twq && ohq < OH && owq < OW;
-                    t[q] = in ? LOAD_B(gy, qo[c + q] + ko[kk] + ohq * OW + owq) : (real)0;
+                    const int o = tap_output(qh[c + q] - kh[kk], qw[c + q] - kw[kk], SH, SW, OH, OW);
+                    off[q] = o < 0 ? -1 : qo[c + q] + ko[kk] + o;
                 }
+                GATHER(B, t, gy, off[q] >= 0, off[q]);
             }
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
@@ -248,10 +263,9 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
 #pragma unroll
                 for (int q = 0; q < VWG; ++q) t[q] = 0;
             } else if (arun[kk]) {
-                load_run_a(t, gy + ka[kk] + (row0 + r) * P, false);
+                GATHER(A, t, gy + ka[kk] + (row0 + r) * P, true, q);
             } else {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) t[q] = kk + q < kn ? LOAD_A(gy, ka[kk + q] + (row0 + r) * P) : (real)0;
+                GATHER(A, t, gy, kk + q < kn, ka[kk + q] + (row0 + r) * P);
             }
 #pragma unroll
             for (int q = 0; q < VWG; ++q) As[r][kk + q] = t[q];
@@ -260,15 +274,10 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
         for (int e = lid; e < TN * (TK / VWG); e += WG) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
             if (kk >= kn) continue;
-            if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
-                load_run_b(t, x + qo[c] + ko[kk], false);
-            } else {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) {
-                    const int hq = qh[c] + kh[kk + q], wq = qw[c] + kw[kk + q];
-                    t[q] = (hq >= 0 && hq < H && wq >= 0 && wq < W) ? LOAD_B(x, qo[c] + ko[kk + q]) : (real)0;
-                }
-            }
+            if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W)
+                GATHER(B, t, x + qo[c] + ko[kk], true, q);
+            else
+                GATHER(B, t, x, in_image(qh[c] + kh[kk + q], qw[c] + kw[kk + q], H, W), qo[c] + ko[kk + q]);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
         }
@@ -308,16 +317,21 @@ __kernel void conv_direct_bwd_data(GEOM, __global const b_t *restrict gy, __glob
     if (e >= N * C * H * W) return;
     const int ww = e % W, h = e / W % H, ch = e / (W * H) % C, n = e / (W * H * C);
     const int Cg = C / G, Og = O / G, o0 = ch / Cg * Og, c = ch % Cg;
+    int i0, si, j0, sj; /* only the taps that land on an output: every si-th row from i0, sj-th column from j0 */
+    strided_taps(h + PH, DH, SH, KH, &i0, &si);
+    strided_taps(ww + PW, DW, SW, KW, &j0, &sj);
     real acc = has_bias ? LOAD(bias, ch) : (real)0;
     for (int o = o0; o < o0 + Og; ++o) {
         __global const b_t *gyo = gy + ((size_t)n * O + o) * OH * OW;
         __global const a_t *wo = w + ((size_t)o * Cg + c) * KH * KW;
-        for (int i = 0; i < KH; ++i) {
+        for (int i = i0; i < KH; i += si) {
             const int th = h + PH - i * DH, oh = th / SH;
-            if (th < 0 || oh * SH != th || oh >= OH) continue;
-            for (int j = 0; j < KW; ++j) {
+            if (th < 0) break;
+            if (oh >= OH) continue;
+            for (int j = j0; j < KW; j += sj) {
                 const int tw = ww + PW - j * DW, ow = tw / SW;
-                if (tw >= 0 && ow * SW == tw && ow < OW) acc += LOAD_B(gyo, oh * OW + ow) * LOAD_A(wo, i * KW + j);
+                if (tw < 0) break;
+                if (ow < OW) acc += LOAD_B(gyo, oh * OW + ow) * LOAD_A(wo, i * KW + j);
             }
         }
     }

@@ -94,26 +94,45 @@ inline real round_store(float f) { /* bf16_to_float(float_to_bf16(f)) without le
 }
 #endif
 
-/* n elements at once, p aligned to n elements: vec_load<n>(p) widens store_t's to real, vec_store<n>(p, v)
- * narrows and stores, vec_round<n>(f) is round_store of each (half and bf16 storage only) */
+/* n elements at once: vec_widen<n>(bits) widens n stored elements (as read raw, RAW_T: a half's or bf16's
+ * 16 bits) to real, vec_load<n>(p) reads and widens them (p aligned to n elements), vec_store<n>(p, v) narrows
+ * and stores, vec_round<n>(f) is round_store of each (half and bf16 storage only) */
+#if STORE_HALF || STORE_BF16
+#define RAW_T ushort
+#define RAW(p, i) (((__global const ushort *)(p))[i])
+#define VEC_LOAD_RAW(n, p) (*(__global const CAT(ushort, n) *)(p))
+#else
+#define RAW_T STORE_T
+#define RAW(p, i) ((p)[i])
+#define VEC_LOAD_RAW(n, p) (*(__global const CAT(STORE_T, n) *)(p))
+#endif
 #if STORE_HALF && HALF_SOFT
 #define VEC_CONVERSIONS(n)                                                                                  \
-    inline CAT(float, n) CAT(vec_load, n)(__global const half *p) {                                         \
-        union { CAT(float, n) v; float s[n]; } u;                                                           \
-        _Pragma("unroll") for (int q = 0; q < n; ++q) u.s[q] = HALF_LOAD(p, q);                             \
-        return u.v;                                                                                         \
+    inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) { /* half_bits_to_float of each */              \
+        const CAT(uint, n) a = CAT(convert_uint, n)(h & (ushort)0x7FFFu) << 13;                              \
+        const CAT(uint, n) f = CAT(as_uint, n)(CAT(as_float, n)(a) * 0x1p112f);                              \
+        return CAT(as_float, n)(CAT(convert_uint, n)(h & (ushort)0x8000u) << 16 |                            \
+                                select(f, a | 0x7F800000u, a >= 0x0F800000u));                               \
     }                                                                                                       \
+    inline CAT(ushort, n) CAT(vec_narrow, n)(CAT(float, n) f) { /* float_to_half_bits of each */            \
+        const CAT(uint, n) u = CAT(as_uint, n)(f), a = u & 0x7FFFFFFFu, r = a - 0x38000000u;                 \
+        const CAT(uint, n) normal = (r + 0x0FFFu + ((r >> 13) & 1u)) >> 13;                                 \
+        const CAT(uint, n) small = CAT(as_uint, n)(CAT(as_float, n)(a) + 0.5f) - 0x3F000000u;               \
+        CAT(uint, n) h = select(small, normal, a >= 0x38800000u);                                           \
+        h = select(h, (CAT(uint, n))0x7C00u, a >= 0x477FF000u);                                             \
+        h = select(h, 0x7E00u | (a >> 13 & 0x3FFu), a > 0x7F800000u);                                       \
+        return CAT(convert_ushort, n)((u >> 16 & 0x8000u) | h);                                             \
+    }                                                                                                       \
+    inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vec_widen, n)(VEC_LOAD_RAW(n, p)); } \
     inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) {                                      \
-        union { CAT(float, n) v; float s[n]; } u = {v};                                                     \
-        _Pragma("unroll") for (int q = 0; q < n; ++q) HALF_STORE(p, q, u.s[q]);                             \
+        *(__global CAT(ushort, n) *)p = CAT(vec_narrow, n)(v);                                              \
     }                                                                                                       \
-    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
-        union { CAT(float, n) v; float s[n]; } u = {f};                                                     \
-        _Pragma("unroll") for (int q = 0; q < n; ++q) u.s[q] = round_store(u.s[q]);                         \
-        return u.v;                                                                                         \
-    }
+    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) { return CAT(vec_widen, n)(CAT(vec_narrow, n)(f)); }
 #elif STORE_HALF
 #define VEC_CONVERSIONS(n)                                                                                  \
+    inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) {                                              \
+        return CAT(vload_half, n)(0, (__private const half *)&h);                                           \
+    }                                                                                                       \
     inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vload_half, n)(0, p); }       \
     inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) { CAT(vstore_half, n)(v, 0, p); }      \
     inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
@@ -123,9 +142,10 @@ inline real round_store(float f) { /* bf16_to_float(float_to_bf16(f)) without le
     }
 #elif STORE_BF16
 #define VEC_CONVERSIONS(n)                                                                                  \
-    inline CAT(float, n) CAT(vec_load, n)(__global const bf16 *p) {                                         \
-        return CAT(as_float, n)(CAT(convert_uint, n)(*(__global const CAT(ushort, n) *)p) << 16);            \
+    inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) {                                              \
+        return CAT(as_float, n)(CAT(convert_uint, n)(h) << 16);                                             \
     }                                                                                                       \
+    inline CAT(float, n) CAT(vec_load, n)(__global const bf16 *p) { return CAT(vec_widen, n)(VEC_LOAD_RAW(n, p)); } \
     inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
         const CAT(uint, n) u = CAT(as_uint, n)(f);                                                          \
         const CAT(float, n) r = CAT(as_float, n)((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);          \
@@ -136,7 +156,8 @@ inline real round_store(float f) { /* bf16_to_float(float_to_bf16(f)) without le
     }
 #else
 #define VEC_CONVERSIONS(n)                                                                                  \
-    inline CAT(REAL_T, n) CAT(vec_load, n)(__global const store_t *p) { return *(__global const CAT(REAL_T, n) *)p; } \
+    inline CAT(REAL_T, n) CAT(vec_widen, n)(CAT(REAL_T, n) v) { return v; }                                 \
+    inline CAT(REAL_T, n) CAT(vec_load, n)(__global const store_t *p) { return VEC_LOAD_RAW(n, p); }         \
     inline void CAT(vec_store, n)(__global store_t *p, CAT(REAL_T, n) v) { *(__global CAT(REAL_T, n) *)p = v; }
 #endif
 #if VWG > 1
@@ -155,23 +176,38 @@ typedef store_t c_t;
 #define STORE_C STORE
 #define STORE_C_VEC CAT(vec_store, VW)
 #endif
+/* Per operand X (A, B): its element type X_t, LOAD_X(p, i) (one element, as real), and for gathers its raw
+ * element type X_RAW_T, X_RAW(p, i) (the stored bits, or a float32 operand's float), X_WIDEN (a vector of
+ * VWG raw elements to real, rounding a float32 operand's) and X_VLOAD(p) (VWG aligned elements to real) */
 #if A_F32
 typedef float a_t;
 #define LOAD_A(p, i) round_store((p)[i])
-#define load_run_a round_run
+#define A_RAW_T float
+#define A_RAW(p, i) ((p)[i])
+#define A_WIDEN CAT(vec_round, VWG)
+#define A_VLOAD(p) CAT(vec_round, VWG)(*(__global const CAT(float, VWG) *)(p))
 #else
 typedef store_t a_t;
 #define LOAD_A LOAD
-#define load_run_a load_run
+#define A_RAW_T RAW_T
+#define A_RAW RAW
+#define A_WIDEN CAT(vec_widen, VWG)
+#define A_VLOAD CAT(vec_load, VWG)
 #endif
 #if B_F32
 typedef float b_t;
 #define LOAD_B(p, i) round_store((p)[i])
-#define load_run_b round_run
+#define B_RAW_T float
+#define B_RAW(p, i) ((p)[i])
+#define B_WIDEN CAT(vec_round, VWG)
+#define B_VLOAD(p) CAT(vec_round, VWG)(*(__global const CAT(float, VWG) *)(p))
 #else
 typedef store_t b_t;
 #define LOAD_B LOAD
-#define load_run_b load_run
+#define B_RAW_T RAW_T
+#define B_RAW RAW
+#define B_WIDEN CAT(vec_widen, VWG)
+#define B_VLOAD CAT(vec_load, VWG)
 #endif
 #if D_F32
 typedef float d_t;
@@ -190,40 +226,39 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
     STORE_C(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
 }
 
-/* Runs of VWG elements, t[0..VWG) = p[0..VWG): one vector load when `vec` (p aligned to the vector), else
- * scalar loads; round_run also rounds float32 elements to store_t's precision */
-inline void load_run(real *t, __global const store_t *p, bool vec) {
+/* GATHER(X, t, p, COND, OFF): t[q] = operand X's element p[OFF] where COND holds, else 0, for q < VWG (OFF and
+ * COND are expressions of q): the elements are read raw one at a time, then widened (and rounded) as one
+ * vector, so the per-element part is a plain move in every storage type. LOAD_RUN(X, t, p, vec): the run
+ * p[0..VWG), one aligned vector load when `vec`. */
 #if VWG > 1
-    if (vec) {
-        union { CAT(REAL_T, VWG) v; real s[VWG]; } u;
-        u.v = CAT(vec_load, VWG)(p);
-#pragma unroll
-        for (int q = 0; q < VWG; ++q) t[q] = u.s[q];
-        return;
-    }
-#endif
-#pragma unroll
-    for (int q = 0; q < VWG; ++q) t[q] = LOAD(p, q);
-}
-#if A_F32 || B_F32
-inline void round_run(real *t, __global const float *p, bool vec) {
-#if VWG > 1
-    if (vec) {
-        union { CAT(float, VWG) v; real s[VWG]; } u;
-        u.v = CAT(vec_round, VWG)(*(__global const CAT(float, VWG) *)p);
-#pragma unroll
-        for (int q = 0; q < VWG; ++q) t[q] = u.s[q];
-        return;
-    }
-#endif
-#pragma unroll
-    for (int q = 0; q < VWG; ++q) t[q] = round_store(p[q]);
-}
+#define GATHER(X, t, p, COND, OFF)                                                                          \
+    do {                                                                                                    \
+        union { CAT(X##_RAW_T, VWG) v; X##_RAW_T s[VWG]; } raw_;                                            \
+        _Pragma("unroll") for (int q = 0; q < VWG; ++q) raw_.s[q] = (COND) ? X##_RAW(p, OFF) : 0;           \
+        union { CAT(REAL_T, VWG) v; real s[VWG]; } wide_ = {X##_WIDEN(raw_.v)};                             \
+        _Pragma("unroll") for (int q = 0; q < VWG; ++q) (t)[q] = wide_.s[q];                                \
+    } while (0)
+#define LOAD_RUN(X, t, p, vec)                                                                              \
+    do {                                                                                                    \
+        if (vec) {                                                                                          \
+            union { CAT(REAL_T, VWG) v; real s[VWG]; } wide_ = {X##_VLOAD(p)};                              \
+            _Pragma("unroll") for (int q = 0; q < VWG; ++q) (t)[q] = wide_.s[q];                            \
+        } else {                                                                                            \
+            GATHER(X, t, p, true, q);                                                                       \
+        }                                                                                                   \
+    } while (0)
+#else
+#define GATHER(X, t, p, COND, OFF)                                                                          \
+    do {                                                                                                    \
+        const int q = 0;                                                                                    \
+        (t)[0] = (COND) ? LOAD_##X(p, OFF) : (real)0;                                                       \
+    } while (0)
+#define LOAD_RUN(X, t, p, vec) ((t)[0] = LOAD_##X(p, 0))
 #endif
 
 /* whether runs of `p` along its contiguous axis, `stride` elements apart, all start on n-element boundaries */
 #define runs_aligned_to(p, stride, n) ((n) > 1 && (stride) % (n) == 0 && (size_t)(p) % ((n) * sizeof(*(p))) == 0)
-#define runs_aligned(p, stride) runs_aligned_to(p, stride, VWG) /* for load_run */
+#define runs_aligned(p, stride) runs_aligned_to(p, stride, VWG) /* for LOAD_RUN */
 #define stores_aligned(p, stride) runs_aligned_to(p, stride, VW) /* for STORE_C_VEC, LOAD_D_VEC */
 
 /* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (TM x LDA), zeros past the
@@ -237,14 +272,14 @@ inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
         for (int e = lid; e < TM * TK / VWG; e += WG) {
             const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            load_run_a(t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
+            LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) as[r * LDA + kk + q] = t[q];
         }
     } else if (a_rs == 1 && rows_in) {
         for (int e = lid; e < kn * (TM / VWG); e += WG) {
             const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
-            load_run_a(t, A + (size_t)(k0 + kk) * a_cs + row0 + r, a_vec);
+            LOAD_RUN(A, t, A + (size_t)(k0 + kk) * a_cs + row0 + r, a_vec);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) as[(r + q) * LDA + kk] = t[q];
         }
@@ -270,7 +305,7 @@ inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
     if (b_cs == 1 && cols_in) {
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
-            load_run_b(t, B + (size_t)(k0 + kk) * b_rs + col0 + c, b_vec);
+            LOAD_RUN(B, t, B + (size_t)(k0 + kk) * b_rs + col0 + c, b_vec);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
         }
@@ -278,7 +313,7 @@ inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
         for (int e = lid; e < TK * TN / VWG; e += WG) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            load_run_b(t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
+            LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
         }

@@ -63,6 +63,8 @@ CASES = [  # (op, x shape, weight shape, kwargs)
     ("conv2d", (37, 12, 19, 17), (16, 12, 3, 3), {"padding": (1, 0)}),        # long N*P: weight-gradient splits
     ("conv2d", (2, 9, 11, 13), (11, 9, 1, 1), {"stride": (2, 1)}),              # 1x1 strided
     ("conv2d", (1, 3, 31, 29), (17, 3, 5, 5), {"stride": 3, "padding": 2}),     # 5x5 stride 3, batch 1
+    # strides and dilations with no common factor: the direct input gradient steps over the taps
+    ("conv2d", (2, 3, 14, 13), (4, 3, 5, 4), {"stride": (3, 2), "dilation": (2, 3), "padding": (2, 1)}),
     ("conv1d", (3, 16, 50), (20, 16, 5), {"padding": 2, "dilation": 2}),
     ("conv2d", (2, 10, 6, 7), (12, 10, 1, 3), {"padding": 1}),  # padding past the kernel: no stride-1 adjoint
     ("conv_transpose2d", (2, 12, 5, 6), (12, 10, 3, 3), {"dilation": 2, "padding": 1, "output_padding": 1}),
