@@ -78,21 +78,28 @@ inline ushort4 float4_to_bf16(float4 f) {
     return convert_ushort4(select(rounded, nan, (u & 0x7FFFFFFFu) > 0x7F800000u));
 }
 
-#if HALF_SOFT /* selects, not branches: CPU compilers vectorize these across work-items */
-inline float half_bits_to_float(ushort h) {
-    const uint a = (uint)(h & 0x7FFFu) << 13; /* exponent and mantissa in float's places */
-    const float f = as_float(a) * 0x1p112f;   /* rebias the exponent 15 -> 127: exact, subnormals too */
-    return as_float((uint)(h & 0x8000u) << 16 | (a >= 0x0F800000u ? a | 0x7F800000u : as_uint(f))); /* inf, NaN */
-}
-
-inline ushort float_to_half_bits(float f) { /* round to nearest even */
-    const uint u = as_uint(f), a = u & 0x7FFFFFFFu, r = a - 0x38000000u; /* r: rebiased 127 -> 15 */
-    const uint normal = (r + 0x0FFFu + ((r >> 13) & 1u)) >> 13;
-    const uint small = as_uint(as_float(a) + 0.5f) - 0x3F000000u; /* subnormal: the add rounds to 2^-24 steps */
-    const uint nan = 0x7E00u | (a >> 13 & 0x3FFu);                /* quiet, the payload's top bits kept */
-    const uint h = a > 0x7F800000u ? nan : a >= 0x477FF000u ? 0x7C00u : a >= 0x38800000u ? normal : small;
-    return (ushort)((u >> 16 & 0x8000u) | h);                     /* 65520 and up: infinity */
-}
+/* float16 in integer and float arithmetic, n elements wide (n empty: scalar), with selects, not branches, so
+ * that CPU compilers vectorize them: half_bits_to_float<n> (exact; subnormals need float denormals) and
+ * float_to_half_bits<n> (round to nearest even; 65520 and up: infinity; NaN stays a quiet NaN) */
+#define HALF_SOFT_CONVERSIONS(n)                                                                            \
+    inline CLNN_CAT(float, n) CLNN_CAT(half_bits_to_float, n)(CLNN_CAT(ushort, n) h) {                      \
+        const CLNN_CAT(uint, n) a = CLNN_CAT(convert_uint, n)(h & (ushort)0x7FFFu) << 13;                  \
+        const CLNN_CAT(uint, n) f = CLNN_CAT(as_uint, n)(CLNN_CAT(as_float, n)(a) * 0x1p112f); /* 15->127 */ \
+        return CLNN_CAT(as_float, n)(CLNN_CAT(convert_uint, n)(h & (ushort)0x8000u) << 16 |                \
+                                     select(f, a | 0x7F800000u, a >= 0x0F800000u)); /* infinity, NaN */    \
+    }                                                                                                       \
+    inline CLNN_CAT(ushort, n) CLNN_CAT(float_to_half_bits, n)(CLNN_CAT(float, n) f) {                      \
+        const CLNN_CAT(uint, n) u = CLNN_CAT(as_uint, n)(f), a = u & 0x7FFFFFFFu, r = a - 0x38000000u;      \
+        const CLNN_CAT(uint, n) normal = (r + 0x0FFFu + ((r >> 13) & 1u)) >> 13; /* rebiased 127 -> 15 */  \
+        const CLNN_CAT(uint, n) small = /* subnormal: the add rounds to steps of 2^-24 */                  \
+            CLNN_CAT(as_uint, n)(CLNN_CAT(as_float, n)(a) + 0.5f) - 0x3F000000u;                            \
+        CLNN_CAT(uint, n) h = select(small, normal, a >= 0x38800000u);                                      \
+        h = select(h, (CLNN_CAT(uint, n))0x7C00u, a >= 0x477FF000u);                                        \
+        h = select(h, 0x7E00u | (a >> 13 & 0x3FFu), a > 0x7F800000u); /* NaN: quiet, top payload bits */   \
+        return CLNN_CAT(convert_ushort, n)((u >> 16 & 0x8000u) | h);                                        \
+    }
+#if HALF_SOFT
+HALF_SOFT_CONVERSIONS()
 #define HALF_LOAD(p, i) half_bits_to_float(((__global const ushort *)(p))[i])
 #define HALF_STORE(p, i, v) (((__global ushort *)(p))[i] = float_to_half_bits((float)(v)))
 #else

@@ -87,11 +87,15 @@ inline real round_store(float f) {
     return vload_half(0, (__private const half *)&h);
 }
 #elif STORE_BF16
-inline real round_store(float f) { /* bf16_to_float(float_to_bf16(f)) without leaving float's registers */
-    const uint u = as_uint(f);
-    const float r = as_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
-    return isnan(f) ? as_float((u & 0x80000000u) | 0x7FC00000u) : r;
-}
+/* bf16_to_float(float_to_bf16(f)) of n elements (n empty: one) without leaving float's registers */
+#define BF16_ROUND(n)                                                                                       \
+    inline CAT(float, n) CAT(bf16_round, n)(CAT(float, n) f) {                                              \
+        const CAT(uint, n) u = CAT(as_uint, n)(f);                                                          \
+        const CAT(float, n) r = CAT(as_float, n)((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);           \
+        return select(r, CAT(as_float, n)((u & 0x80000000u) | 0x7FC00000u), isnan(f));                      \
+    }
+BF16_ROUND()
+inline real round_store(float f) { return bf16_round(f); }
 #endif
 
 /* n elements at once: vec_widen<n>(bits) widens n stored elements (as read raw, RAW_T: a half's or bf16's
@@ -108,26 +112,15 @@ inline real round_store(float f) { /* bf16_to_float(float_to_bf16(f)) without le
 #endif
 #if STORE_HALF && HALF_SOFT
 #define VEC_CONVERSIONS(n)                                                                                  \
-    inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) { /* half_bits_to_float of each */              \
-        const CAT(uint, n) a = CAT(convert_uint, n)(h & (ushort)0x7FFFu) << 13;                              \
-        const CAT(uint, n) f = CAT(as_uint, n)(CAT(as_float, n)(a) * 0x1p112f);                              \
-        return CAT(as_float, n)(CAT(convert_uint, n)(h & (ushort)0x8000u) << 16 |                            \
-                                select(f, a | 0x7F800000u, a >= 0x0F800000u));                               \
-    }                                                                                                       \
-    inline CAT(ushort, n) CAT(vec_narrow, n)(CAT(float, n) f) { /* float_to_half_bits of each */            \
-        const CAT(uint, n) u = CAT(as_uint, n)(f), a = u & 0x7FFFFFFFu, r = a - 0x38000000u;                 \
-        const CAT(uint, n) normal = (r + 0x0FFFu + ((r >> 13) & 1u)) >> 13;                                 \
-        const CAT(uint, n) small = CAT(as_uint, n)(CAT(as_float, n)(a) + 0.5f) - 0x3F000000u;               \
-        CAT(uint, n) h = select(small, normal, a >= 0x38800000u);                                           \
-        h = select(h, (CAT(uint, n))0x7C00u, a >= 0x477FF000u);                                             \
-        h = select(h, 0x7E00u | (a >> 13 & 0x3FFu), a > 0x7F800000u);                                       \
-        return CAT(convert_ushort, n)((u >> 16 & 0x8000u) | h);                                             \
-    }                                                                                                       \
+    HALF_SOFT_CONVERSIONS(n)                                                                                \
+    inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) { return CAT(half_bits_to_float, n)(h); }      \
     inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vec_widen, n)(VEC_LOAD_RAW(n, p)); } \
     inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) {                                      \
-        *(__global CAT(ushort, n) *)p = CAT(vec_narrow, n)(v);                                              \
+        *(__global CAT(ushort, n) *)p = CAT(float_to_half_bits, n)(v);                                      \
     }                                                                                                       \
-    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) { return CAT(vec_widen, n)(CAT(vec_narrow, n)(f)); }
+    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
+        return CAT(half_bits_to_float, n)(CAT(float_to_half_bits, n)(f));                                   \
+    }
 #elif STORE_HALF
 #define VEC_CONVERSIONS(n)                                                                                  \
     inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) {                                              \
@@ -146,11 +139,8 @@ inline real round_store(float f) { /* bf16_to_float(float_to_bf16(f)) without le
         return CAT(as_float, n)(CAT(convert_uint, n)(h) << 16);                                             \
     }                                                                                                       \
     inline CAT(float, n) CAT(vec_load, n)(__global const bf16 *p) { return CAT(vec_widen, n)(VEC_LOAD_RAW(n, p)); } \
-    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
-        const CAT(uint, n) u = CAT(as_uint, n)(f);                                                          \
-        const CAT(float, n) r = CAT(as_float, n)((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);          \
-        return select(r, CAT(as_float, n)((u & 0x80000000u) | 0x7FC00000u), isnan(f));                     \
-    }                                                                                                       \
+    BF16_ROUND(n)                                                                                           \
+    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) { return CAT(bf16_round, n)(f); }               \
     inline void CAT(vec_store, n)(__global bf16 *p, CAT(float, n) v) {                                      \
         *(__global CAT(ushort, n) *)p = CAT(convert_ushort, n)(CAT(as_uint, n)(CAT(vec_round, n)(v)) >> 16); \
     }
