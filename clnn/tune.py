@@ -34,8 +34,8 @@ from .tensor import Tensor
 Printer = Callable[[str], None]
 
 _SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations
-    "TM": (16, 32, 64, 128), "TN": (16, 32, 64, 128), "TK": (8, 16, 32, 64),
-    "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16), "VW": (1, 2, 4, 8), "VWG": (1, 2, 4, 8),
+    "TM": (16, 32, 64, 128), "TN": (16, 32, 64, 96, 128, 192), "TK": (8, 16, 32, 64),
+    "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 32), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
     "APAD": (0, 1), "DB": (0, 1),
 }
 _MAX_ACC = 128  # accumulators per work-item; more spills registers on every device

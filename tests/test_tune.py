@@ -101,11 +101,12 @@ def test_a_stored_conv_entry_decides_the_tile(dev, db, rng):
                                                                        (2, 16, 30, 30)))
     x = clnn.tensor(xa, device=dev)
     shapes = {"fwd": (16, 1800, 144), "bwd_data": (16, 1800, 144)}  # rows, N*H*W, k of each product
-    before = {name: conv._tile(dev, x.dtype, name, *s, 1) for name, s in shapes.items()}
+    geom = conv._Geom(2, 16, 30, 30, 16, 3, 3, 30, 30, 1, 1, 1, 1, 1, 1, 1)  # its own adjoint too
+    before = {name: conv._tile(dev, x.dtype, name, *s, geom) for name, s in shapes.items()}
     for kind in conv.TUNED:
         tuning.store(dev, kind, {"params": odd})
     for name, s in shapes.items():
-        assert conv._tile(dev, x.dtype, name, *s, 1) == odd != before[name], name
+        assert conv._tile(dev, x.dtype, name, *s, geom) == odd != before[name], name
     assert gemm_config(dev, np.float32, "gemm") != odd  # gemm keeps its tile
     x.requires_grad = True
     w = clnn.tensor(wa, device=dev, requires_grad=True)

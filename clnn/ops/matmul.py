@@ -96,7 +96,8 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
          big: str = "gemm", cfgs: Sequence[dict[str, int]] | None = None) -> GemmPlan:
     """The kernel, tile and k-splits (at most ``max_splits``) for one product; depends only on shapes and the device.
 
-    The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind) and ``gemm_small``'s,
+    The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind), the same with half its
+    rows (for products that would fill half of its rows), and ``gemm_small``'s,
     or ``cfgs`` (a tuner's candidate: then the tiled kernel, whatever the size). Products of at most
     ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their time is the launch's, and
     tiles would be mostly padding. Otherwise a rough cost model in cycles:
@@ -110,7 +111,8 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     if cfgs is None:
         if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
             return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
-        cfgs = [gemm_config(dev, dtype, kind) for kind in (big, "gemm_small")]
+        tile = gemm_config(dev, dtype, big)
+        cfgs = [tile, *_half_rows(tile), gemm_config(dev, dtype, "gemm_small")]
     gpu, fill = dev.type == "gpu", 2 * dev.compute_units
     options = []
     for cfg in cfgs:
@@ -130,6 +132,13 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
             options.append((not (gpu and groups >= fill), cost, len(options), cfg, splits, ks))
     _, _, _, cfg, splits, ks = min(options)
     return GemmPlan("tiled", cfg, splits, ks)
+
+
+def _half_rows(cfg: dict[str, int]) -> list[dict[str, int]]:
+    """``cfg`` with half its rows and the same work per item, where that is a valid tile (else none): 64-row
+    products ran 1.3x faster on Intel's runtime in a 64 x 128 tile than in 32 x 64 or half-empty 128 x 128."""
+    half = {**cfg, "TM": cfg["TM"] // 2}
+    return [half] if config_problem(half) is None else []
 
 
 def tiled_plan(cfg: dict[str, int], k: int) -> GemmPlan:
