@@ -6,7 +6,8 @@ candidates that are invalid or exceed the device's limits or fail to build, sayi
 remaining candidate against NumPy in float64 before timing it, and stores the fastest correct one in
 the database of :mod:`clnn.tuning`, which the planners then consult before the built-in table. Families:
 ``gemm`` (the ``gemm`` and ``gemm_small`` tiles) and ``conv`` (the implicit-GEMM convolution kernels'
-tiles, ``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_weight``, each timed at a representative layer).
+tiles, ``conv_fwd`` (which also runs the input gradients) and ``conv_bwd_weight``, each timed at a
+representative layer).
 """
 
 from __future__ import annotations
@@ -139,47 +140,30 @@ class _GemmProblem(_Problem):
 
 class _ConvProblem(_Problem):
     """One convolution kernel (``kind``) of a 3x3, padding-1 conv2d at the representative layer, and at
-    an odd shape (131 -> 137 channels, 7x9 pixels) past every tile. ``conv_bwd_data`` is timed at stride 2:
-    stride-1 input gradients run as ``conv_fwd`` (conv.py's adjoint)."""
+    an odd shape (131 -> 137 channels, 7x9 pixels) past every tile."""
 
     def __init__(self, dev: Device, kind: str, shape: tuple[int, int, int, int, int],
                  rng: np.random.Generator) -> None:
         self.dev, self.kind, self.shape = dev, kind, shape
-        self.stride = 2 if kind == "conv_bwd_data" else 1
         n, c, h, w, o = shape
-        self.flops = 2.0 * n * c * o * 9 * _out(h, self.stride) * _out(w, self.stride)
+        self.flops = 2.0 * n * c * o * 9 * h * w
         self.operands, refs = [], []
         for n, c, h, w, o in (shape, (2, 131, 7, 9, 137)):
-            oh, ow = _out(h, self.stride), _out(w, self.stride)
-            shapes = ((n, c, h, w), (o, c, 3, 3), (n, o, oh, ow))
-            x, wt, gy = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+            x, wt, gy = (rng.standard_normal(s).astype(np.float32) for s in ((n, c, h, w), (o, c, 3, 3), (n, o, h, w)))
             self.operands.append(tuple(tensor(v, device=dev) for v in (x, wt, gy)))
-            refs.append(_conv_ref(kind, self.stride, *(v.astype(np.float64) for v in (x, wt, gy))))
+            refs.append(_conv_ref(kind, *(v.astype(np.float64) for v in (x, wt, gy))))
         self.refs = (refs[0], refs[1])
 
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
-        return conv.run_tile(self.kind, *self.operands[which], 1, cfg, self.stride)
+        return conv.run_tile(self.kind, *self.operands[which], 1, cfg)
 
 
-def _out(size: int, stride: int) -> int:
-    """A 3x3, padding-1 convolution's output size along an axis of ``size`` at ``stride``."""
-    return (size - 1) // stride + 1
-
-
-def _conv_ref(kind: str, stride: int, x: np.ndarray, w: np.ndarray, gy: np.ndarray) -> np.ndarray:
-    """conv2d(x, w, padding=1, stride=stride)'s (3x3 w) ``kind`` result in NumPy: y, the input gradient or the
-    weight gradient."""
-    windows = np.lib.stride_tricks.sliding_window_view
-    win = windows(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))[:, :, ::stride, ::stride]
+def _conv_ref(kind: str, x: np.ndarray, w: np.ndarray, gy: np.ndarray) -> np.ndarray:
+    """conv2d(x, w, padding=1)'s (3x3 w) ``kind`` result in NumPy: y or the weight gradient."""
+    win = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
     if kind == "conv_fwd":
         return np.einsum("nchwij,ocij->nohw", win, w, optimize=True)
-    if kind == "conv_bwd_weight":
-        return np.einsum("nohw,nchwij->ocij", gy, win, optimize=True)
-    h, w_ = x.shape[2:]  # gy spread back to the stride-1 grid, zeros between, padded for a full correlation
-    up = np.zeros(gy.shape[:2] + (h + 2, w_ + 2))
-    up[:, :, 1 : 1 + stride * gy.shape[2] : stride, 1 : 1 + stride * gy.shape[3] : stride] = gy
-    gwin = windows(up, (3, 3), axis=(2, 3))  # taps flipped below
-    return np.einsum("nohwij,ocij->nchw", gwin, w[:, :, ::-1, ::-1], optimize=True)
+    return np.einsum("nohw,nchwij->ocij", gy, win, optimize=True)
 
 
 def _brief(cfg: dict[str, int]) -> str:
@@ -240,7 +224,7 @@ def tune_gemm(dev: Device, budget: float, path: Path | None, out: Printer) -> di
 
 
 def tune_conv(dev: Device, budget: float, path: Path | None, out: Printer) -> dict[str, dict[str, Any]]:
-    """Tune the tiles of the convolution kernels (``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_weight``)
+    """Tune the tiles of the convolution kernels (``conv_fwd``, ``conv_bwd_weight``)
     within ``budget`` seconds, as :func:`tune_gemm`; the convolution planner weighs each stored tile
     against ``gemm_small``'s."""
     rng, winners = np.random.default_rng(0), {}

@@ -58,14 +58,6 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # conv.cl's implicit-GEMM kernels: the big tile each weighs against gemm_small (gemm.h's keys; DB is
     # ignored). Empty rows take gemm's tile; `clnn tune --kernels conv` stores measured ones per device.
     "conv_fwd": {"default": {}},
-    "conv_bwd_data": {
-        "default": {},
-        # CPUs: every column tile gathers all of the weights again, so wider tiles paid off at stride 1 (4x64->128
-        # 56x56: 68 -> 45 ms Intel, 70 -> 50 ms PoCL against gemm_small's 32x64), which now runs as conv_fwd
-        # (conv.py's adjoint). At stride 2, what this kernel serves, it is unverified: one tuner run on the
-        # idle VM had 5.3 GFLOP/s for this tile and 6.2 for 32x64 (8x32->64 28x28)
-        "cpu": {"TM": 64, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
-    },
     "conv_bwd_weight": {
         "default": {},
         # CPUs, forced tiles (GFLOP/s, Intel's runtime): 8x64->128 56x56 141 for 128x96 in 8x32 blocks against 108

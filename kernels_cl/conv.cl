@@ -7,9 +7,6 @@
  *
  * Implicit GEMM, per group g (the grid's third axis), with gemm.h's tiles and register-blocked multiply:
  *   conv_fwd         y[n, g*Og + o, p]   = act(sum_k W[o][k] * X[k][(n, p)] + bias), k = (c, i, j)
- *   conv_bwd_data    gx[n, g*Cg + c, hw] = sum_k W^T[c][k] * GY[k][(n, hw)] + bias, k = (o, i, j); GY gathers
- *                    gy at the output pixel whose tap (i, j) lands on hw (zero where none does), so every
- *                    input pixel sums its taps in a fixed order without atomics
  *   conv_bwd_weight  gw[g*Og + o][k]     = sum_q GY[o][q] * X^T[q][k] over q = (n, p) in k-split range s
  *                    (z = g*S + s, ranges of KS; with S > 1, C points at (G, S, Og, Cg*KK) `real` partials
  *                    that gemm.cl's gemm_sum adds in order of s)
@@ -21,18 +18,19 @@
  * `pre` (laid out as y), through gemm.h's store_act.
  * Local tiles are single-buffered here (gemm.h's DB is ignored).
  *
- * A stride-1 input gradient runs as conv_fwd of gy with the adjoint's weights (transposed, taps reversed: a
- * strided copy in conv.py), which stages them as a strided matrix; conv_bwd_data serves strided convolutions.
+ * The input gradient has no kernel of its own: conv.py runs it as conv_fwd (or conv_direct_fwd) of gy, one
+ * launch per phase of the stride (the input pixels whose taps land on outputs in the same pattern), each a
+ * stride-1 convolution with the taps that land, transposed and reversed, storing into gx through YLAYOUT.
  *
  * Direct kernels (one work-item per output element, taps in a fixed order), for depthwise and other
- * products too thin for a tile: conv_direct_fwd, conv_direct_bwd_data, and conv_direct_bwd_weight (one
- * work-item per (s, weight element), summing the s-th of S ranges of NQ = N*P pixels into partials).
+ * products too thin for a tile: conv_direct_fwd and conv_direct_bwd_weight (one work-item per (s, weight
+ * element), summing the s-th of S ranges of NQ = N*P pixels into partials).
  *
  * Defines: the element type (clnn_dtype.h), gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, APAD) and its A_F32,
- * B_F32: the GEMM's first operand (w in fwd and bwd_data, gy in bwd_weight) or second (x, or gy in bwd_data)
- * is float32, rounded to store_t as it is loaded (clnn.autocast's half convolutions, no cast pass); C_F32: the
- * output (y and pre, gx, gw or its partials) is float32 holding store_t's rounded result (a float32 weight's
- * gradient under autocast, with no half gradient widened).
+ * B_F32: the GEMM's first operand (w in fwd, gy in bwd_weight) or second (x) is float32, rounded to store_t
+ * as it is loaded (clnn.autocast's half convolutions, no cast pass); C_F32: the output (y and pre, gw or its
+ * partials) is float32 holding store_t's rounded result (a float32 gradient under autocast, with no half
+ * gradient widened).
  * Launch (tiled): work-group (TN/WN, TM/WM, 1), global (ceil(cols/TN)*TN/WN, ceil(rows/TM)*TM/WM, G*S);
  * direct: one work-item per element, 1-D.
  */
@@ -42,30 +40,12 @@
 
 #define GEOM int N, int C, int H, int W, int O, int KH, int KW, int OH, int OW, int SH, int SW, int PH, \
              int PW, int DH, int DW, int G
-
-/* t / s, without a division for stride 1 (a CPU compiler vectorizing across work-items scalarizes divisions) */
-inline int unstride(int t, int s) {
-    return s == 1 ? t : t / s;
-}
+/* where the forward stores output (n, o, oh, ow): n*YN + o*YO + oh*YR + ow*YC + Y0 (NCHW y, or one phase of a
+ * strided input gradient's pixels inside gx) */
+#define YLAYOUT int YN, int YO, int YR, int YC, int Y0
 
 inline bool in_image(int h, int w, int H, int W) {
     return h >= 0 && h < H && w >= 0 && w < W;
-}
-
-/* the offset oh*OW + ow of the output whose tap lands on padded input pixel (th, tw), or -1 where none does */
-inline int tap_output(int th, int tw, int SH, int SW, int OH, int OW) {
-    const int oh = unstride(th, SH), ow = unstride(tw, SW);
-    return th >= 0 && tw >= 0 && oh * SH == th && ow * SW == tw && oh < OH && ow < OW ? oh * OW + ow : -1;
-}
-
-/* The taps t of a kernel axis (size K, dilation D) whose offset base - t*D is a multiple of the stride S: *t0,
- * the first, and every *step-th after it (*t0 = K where none is). A strided input gradient visits only these. */
-inline void strided_taps(int base, int D, int S, int K, int *t0, int *step) {
-    int t = 0, s = 1;
-    while (t < S && (base - t * D) % S != 0) ++t;
-    while ((s * D) % S != 0) ++s;
-    *t0 = t < S ? t : K;
-    *step = s;
 }
 
 inline void zero_acc(realv acc[WM][NV]) {
@@ -90,7 +70,7 @@ inline void zero_acc(realv acc[WM][NV]) {
     }
 
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
-void conv_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict w,
+void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
               __global const store_t *restrict bias, int has_bias, int act, int keep, __global c_t *pre,
               __global c_t *y) {
     __local real As[TM][LDA];
@@ -109,7 +89,7 @@ void conv_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict
         qh[c] = q < NP ? ih : -FAR;
         qw[c] = iw;
         qo[c] = n * C * HW + ih * W + iw;
-        qy[c] = n * O * P + p;
+        qy[c] = n * YN + p / OW * YR + p % OW * YC + Y0;
         qrun[c] = SW == 1 && p % OW + VWG <= OW && q + VWG <= NP;
     }
     for (int kk = lid; kk < TK; kk += WG) {
@@ -148,74 +128,7 @@ void conv_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict
     }
     EACH_OUTPUT(Og, NP, {
         const int o = g * Og + row0 + r;
-        store_act(y, pre, qy[c] + (size_t)o * P, has_bias ? val + LOAD(bias, o) : val, act, keep);
-    })
-}
-
-__kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
-void conv_bwd_data(GEOM, __global const b_t *restrict gy, __global const a_t *restrict w,
-                   __global const store_t *restrict bias, int has_bias, __global c_t *restrict gx) {
-    __local real As[TM][LDA];
-    __local realv Bs[TK][TN / VW];
-    __local int qo[TN], qh[TN], qw[TN], qx[TN]; /* per column (n, h, w): gy offset, padded pixel, gx offset */
-    __local bool qrun[TN];                      /* columns c .. c+VWG-1 lie in one row (stride 1: one run) */
-    __local int ko[TK], kh[TK], kw[TK], ka[TK]; /* per k-row (o, i, j): gy offset, tap offsets, w offset */
-    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
-    const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, g = get_group_id(2);
-    const int Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, K = Og * KK, HW = H * W, NHW = N * HW;
-    const int kend = K;
-    gy += (size_t)g * Og * P;
-    w += (size_t)g * Og * Cg * KK;
-    for (int c = lid; c < TN; c += WG) {
-        const int q = col0 + c, n = q / HW, hw = q % HW;
-        qh[c] = q < NHW ? hw / W + PH : -FAR;
-        qw[c] = hw % W + PW;
-        qo[c] = n * O * P;
-        qx[c] = n * C * HW + hw;
-        qrun[c] = SW == 1 && hw % W + VWG <= W && q + VWG <= NHW;
-    }
-    realv acc[WM][NV];
-    zero_acc(acc);
-    for (int k0 = 0; k0 < K; k0 += TK) {
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous slice's multiply is done with As, Bs and the tables */
-        for (int kk = lid; kk < TK; kk += WG) {
-            const int k = k0 + kk, r = k % KK;
-            kh[kk] = k < K ? r / KW * DH : FAR;
-            kw[kk] = r % KW * DW;
-            ko[kk] = k / KK * P;
-            ka[kk] = k / KK * Cg * KK + r;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const int kn = min(TK, K - k0);
-        for (int e = lid; e < TM * TK; e += WG) { /* divisions by the constant TK: no run-time division */
-            const int r = e / TK, kk = e % TK;
-            if (kk < kn) As[r][kk] = row0 + r < Cg ? LOAD_A(w, ka[kk] + (row0 + r) * KK) : (real)0;
-        }
-        __local real *bs = (__local real *)&Bs[0][0];
-        for (int e = lid; e < kn * (TN / VWG); e += WG) {
-            const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, th = qh[c] - kh[kk], tw = qw[c] - kw[kk];
-            const int oh = unstride(th, SH); /* a tap from output (oh, ow) when exact and in range */
-            real t[VWG];
-            if (qrun[c] && th >= 0 && oh * SH == th && oh < OH && tw >= 0 && tw + VWG <= OW) {
-                GATHER(B, t, gy + qo[c] + ko[kk] + oh * OW + tw, true, q);
-            } else {
-                int off[VWG];
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) {
-                    const int o = tap_output(qh[c + q] - kh[kk], qw[c + q] - kw[kk], SH, SW, OH, OW);
-                    off[q] = o < 0 ? -1 : qo[c + q] + ko[kk] + o;
-                }
-                GATHER(B, t, gy, off[q] >= 0, off[q]);
-            }
-#pragma unroll
-            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        MULTIPLY(As, Bs, k0);
-    }
-    EACH_OUTPUT(Cg, NHW, {
-        const int ch = g * Cg + row0 + r;
-        STORE_C(gx, qx[c] + ch * HW, has_bias ? val + LOAD(bias, ch) : val);
+        store_act(y, pre, qy[c] + (size_t)o * YO, has_bias ? val + LOAD(bias, o) : val, act, keep);
     })
 }
 
@@ -287,7 +200,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
     EACH_OUTPUT(Og, NCOL, STORE_C(gw, (row0 + r) * NCOL + col0 + c, val))
 }
 
-__kernel void conv_direct_fwd(GEOM, __global const b_t *restrict x, __global const a_t *restrict w,
+__kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
                               __global const store_t *restrict bias, int has_bias, int act, int keep,
                               __global c_t *pre, __global c_t *y) {
     const int e = get_global_id(0); /* e = ((n*O + o)*OH + oh)*OW + ow */
@@ -307,35 +220,7 @@ __kernel void conv_direct_fwd(GEOM, __global const b_t *restrict x, __global con
             }
         }
     }
-    store_act(y, pre, e, acc, act, keep);
-}
-
-__kernel void conv_direct_bwd_data(GEOM, __global const b_t *restrict gy, __global const a_t *restrict w,
-                                   __global const store_t *restrict bias, int has_bias,
-                                   __global c_t *restrict gx) {
-    const int e = get_global_id(0); /* e = ((n*C + ch)*H + h)*W + ww */
-    if (e >= N * C * H * W) return;
-    const int ww = e % W, h = e / W % H, ch = e / (W * H) % C, n = e / (W * H * C);
-    const int Cg = C / G, Og = O / G, o0 = ch / Cg * Og, c = ch % Cg;
-    int i0, si, j0, sj; /* only the taps that land on an output: every si-th row from i0, sj-th column from j0 */
-    strided_taps(h + PH, DH, SH, KH, &i0, &si);
-    strided_taps(ww + PW, DW, SW, KW, &j0, &sj);
-    real acc = has_bias ? LOAD(bias, ch) : (real)0;
-    for (int o = o0; o < o0 + Og; ++o) {
-        __global const b_t *gyo = gy + ((size_t)n * O + o) * OH * OW;
-        __global const a_t *wo = w + ((size_t)o * Cg + c) * KH * KW;
-        for (int i = i0; i < KH; i += si) {
-            const int th = h + PH - i * DH, oh = th / SH;
-            if (th < 0) break;
-            if (oh >= OH) continue;
-            for (int j = j0; j < KW; j += sj) {
-                const int tw = ww + PW - j * DW, ow = tw / SW;
-                if (tw < 0) break;
-                if (ow < OW) acc += LOAD_B(gyo, oh * OW + ow) * LOAD_A(wo, i * KW + j);
-            }
-        }
-    }
-    STORE_C(gx, e, acc);
+    store_act(y, pre, (size_t)n * YN + (size_t)o * YO + oh * YR + ow * YC + Y0, acc, act, keep);
 }
 
 __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x,

@@ -3,16 +3,17 @@
 Algorithm: implicit GEMM. The forward, input gradient and weight gradient are each one tiled launch
 (groups on the grid's third axis) whose tile loads gather NCHW input, NCHW gradients and OIHW weights
 directly and whose store writes NCHW (or OIHW) with the bias and an optional activation: no column
-matrix, no layout copies of activations, no batch chunking. A stride-1 input gradient runs as the forward
-kernel on gy with the adjoint's weights (transposed per group, taps reversed: one weight-sized copy), at
-the forward's speed. Products with few rows per group (depthwise and other small-channel convolutions) take
-conv.cl's direct kernels. The weight gradient splits its long
-N*OH*OW axis into ordered partial sums (``gemm_sum``) of at most ``PARTIAL_BYTES``, the only extra
-memory a convolution takes. ``conv_transpose2d``'s forward is conv2d's input gradient and vice versa.
+matrix, no layout copies of activations, no batch chunking. The input gradient runs as the forward kernel
+on gy, once per phase of the stride, with the taps that land on that phase's pixels (transposed per group,
+reversed: one copy of at most the weights' size), so it does no multiply-add with a zero. Products with few
+rows per group (depthwise and other small-channel convolutions) take conv.cl's direct kernels. The weight
+gradient splits its long N*OH*OW axis into ordered partial sums (``gemm_sum``) of at most ``PARTIAL_BYTES``,
+the only extra memory a convolution takes. ``conv_transpose2d``'s forward is conv2d's input gradient and vice versa.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from .shape import strided_copy
 
 PARTIAL_BYTES = 32 << 20  # most bytes the weight gradient's k-split partial sums may take
 THIN = 8  # products with at most this many rows per group take the direct kernels
-TUNED = ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")  # tuning kinds: each kernel's tile (clnn.tune)
+TUNED = ("conv_fwd", "conv_bwd_weight")  # tuning kinds: each kernel's tile (clnn.tune)
 IntOrTuple = int | Sequence[int]
 
 
@@ -89,78 +90,101 @@ def _rounded(out: Tensor, a: Tensor, b: Tensor, dtype: np.dtype | None = None) -
     return {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("C", out)) if t.dtype != dt}
 
 
-def _run(name: str, g: _Geom, rows: int, cols: int, k: int, out: Tensor, a: Tensor, b: Tensor, *args: Any,
-         cfg: dict[str, int] | None = None, dtype: np.dtype | None = None) -> None:
-    """``conv_<name>`` (tiled; ``cfg`` forces its tile) or ``conv_direct_<name>`` of GEMM operands ``a`` (w)
-    and ``b`` (x, or gy in bwd_data) writing ``out``: geometry, ``b``, ``a``, ``args``, ``out``; in ``dtype``
-    (``out``'s by default; a float32 ``out`` of a half ``dtype`` holds the half result)."""
-    dev, dt = out.device, out.dtype if dtype is None else np.dtype(dtype)
-    cfg, rounded = cfg or _tile(dev, dt, name, rows, cols, k, g), _rounded(out, a, b, dt)
-    if cfg is None:
-        k_ = kernels.kernel(dev, "conv.cl", f"conv_direct_{name}", defines(dt, **gemm_config(dev, dt), **rounded))
-        launch_1d(dev, k_, out.size, *g.args(), b.data, a.data, *args, out.data)
-        return
-    rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
-    kernels.launch(
-        dev, kernels.kernel(dev, "conv.cl", f"conv_{name}", defines(dt, **cfg, **rounded)),
-        (-(-cols // cfg["TN"]) * rtn, -(-rows // cfg["TM"]) * rtm, g.groups), (rtn, rtm, 1), *g.args(), b.data,
-        a.data, *args, out.data,
-    )
-
-
 def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
              pre: Tensor | None = None, cfg: dict[str, int] | None = None, dtype: Any = None,
-             store: Any = None) -> Tensor:
+             store: Any = None, y: Tensor | None = None, layout: tuple[int, ...] | None = None) -> Tensor:
     """y = act(conv(x, w) + bias), shape (N, O, OH, OW), and the value before ``act`` into ``pre`` when
     given, in ``dtype`` (x's by default; a half type rounds float32 ``x``, ``w`` in the loads), stored as
-    ``store`` (``dtype``, or float32 holding the half result); records nothing."""
-    dt = x.dtype if dtype is None else np.dtype(dtype)
-    y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, x.device)
-    _run("fwd", g, g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw, y, w, x,
-         (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre), cfg=cfg,
-         dtype=dt)
+    ``store`` (``dtype``, or float32 holding the half result); records nothing. ``cfg`` forces conv_fwd's
+    tile. With ``y`` and ``layout`` (YN, YO, YR, YC, Y0: conv.cl's YLAYOUT), the output is stored into ``y``
+    at those element strides instead (one phase of an input gradient)."""
+    dev, dt = x.device, x.dtype if dtype is None else np.dtype(dtype)
+    if y is None:
+        y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, dev)
+        layout = (g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1, 0)
+    rows, cols, k = g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw
+    cfg, rounded = cfg or _tile(dev, dt, "fwd", rows, cols, k, g), _rounded(y, w, x, dt)
+    args = (*g.args(), *(np.int32(v) for v in layout), x.data, w.data, (bias if bias is not None else y).data,
+            np.int32(bias is not None), *epilogue(act, y, pre), y.data)
+    if cfg is None:
+        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_fwd", defines(dt, **gemm_config(dev, dt), **rounded))
+        launch_1d(dev, k_, g.n * g.o * g.oh * g.ow, *args)
+    else:
+        rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
+        kernels.launch(dev, kernels.kernel(dev, "conv.cl", "conv_fwd", defines(dt, **cfg, **rounded)),
+                       (-(-cols // cfg["TN"]) * rtn, -(-rows // cfg["TM"]) * rtm, g.groups), (rtn, rtm, 1), *args)
     return y
 
 
-def _adjoint(g: _Geom) -> _Geom | None:
-    """The stride-1 convolution of gy (N, O, OH, OW) with the adjoint weights (C, O/groups, KH, KW) and padding
-    D*(K-1) - P whose output is ``g``'s input gradient; None for a strided ``g``, or one with no such padding
-    (padding past the dilated kernel, or conv_transpose2d's output_padding)."""
-    ph, pw = g.dh * (g.kh - 1) - g.ph, g.dw * (g.kw - 1) - g.pw
-    if (g.sh, g.sw) != (1, 1) or min(ph, pw) < 0 or (g.oh + ph - g.ph, g.ow + pw - g.pw) != (g.h, g.w):
-        return None
-    return _Geom(g.n, g.o, g.oh, g.ow, g.c, g.kh, g.kw, g.h, g.w, 1, 1, ph, pw, g.dh, g.dw, g.groups)
+@dataclass(frozen=True)
+class _Phase:
+    """One phase of an input axis under stride s: the pixels ``first``, ``first + s``, ... (``count`` of them),
+    on which taps ``tap``, ``tap + step``, ... (``taps`` of them) land, as a stride-1 convolution of gy's axis
+    with those taps reversed, ``padding`` and ``dilation``."""
+
+    first: int
+    count: int
+    tap: int
+    step: int
+    taps: int
+    padding: int
+    dilation: int
 
 
-def _adjoint_weight(w: Tensor, g: _Geom) -> Tensor:
-    """w (O, C/groups, KH, KW) transposed per group and with its taps reversed: (C, O/groups, KH, KW), one strided
-    copy (negative strides along the taps)."""
-    og, cg, kk = g.o // g.groups, g.c // g.groups, g.kh * g.kw
-    shape = (g.groups, cg, og, kk)  # wt[gr][c][o][t] = w[gr*og + o][c][kk-1-t]
-    wt = empty((g.c, og, g.kh, g.kw), w.dtype, w.device)
-    strided_copy(w, wt, shape, (og * cg * kk, kk, cg * kk, -1), contiguous_strides(shape), src_offset=kk - 1)
+def _phases(size: int, k: int, s: int, p: int, d: int) -> list[_Phase]:
+    """The phases of an input axis of ``size`` pixels of a convolution with kernel ``k``, stride ``s``, padding
+    ``p``, dilation ``d``: pixel h gets gy[oh] * w[i] where oh*s - p + i*d == h, so the taps landing on h depend on
+    (h + p) % s only; phases without pixels are left out.
+
+    For the phase rho, h = a*s + rho - p; tap i lands where i*d = rho (mod s), every ``step`` = s/gcd(s, d)-th
+    tap from the first, on output oh = a - (i*d - rho)/s, which moves by d/gcd(s, d) from one landing tap to
+    the next: a stride-1 correlation with that dilation."""
+    step = s // math.gcd(s, d)
+    phases = []
+    for rho in range(s):
+        a0 = -(-(p - rho) // s)  # the first pixel's a
+        first = a0 * s + rho - p
+        if first >= size:
+            continue
+        tap = next((i for i in range(min(k, step)) if (i * d - rho) % s == 0), k)
+        taps = max(0, -(-(k - tap) // step))
+        dilation = step * d // s
+        padding = (taps - 1) * dilation + (tap * d - rho) // s - a0 if taps else 0
+        phases.append(_Phase(first, (size - 1 - first) // s + 1, tap, step, taps, padding, dilation))
+    return phases
+
+
+def _phase_weight(w: Tensor, g: _Geom, ph: _Phase, pw: _Phase) -> Tensor:
+    """The taps of w (O, C/groups, KH, KW) that land on the phase (ph, pw), transposed per group and reversed:
+    (C, O/groups, ph.taps, pw.taps), one strided copy (negative strides along the taps)."""
+    og, cg = g.o // g.groups, g.c // g.groups
+    shape = (g.groups, cg, og, ph.taps, pw.taps)  # wt[gr][c][o][t][u] = w[gr*og + o][c][reversed tap t][u]
+    src = (og * cg * g.kh * g.kw, g.kh * g.kw, cg * g.kh * g.kw, -ph.step * g.kw, -pw.step)
+    last = (ph.tap + (ph.taps - 1) * ph.step) * g.kw + pw.tap + (pw.taps - 1) * pw.step
+    wt = empty((g.c, og, ph.taps, pw.taps), w.dtype, w.device)
+    strided_copy(w, wt, shape, src, contiguous_strides(shape), src_offset=last)
     return wt
 
 
-def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, cfg: dict[str, int] | None = None,
-                dtype: Any = None, store: Any = None) -> Tensor:
+def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: Any = None,
+                store: Any = None) -> Tensor:
     """gx (N, C, H, W) of y = conv(x, w) given gy (N, O, OH, OW), plus bias per channel, in ``dtype`` (gy's by
     default; a half type rounds float32 ``gy``, ``w`` in the loads), stored as ``store`` (``dtype``, or float32
     holding the half result: a float32 input's gradient under autocast); records nothing.
 
-    A stride-1 ``g`` with a tiled product runs as the forward of its adjoint (:func:`_adjoint`), whose weight
-    tiles load as a strided matrix (2x faster on CPUs for LeNet's conv2); ``cfg`` forces conv_bwd_data's tile."""
+    Runs as the forward kernel, once per phase of the stride (:func:`_phases`): a stride-1 convolution of gy
+    with the landing taps of w, transposed and reversed (:func:`_phase_weight`), storing every stride-th pixel
+    of gx. Every multiply-add is one a tap lands on: no zeros gathered, no division per element. A phase no
+    tap lands on (a kernel smaller than the stride) gets the bias alone."""
     dev, dt = gy.device, gy.dtype if dtype is None else np.dtype(dtype)
     gx = empty((g.n, g.c, g.h, g.w), dt if store is None else store, dev)
-    rows, cols, k = g.c // g.groups, g.n * g.h * g.w, g.o // g.groups * g.kh * g.kw
-    bias_args = (bias if bias is not None else gx).data, np.int32(bias is not None)
-    adjoint = _adjoint(g) if cfg is None else None
-    tile = None if adjoint is None else _tile(dev, dt, "fwd", rows, cols, k, adjoint)
-    if tile is not None:
-        _run("fwd", adjoint, rows, cols, k, gx, _adjoint_weight(w, g), gy, *bias_args, *epilogue("none", gx, None),
-             cfg=tile, dtype=dt)
-    else:
-        _run("bwd_data", g, rows, cols, k, gx, w, gy, *bias_args, cfg=cfg, dtype=dt)
+    for ph in _phases(g.h, g.kh, g.sh, g.ph, g.dh):
+        for pw in _phases(g.w, g.kw, g.sw, g.pw, g.dw):
+            geom = _Geom(g.n, g.o, g.oh, g.ow, g.c, ph.taps, pw.taps, ph.count, pw.count, 1, 1, ph.padding,
+                         pw.padding, ph.dilation, pw.dilation, g.groups)
+            wt = _phase_weight(w, g, ph, pw) if ph.taps * pw.taps else w  # no taps: w is not read
+            layout = (g.c * g.h * g.w, g.h * g.w, g.sh * g.w, g.sw, ph.first * g.w + pw.first)
+            _forward(gy, wt, bias, geom, dtype=dt, y=gx, layout=layout)
     return gx
 
 
@@ -208,15 +232,12 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
     return gw
 
 
-def run_tile(kind: str, x: Tensor, w: Tensor, gy: Tensor, padding: int, cfg: dict[str, int],
-             stride: int = 1) -> Tensor:
-    """The kernel of ``kind`` (one of ``TUNED``) for conv2d(x, w, stride=stride, padding=padding) with tile
-    ``cfg`` forced (a tuner's candidate): ``conv_fwd`` gives y, ``conv_bwd_data`` the input gradient and
-    ``conv_bwd_weight`` the weight gradient for the output gradient ``gy``. No checks, no autograd."""
-    g = _geometry("conv2d", x, w, 1, 2, stride, padding, 1)
-    if kind == "conv_fwd":
-        return _forward(x, w, None, g, cfg=cfg)
-    return _input_grad(gy, w, None, g, cfg) if kind == "conv_bwd_data" else _weight_grad(x, gy, g, cfg)
+def run_tile(kind: str, x: Tensor, w: Tensor, gy: Tensor, padding: int, cfg: dict[str, int]) -> Tensor:
+    """The kernel of ``kind`` (one of ``TUNED``) for conv2d(x, w, padding=padding) with tile ``cfg`` forced (a
+    tuner's candidate): ``conv_fwd`` gives y and ``conv_bwd_weight`` the weight gradient for the output gradient
+    ``gy``. No checks, no autograd."""
+    g = _geometry("conv2d", x, w, 1, 2, 1, padding, 1)
+    return _forward(x, w, None, g, cfg=cfg) if kind == "conv_fwd" else _weight_grad(x, gy, g, cfg)
 
 
 def _bias_grad(gy: Tensor) -> Tensor:

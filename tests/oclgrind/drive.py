@@ -514,9 +514,9 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         x, w, b = _leaf(rng, (2, 18, 4, 3), dt), _leaf(rng, (20, 9, 3, 3), dt), _leaf(rng, (20,), dt)
         y = conv_act(x, w, b, 1, 1, 1, 2, "silu")  # stores the pre-activation too
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
-        finite("conv2d tiled + silu", dt, y, *_grads(x, w, b))  # stride 1: the input gradient by the adjoint
+        finite("conv2d tiled + silu", dt, y, *_grads(x, w, b))  # the input gradient: conv_fwd, one phase
         x.grad = w.grad = b.grad = None
-        y = F.conv2d(x, w, b, stride=2, padding=1, groups=2)  # strided: conv_bwd_data
+        y = F.conv2d(x, w, b, stride=2, padding=1, groups=2)  # strided: conv_fwd, four phases
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled, strided", dt, y, *_grads(x, w, b))
         _conv_autocast(dt, rng, "tiled")
