@@ -22,9 +22,9 @@
  * launch per phase of the stride (the input pixels whose taps land on outputs in the same pattern), each a
  * stride-1 convolution with the taps that land, transposed and reversed, storing into gx through YLAYOUT.
  *
- * Direct kernels (one work-item per output element, taps in a fixed order), for depthwise and other
- * products too thin for a tile: conv_direct_fwd and conv_direct_bwd_weight (one work-item per (s, weight
- * element), summing the s-th of S ranges of NQ = N*P pixels into partials).
+ * Direct kernels (taps in a fixed order), for depthwise and other products too thin for a tile:
+ * conv_direct_fwd (one work-item per output pixel and RO output channels) and conv_direct_bwd_weight (one
+ * work-item per (s, weight element), summing the s-th of S ranges of NQ = N*P pixels into partials).
  *
  * Defines: the element type (clnn_dtype.h), gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, APAD) and its A_F32,
  * B_F32: the GEMM's first operand (w in fwd, gy in bwd_weight) or second (x) is float32, rounded to store_t
@@ -32,7 +32,8 @@
  * partials) is float32 holding store_t's rounded result (a float32 gradient under autocast, with no half
  * gradient widened).
  * Launch (tiled): work-group (TN/WN, TM/WM, 1), global (ceil(cols/TN)*TN/WN, ceil(rows/TM)*TM/WM, G*S);
- * direct: one work-item per element, 1-D.
+ * conv_direct_fwd: global (OW rounded up, OH, N*G*ceil(Og/RO)); conv_direct_bwd_weight: one work-item per
+ * partial, 1-D.
  */
 #include "gemm.h"
 
@@ -200,27 +201,50 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
     EACH_OUTPUT(Og, NCOL, STORE_C(gw, (row0 + r) * NCOL + col0 + c, val))
 }
 
+#ifndef RO
+#define RO 1
+#endif
+#ifndef UNIT_SW
+#define UNIT_SW 0 /* 1: SW is 1, so that neighbouring work-items' inputs are known to be neighbours */
+#endif
+
+/* Output pixels (ow, oh) = the global ids (0, 1), and RO output channels of a group (RO: a define, 1 to 8) per
+ * work-item from global id 2 = n*G*OB + g*OB + b, so that each input element loaded serves RO multiply-adds,
+ * neighbouring work-items read neighbouring input pixels and share their weights; taps outside the image are
+ * skipped once per tap, not per channel. */
 __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
                               __global const store_t *restrict bias, int has_bias, int act, int keep,
                               __global c_t *pre, __global c_t *y) {
-    const int e = get_global_id(0); /* e = ((n*O + o)*OH + oh)*OW + ow */
-    if (e >= N * O * OH * OW) return;
-    const int ow = e % OW, oh = e / OW % OH, o = e / (OW * OH) % O, n = e / (OW * OH * O);
-    const int Cg = C / G, c0 = o / (O / G) * Cg, ih = oh * SH - PH, iw = ow * SW - PW;
-    real acc = has_bias ? LOAD(bias, o) : (real)0;
-    for (int c = 0; c < Cg; ++c) {
-        __global const b_t *xc = x + ((size_t)n * C + c0 + c) * H * W;
-        __global const a_t *wc = w + ((size_t)o * Cg + c) * KH * KW;
-        for (int i = 0; i < KH; ++i) {
-            const int h = ih + i * DH;
-            if (h < 0 || h >= H) continue;
-            for (int j = 0; j < KW; ++j) {
-                const int ww = iw + j * DW;
-                if (ww >= 0 && ww < W) acc += LOAD_B(xc, h * W + ww) * LOAD_A(wc, i * KW + j);
+    const int ow = get_global_id(0), oh = get_global_id(1), z = get_global_id(2);
+    if (ow >= OW) return;
+    const int Cg = C / G, Og = O / G, OB = (Og + RO - 1) / RO, KK = KH * KW, n = z / (G * OB), g = z / OB % G;
+    const int o0 = g * Og + z % OB * RO, last = min(RO, (g + 1) * Og - o0) - 1;
+    const int ih = oh * SH - PH, iw = (UNIT_SW ? ow : ow * SW) - PW;
+    __global const b_t *xg = x + ((size_t)n * C + g * Cg) * H * W;
+    __global const a_t *wo = w + (size_t)o0 * Cg * KK;
+    real acc[RO];
+#pragma unroll
+    for (int q = 0; q < RO; ++q) acc[q] = 0;
+    for (int i = 0; i < KH; ++i) {
+        const int h = ih + i * DH;
+        if (h < 0 || h >= H) continue;
+        for (int j = 0; j < KW; ++j) {
+            const int ww = iw + j * DW, t = i * KW + j;
+            if (ww < 0 || ww >= W) continue;
+            for (int c = 0; c < Cg; ++c) {
+                const real xv = LOAD_B(xg, (c * H + h) * W + ww);
+#pragma unroll
+                for (int q = 0; q < RO; ++q) acc[q] += xv * LOAD_A(wo, (min(q, last) * Cg + c) * KK + t);
             }
         }
     }
-    store_act(y, pre, (size_t)n * YN + (size_t)o * YO + oh * YR + ow * YC + Y0, acc, act, keep);
+#pragma unroll
+    for (int q = 0; q < RO; ++q) {
+        if (q > last) break;
+        const int o = o0 + q;
+        store_act(y, pre, (size_t)n * YN + (size_t)o * YO + oh * YR + ow * YC + Y0,
+                  has_bias ? acc[q] + LOAD(bias, o) : acc[q], act, keep);
+    }
 }
 
 __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x,
