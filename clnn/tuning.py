@@ -1,8 +1,9 @@
 """Tunable kernel parameters: a per-device database written by ``clnn tune``, then a built-in table.
 
 The table's keys go from general to specific: ``"default"``, the device type (``"cpu"``, ``"gpu"``,
-``"accelerator"``), a vendor substring (``"nvidia"``, ``"amd"``, ``"intel"``), a platform substring
-(``"portable computing language"``), then a device-name substring; the most specific entry wins. A tuner
+``"accelerator"``), a vendor substring (``"nvidia"``, ``"amd"``, ``"intel"``), the type and a vendor substring
+together (``"cpu intel"``: Intel's CPU runtime, whatever the processor), a platform substring (``"portable
+computing language"``), then a device-name substring; the most specific entry wins. A tuner
 adds rows without code changes. A device posing as another vendor (``CLNN_LIMITS=vendor=...``) is looked up
 by its posed keys only: its real platform, and its real name unless that is posed too, would select rows of
 the runtime it really runs on. The database (JSON, ``platformdirs.user_cache_dir("clnn")/tuning.json`` or
@@ -40,19 +41,19 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "gemm": {  # gemm.cl: C tile TM x TN, k-slice TK, WM x WN outputs per work-item in VW-wide vectors,
         # VWG-wide global load runs, APAD padding of A's local rows, DB double-buffered local tiles
         "default": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
-        # CPUs: Intel's runtime runs a work-group's items one after another, each on the explicit vectors: 16-wide
-        # ones (AVX-512) reach 180 GFLOP/s at 1024^3 where 8-wide ones reach 145 (NumPy 200; Zen 4, 2 cores)
-        "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 32, "VW": 16, "VWG": 16, "APAD": 0, "DB": 0},
-        # PoCL vectorizes across work-items: 16-wide vectors ran at 80 GFLOP/s against 8-wide ones' 108
-        "portable computing language": {"WN": 16, "VW": 8, "VWG": 8},
+        "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+        # Intel's CPU runtime runs a work-group's items one after another, each on its explicit vectors: 16-wide
+        # ones (AVX-512) reach 180 GFLOP/s at 1024^3 where 8-wide ones reach 145 (NumPy 200; Zen 4, 2 cores).
+        # PoCL vectorizes across work-items: 16-wide vectors ran at 80 GFLOP/s there against 8-wide ones' 108
+        "cpu intel": {"WN": 32, "VW": 16, "VWG": 16},
         # unmeasured: a 128x128 tile of 8x8 blocks (256 work-items, 34 KB double-buffered), as the
         # fast CUDA/OpenCL SGEMMs use on big GPUs; `clnn tune` replaces it with a measured winner
         "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
     "gemm_small": {  # the same kernel with a smaller tile, for products with few rows or columns
         "default": {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
-        "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 32, "VW": 16, "VWG": 16, "APAD": 0, "DB": 0},
-        "portable computing language": {"WN": 16, "VW": 8, "VWG": 8},
+        "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+        "cpu intel": {"WN": 32, "VW": 16, "VWG": 16},
         "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
     # conv.cl's implicit-GEMM kernels: the big tile each weighs against gemm_small (gemm.h's keys; DB is
@@ -60,11 +61,12 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "conv_fwd": {"default": {}},
     "conv_bwd_weight": {
         "default": {},
-        # CPUs, forced tiles (GFLOP/s, Intel's runtime): 8x64->128 56x56 141 for 128x96 in 8x32 blocks against 108
-        # for 64x64 (16-wide vectors; 78 with 8-wide); LeNet's conv2 (128x32->64 14x14) 89 against 75
-        "cpu": {"TM": 128, "TN": 96, "TK": 64, "WM": 8, "WN": 32, "VW": 16, "VWG": 16, "APAD": 0, "DB": 0},
-        # PoCL (ms): 8x64->128 56x56 128x128 75, 64x64 64; LeNet's conv2 27 against 13
-        "portable computing language": {"TM": 64, "TN": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8},
+        # CPUs, forced tiles (ms, PoCL): 8x64->128 56x56 128x128 75, 64x64 64; LeNet's conv2 (128x32->64 14x14)
+        # 27 against 13
+        "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+        # Intel's CPU runtime (GFLOP/s): 8x64->128 56x56 141 for 128x96 in 8x32 blocks of 16-wide vectors against
+        # 108 for 64x64 (78 with 8-wide vectors); LeNet's conv2 89 against 75
+        "cpu intel": {"TM": 128, "TN": 96, "WM": 8, "WN": 32, "VW": 16, "VWG": 16},
     },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
@@ -146,9 +148,10 @@ def params(dev: Device, kernel: str) -> dict[str, Any]:
     """The parameters for ``kernel`` on ``dev``: the table's merged rows, overridden by a database entry."""
     rows = TABLE[kernel]
     out = dict(rows["default"])
-    keys = [dev.type, dev.vendor.lower(), dev.platform_name.lower(), dev.name.lower()]
+    vendor = dev.vendor.lower()
+    keys = [dev.type, vendor, f"{dev.type} {vendor}", dev.platform_name.lower(), dev.name.lower()]
     if "vendor" in dev.real:
-        keys = [dev.type, dev.vendor.lower()] + ([dev.name.lower()] if "name" in dev.real else [])
+        keys = [dev.type, vendor, f"{dev.type} {vendor}"] + ([dev.name.lower()] if "name" in dev.real else [])
     for key in keys:
         for name, row in rows.items():
             if name != "default" and name in key:

@@ -94,8 +94,8 @@ def check(launches: list[Launch], dev: clnn.Device, budget: int) -> None:
 #   one, a batch norm three (statistics in two stages, apply) plus its running-stat update, a dropout one, the
 #   cross-entropy two (target range check, loss) and its mean one more;
 # - backward: per conv its weight gradient (GEMM with k-split partials + their ordered sum), bias gradient (two
-#   stages) and input gradient (not for the first layer; at stride 1 two launches, the adjoint's weights and a
-#   forward-kernel pass), per Linear two GEMMs (+ sum of partials) and a bias
+#   stages) and input gradient (not for the first layer; per phase of the stride two launches, the landing taps'
+#   weights and a forward-kernel pass: two at stride 1), per Linear two GEMMs (+ sum of partials) and a bias
 #   sum, per activation, pool, dropout and norm their gradient kernels, the loss's backward;
 # - Adam: one update launch per parameter tensor (LeNet 8, AlexNet 20).
 # LeNet: 47 (Adam 8, GEMM-family 11, conv 6, pool 4, activation 7, reductions 7, loss 4).
