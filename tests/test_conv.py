@@ -63,8 +63,13 @@ CASES = [  # (op, x shape, weight shape, kwargs)
     ("conv2d", (37, 12, 19, 17), (16, 12, 3, 3), {"padding": (1, 0)}),        # long N*P: weight-gradient splits
     ("conv2d", (2, 9, 11, 13), (11, 9, 1, 1), {"stride": (2, 1)}),              # 1x1 strided
     ("conv2d", (1, 3, 31, 29), (17, 3, 5, 5), {"stride": 3, "padding": 2}),     # 5x5 stride 3, batch 1
-    # strides and dilations with no common factor: the direct input gradient steps over the taps
+    # strides and dilations with no common factor: each phase of the input gradient steps over the taps
     ("conv2d", (2, 3, 14, 13), (4, 3, 5, 4), {"stride": (3, 2), "dilation": (2, 3), "padding": (2, 1)}),
+    # input-gradient phases: no tap lands on some (stride past the kernel; tiled, then direct); 3 channels of
+    # gradient (direct: 4 channels per work-item, one unused), ResNet's stem shape
+    ("conv2d", (2, 9, 13, 11), (10, 9, 2, 2), {"stride": 3}),
+    ("conv2d", (2, 3, 13, 11), (4, 3, 2, 2), {"stride": (3, 4), "padding": (1, 0)}),
+    ("conv2d", (2, 3, 23, 21), (16, 3, 7, 7), {"stride": 2, "padding": 3}),
     ("conv1d", (3, 16, 50), (20, 16, 5), {"padding": 2, "dilation": 2}),
     ("conv2d", (2, 10, 6, 7), (12, 10, 1, 3), {"padding": 1}),  # padding past the kernel
     ("conv_transpose2d", (2, 12, 5, 6), (12, 10, 3, 3), {"dilation": 2, "padding": 1, "output_padding": 1}),
@@ -79,6 +84,8 @@ CASES = [  # (op, x shape, weight shape, kwargs)
     ("conv_transpose2d", (2, 5, 3, 7), (5, 4, 1, 1), {}),
     ("conv_transpose2d", (2, 4, 6, 5), (4, 1, 3, 3), {"groups": 4, "padding": 1}),  # depthwise
     ("conv_transpose2d", (2, 2, 5, 5), (2, 3, 2, 2), {"dilation": 2, "output_padding": 1}),
+    ("conv_transpose2d", (2, 6, 4, 5), (6, 5, 1, 2), {"stride": 3, "output_padding": (2, 1)}),  # bias alone
+    ("conv_transpose2d", (2, 10, 4, 5), (10, 12, 3, 3), {"stride": 2, "padding": 2}),  # first pixels' phase odd
 ]
 
 

@@ -1,14 +1,14 @@
 """Convolution: ``conv1d``, ``conv2d``, ``conv_transpose2d`` with PyTorch layouts (``kernels_cl/conv.cl``).
 
-Algorithm: implicit GEMM. The forward, input gradient and weight gradient are each one tiled launch
-(groups on the grid's third axis) whose tile loads gather NCHW input, NCHW gradients and OIHW weights
-directly and whose store writes NCHW (or OIHW) with the bias and an optional activation: no column
-matrix, no layout copies of activations, no batch chunking. The input gradient runs as the forward kernel
-on gy, once per phase of the stride, with the taps that land on that phase's pixels (transposed per group,
-reversed: one copy of at most the weights' size), so it does no multiply-add with a zero. Products with few
-rows per group (depthwise and other small-channel convolutions) take conv.cl's direct kernels. The weight
-gradient splits its long N*OH*OW axis into ordered partial sums (``gemm_sum``) of at most ``PARTIAL_BYTES``,
-the only extra memory a convolution takes. ``conv_transpose2d``'s forward is conv2d's input gradient and vice versa.
+Algorithm: implicit GEMM. The forward and the weight gradient are each one tiled launch (groups on the
+grid's third axis) whose tile loads gather NCHW input, NCHW gradients and OIHW weights directly and whose
+store writes NCHW (or OIHW) with the bias and an optional activation: no column matrix, no layout copies of
+activations, no batch chunking. The input gradient runs as the forward kernel on gy, once per phase of the
+stride, with the taps that land on that phase's pixels (transposed per group, reversed: copies of at most the
+weights' size), so it does no multiply-add with a zero. Products with few rows per group (depthwise and other
+small-channel convolutions) take conv.cl's direct kernels. The weight gradient splits its long N*OH*OW axis
+into ordered partial sums (``gemm_sum``) of at most ``PARTIAL_BYTES``. ``conv_transpose2d``'s forward is
+conv2d's input gradient and vice versa.
 """
 
 from __future__ import annotations
