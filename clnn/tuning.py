@@ -75,6 +75,12 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "default": {},
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
     },
+    "plan": {  # matmul.plan's cost model: the cost of staging a tile's row or column per k, in vector FMAs
+        "default": {"STAGE": 0.5},
+        # Intel's CPU runtime: 128x128, 64x128 and 32x64 tiles ran at 150, 129 and 101 GFLOP/s (8x64->128 56x56),
+        # costs per multiply-add of 1 : 1.16 : 1.49, which 1.5 models (1 : 1.14 : 1.55; 0.5 gives 1 : 1.06 : 1.22)
+        "cpu intel": {"STAGE": 1.5},
+    },
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

@@ -256,20 +256,28 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
 inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
                     __global const a_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
-    const bool rows_in = row0 + TM <= M;
     real t[VWG];
-    if (a_cs == 1 && rows_in && kn % VWG == 0) {
+    if (a_cs == 1 && kn % VWG == 0) { /* runs along k; rows past M (an edge tile's) staged as zeros */
         for (int e = lid; e < TM * TK / VWG; e += WG) {
             const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
+            if (row0 + r < M) {
+                LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) t[q] = 0;
+            }
 #pragma unroll
             for (int q = 0; q < VWG; ++q) as[r * LDA + kk + q] = t[q];
         }
-    } else if (a_rs == 1 && rows_in) {
+    } else if (a_rs == 1) { /* runs along the rows; one that M cuts is gathered element by element */
         for (int e = lid; e < kn * (TM / VWG); e += WG) {
             const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
-            LOAD_RUN(A, t, A + (size_t)(k0 + kk) * a_cs + row0 + r, a_vec);
+            __global const a_t *p = A + (size_t)(k0 + kk) * a_cs + row0 + r;
+            if (row0 + r + VWG <= M)
+                LOAD_RUN(A, t, p, a_vec);
+            else
+                GATHER(A, t, p, row0 + r + q < M, q);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) as[(r + q) * LDA + kk] = t[q];
         }
@@ -290,27 +298,30 @@ inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
 inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
                     __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
-    const bool cols_in = col0 + TN <= N;
     real t[VWG];
-    if (b_cs == 1 && cols_in) {
+    if (b_cs == 1) { /* runs along the columns; one that N cuts is gathered element by element */
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
-            LOAD_RUN(B, t, B + (size_t)(k0 + kk) * b_rs + col0 + c, b_vec);
+            __global const b_t *p = B + (size_t)(k0 + kk) * b_rs + col0 + c;
+            if (col0 + c + VWG <= N)
+                LOAD_RUN(B, t, p, b_vec);
+            else
+                GATHER(B, t, p, col0 + c + q < N, q);
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
         }
-    } else if (b_rs == 1 && cols_in && kn % VWG == 0) {
+    } else if (b_rs == 1 && kn % VWG == 0) { /* runs along k; columns past N staged as zeros */
         for (int e = lid; e < TK * TN / VWG; e += WG) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
+            if (col0 + c < N) {
+                LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
+            } else {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) t[q] = 0;
+            }
 #pragma unroll
             for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
-        }
-    } else if (b_cs == 1) {
-        for (int e = lid; e < kn * TN; e += WG) {
-            const int kk = e / TN, c = e % TN, gj = col0 + c, gk = k0 + kk;
-            bs[kk * TN + c] = gj < N ? LOAD_B(B, gk * b_rs + gj) : (real)0;
         }
     } else {
         for (int e = lid; e < TK * TN; e += WG) {

@@ -100,7 +100,8 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     or ``cfgs`` (a tuner's candidate: then the tiled kernel, whatever the size). Products of at most
     ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their time is the launch's, and
     tiles would be mostly padding. Otherwise a rough cost model in cycles:
-    each work-group costs ``KS * (TM*TN/16 + (TM+TN)/2)`` (vector FMAs and staging), groups run in
+    each work-group costs ``KS * (TM*TN/16 + STAGE*(TM+TN))`` (vector FMAs and staging; ``tuning``'s
+    ``plan`` row), groups run in
     waves of ``compute_units``, and split partials cost one pass each. Few output tiles over a long k
     (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
     tile. GPUs hide memory latency with several resident work-groups per compute unit: there, plans
@@ -112,7 +113,7 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
             return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
         tile = gemm_config(dev, dtype, big)
         cfgs = [tile, *_half_rows(tile), gemm_config(dev, dtype, "gemm_small")]
-    gpu, fill = dev.type == "gpu", 2 * dev.compute_units
+    gpu, fill, stage = dev.type == "gpu", 2 * dev.compute_units, float(tuning.params(dev, "plan")["STAGE"])
     options = []
     for cfg in cfgs:
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
@@ -123,7 +124,7 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
             if s > max_splits or (ks == tk and splits < s):  # more splits than asked for, or than k-slices
                 break
             groups = tiles * splits
-            cost = _ceil(groups, dev.compute_units) * min(ks, max(k, 1)) * (tm * tn / 16 + (tm + tn) / 2)
+            cost = _ceil(groups, dev.compute_units) * min(ks, max(k, 1)) * (tm * tn / 16 + stage * (tm + tn))
             if gpu:
                 cost *= max(1.0, fill / groups)
             if splits > 1:
