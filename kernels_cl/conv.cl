@@ -70,7 +70,7 @@ inline void zero_acc(realv acc[WM][NV]) {
         }                                                                       \
     }
 
-__kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
+TILED_KERNEL
 void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
               __global const store_t *restrict bias, int has_bias, int act, int keep, __global c_t *pre,
               __global c_t *y) {
@@ -133,7 +133,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
     })
 }
 
-__kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
+TILED_KERNEL
 void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __global const a_t *restrict gy,
                      __global c_t *restrict gw) {
     __local real As[TM][LDA];

@@ -57,7 +57,7 @@ inline void stage(__local real *as, __local real *bs, int k0, int kend, int M, i
     stage_b(bs, k0, kend, N, col0, B, b_rs, b_cs, b_vec, lid);
 }
 
-__kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
+TILED_KERNEL
 void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,

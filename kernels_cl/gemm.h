@@ -38,6 +38,15 @@
 #define DB 0
 #endif
 
+/* a tiled kernel's qualifiers. Intel's CPU runtime runs a tile's work-items one after another, each on its
+ * explicit vectors; its second copy of each kernel, vectorized across work-items, goes unused with the CPU
+ * tiles (TN/WN items across, not a multiple of its 16 lanes) and made the build 2.5x slower: not built */
+#ifdef cl_intel_vec_len_hint
+#define TILED_KERNEL __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1), intel_vec_len_hint(1)))
+#else
+#define TILED_KERNEL __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
+#endif
+
 #define RTM (TM / WM) /* work-group height */
 #define RTN (TN / WN) /* work-group width */
 #define NV (WN / VW)  /* vectors per work-item row */
