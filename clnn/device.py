@@ -18,6 +18,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
+from . import pocl_target
+
 __all__ = [
     "Device",
     "DeviceError",
@@ -380,6 +382,7 @@ def devices() -> list[Device]:
                 except cl.Error:
                     continue
                 for d_index, d in enumerate(cl_devs):
+                    pocl_target.repair(platform, d)
                     found.append(_describe(len(found), p_index, d_index, platform, d))
             for dev in found:
                 _apply_pose(dev)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from . import pocl_target
 from .device import Device, DeviceError, devices
 from .files import atomic_write
 from .ops import tensor
@@ -233,6 +234,9 @@ def _platforms(problems: list[str]) -> list[str]:
             verdict = "kernel ok" if error is None else "KERNEL FAILED"
             lines.append(f"    [{d.index}] {d.platform_index}:{d.device_index}  {d.name}  {d.type}  "
                          f"{d.compute_units} CUs  {verdict} ({time.perf_counter() - start:.1f} s)")
+            target = pocl_target.repaired.get(d.cl_device.int_ptr)
+            if target is not None:
+                lines.append(f"        PoCL's LLVM does not know this processor: its kernels target {target}")
             if error is not None:
                 problems.append(f"{d} failed the kernel check: {error}")
     if not platforms:

@@ -141,9 +141,12 @@ def program(dev: Device, file: str, defines: dict[str, object] | None = None) ->
                     warnings.simplefilter("ignore", cl.CompilerWarning)  # vectorizer remarks); failures raise
                     prg = cl.Program(dev.context, source).build(options=options, devices=[dev.cl_device])
             except cl.RuntimeError as err:
+                hint = ("\n  PoCL's LLVM does not know this processor and clnn could not name another target "
+                        "(clnn/pocl_target.py); Intel's CPU runtime (`pip install 'clnn[intel]'`) runs here"
+                        if "unknown target CPU" in str(err) else "")
                 raise KernelBuildError(
                     f"building kernels_cl/{file} failed on {dev}\n"
-                    f"  defines: {defines}\n  options: {' '.join(options)}\n  compiler log:\n{err}"
+                    f"  defines: {defines}\n  options: {' '.join(options)}\n  compiler log:\n{err}{hint}"
                 ) from None
             _programs[key] = prg
     return prg

@@ -1,0 +1,85 @@
+"""Give PoCL a target CPU its compiler accepts on processors newer than its LLVM.
+
+PoCL asks its LLVM for the host CPU's name and passes it to the kernel compiler as ``-target-cpu``. An LLVM
+older than the processor (PyPI's PoCL 3.0 carries LLVM 14, which predates AMD Zen 5) answers ``generic``,
+which LLVM 14's OpenCL front end rejects: every kernel build fails with "unknown target CPU 'generic'"
+(pocl/pocl issue #1049), and PoCL has no setting to name another CPU. Such a device reports its target in
+its version string (``... HSTR: pthread-x86_64-unknown-linux-gnu-generic``).
+
+:func:`repair` points the device's target-CPU string at the x86-64 micro-architecture level the processor
+has (``x86-64-v4`` with AVX-512, ``x86-64-v3`` with AVX2 and FMA, ...), a name every LLVM since 12 knows.
+The string lives in PoCL's device record, which no API reaches: it is found as the one pointer in that
+record to ``"generic"`` and rewritten through ``/proc/self/mem``, which reads unmapped addresses as errors
+instead of crashing. Anything unexpected (not Linux on x86-64, no such pointer or several) leaves the device
+as it was, and the kernel build's error says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
+
+import pyopencl as cl
+
+__all__ = ["repair", "repaired"]
+
+_GENERIC = b"generic\0"
+_RECORD_BYTES = 8192  # PoCL 3.0's device record is about 1.5 KiB; its target string's pointer sits at 640
+# micro-architecture levels (x86-64 psABI), highest first, with the /proc/cpuinfo flags each needs
+_LEVELS = (
+    ("x86-64-v4", {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}),
+    ("x86-64-v3", {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave"}),
+    ("x86-64-v2", {"cx16", "popcnt", "sse4_1", "sse4_2", "ssse3"}),
+    ("x86-64", set()),
+)
+_names: list[ctypes.Array] = []  # the new target strings: PoCL keeps pointing at them for the process' life
+repaired: dict[int, str] = {}  # cl_device_id -> the target CPU it was given
+
+
+def _needs_repair(p: cl.Platform, d: cl.Device) -> bool:
+    return ("Portable Computing Language" in p.name and d.version.strip().endswith("-generic")
+            and platform.system() == "Linux" and platform.machine() == "x86_64")
+
+
+def _level() -> str:
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    return next(name for name, need in _LEVELS if need <= set(flags))
+
+
+def _read(fd: int, address: int, n: int) -> bytes | None:
+    if not 4096 <= address < 1 << 63:
+        return None
+    try:
+        return os.pread(fd, n, address)
+    except OSError:  # unmapped, or past a mapping's end
+        return None
+
+
+def repair(p: cl.Platform, d: cl.Device) -> str | None:
+    """Give PoCL device ``d`` of platform ``p`` a target CPU its compiler accepts, when it has ``generic``;
+    the name given, or ``None`` when the device needs nothing or could not be repaired."""
+    if d.int_ptr in repaired or not _needs_repair(p, d):
+        return repaired.get(d.int_ptr)
+    try:
+        fd = os.open("/proc/self/mem", os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        record = _read(fd, d.int_ptr, _RECORD_BYTES) or b""
+        slots = [off for off in range(0, len(record) - 7, 8)
+                 if _read(fd, struct.unpack_from("<Q", record, off)[0], len(_GENERIC)) == _GENERIC]
+        if len(slots) != 1:
+            return None
+        name = _level()
+        text = ctypes.create_string_buffer(name.encode())
+        os.pwrite(fd, struct.pack("<Q", ctypes.addressof(text)), d.int_ptr + slots[0])
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    _names.append(text)
+    repaired[d.int_ptr] = name
+    return name
