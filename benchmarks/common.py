@@ -9,9 +9,16 @@ from collections.abc import Callable
 
 import clnn
 
+# Seconds to wait before timing a library: the worker threads of the one timed before it keep spinning after
+# its last call (OpenBLAS's for about 100 ms, PyTorch's and Intel's runtime's for about 50) and, on a 2-core
+# machine, took half the cores from the next one (clnn's GEMM 1024^3 ran in 10-15 ms right after a NumPy
+# product, 6.4 ms alone; PyTorch's in 22 ms right after clnn, 11 ms alone).
+SETTLE_S = 0.3
+
 
 def best_time(fn: Callable[[], object], reps: int) -> float:
-    """Seconds of the fastest of ``reps`` calls of ``fn`` (after one warm-up call)."""
+    """Seconds of the fastest of ``reps`` calls of ``fn`` (after a pause of ``SETTLE_S`` and one warm-up call)."""
+    time.sleep(SETTLE_S)
     fn()
     best = float("inf")
     for _ in range(reps):
@@ -22,7 +29,9 @@ def best_time(fn: Callable[[], object], reps: int) -> float:
 
 
 def median_time(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
-    """Median seconds of ``reps`` calls of ``fn`` after ``warmup`` calls (``fn`` synchronizes itself)."""
+    """Median seconds of ``reps`` calls of ``fn`` after a pause of ``SETTLE_S`` and ``warmup`` calls (``fn``
+    synchronizes itself)."""
+    time.sleep(SETTLE_S)
     for _ in range(warmup):
         fn()
     times = []

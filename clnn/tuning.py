@@ -44,8 +44,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
         # Intel's CPU runtime runs a work-group's items one after another, each on its explicit vectors: 16-wide
         # ones (AVX-512) reach 180 GFLOP/s at 1024^3 where 8-wide ones reach 145 (NumPy 200; Zen 4, 2 cores).
-        # PoCL vectorizes across work-items: 16-wide vectors ran at 80 GFLOP/s there against 8-wide ones' 108
-        "cpu intel": {"WN": 32, "VW": 16, "VWG": 16},
+        # PoCL vectorizes across work-items: 16-wide vectors ran at 80 GFLOP/s there against 8-wide ones' 108.
+        # Zen 5 (two 512-bit FMA pipes): 256x128 tiles in 8x32 blocks, 380 / 352 GFLOP/s at 1024^3 / 2048^3
+        # against 346 / 345 for 128x128 in 4x32 (NumPy 260)
+        "cpu intel": {"TM": 256, "WM": 8, "WN": 32, "VW": 16, "VWG": 16},
         # unmeasured: a 128x128 tile of 8x8 blocks (256 work-items, 34 KB double-buffered), as the
         # fast CUDA/OpenCL SGEMMs use on big GPUs; `clnn tune` replaces it with a measured winner
         "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
@@ -58,15 +60,22 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     },
     # conv.cl's implicit-GEMM kernels: the big tile each weighs against gemm_small (gemm.h's keys; DB is
     # ignored). Empty rows take gemm's tile; `clnn tune --kernels conv` stores measured ones per device.
-    "conv_fwd": {"default": {}},
+    "conv_fwd": {
+        "default": {},
+        # Intel's CPU runtime, Zen 5 (GFLOP/s, 8x256->256 28x28): 256 rows (all of its channels: the image is
+        # staged once per k-slice) 307 against 282 for 128; a 128-channel layer keeps 128 rows (the planner's
+        # fewer-rows candidate), in 4-row blocks: 298 against 262 in 8-row ones
+        "cpu intel": {"TM": 256, "TN": 128, "TK": 64, "WM": 4, "WN": 32, "VW": 16, "VWG": 16, "APAD": 0, "DB": 0},
+    },
     "conv_bwd_weight": {
         "default": {},
         # CPUs, forced tiles (ms, PoCL): 8x64->128 56x56 128x128 75, 64x64 64; LeNet's conv2 (128x32->64 14x14)
         # 27 against 13
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
         # Intel's CPU runtime (GFLOP/s): 8x64->128 56x56 141 for 128x96 in 8x32 blocks of 16-wide vectors against
-        # 108 for 64x64 (78 with 8-wide vectors); LeNet's conv2 89 against 75
-        "cpu intel": {"TM": 128, "TN": 96, "WM": 8, "WN": 32, "VW": 16, "VWG": 16},
+        # 108 for 64x64 (78 with 8-wide vectors); LeNet's conv2 89 against 75. Zen 5, 8x256->256 28x28: 256x96
+        # 331 against 287 for 128x96
+        "cpu intel": {"TM": 256, "TN": 96, "WM": 8, "WN": 32, "VW": 16, "VWG": 16},
     },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
@@ -75,11 +84,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "default": {},
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
     },
-    "plan": {  # matmul.plan's cost model: the cost of staging a tile's row or column per k, in vector FMAs
-        "default": {"STAGE": 0.5},
+    "plan": {  # matmul.plan's cost model, in vector FMAs: STAGE, staging a tile's row or column per k; SPLIT,
+        # writing, reading and summing one element of a k-split's partial product
+        "default": {"STAGE": 0.5, "SPLIT": 1.0},
         # Intel's CPU runtime: 128x128, 64x128 and 32x64 tiles ran at 150, 129 and 101 GFLOP/s (8x64->128 56x56),
         # costs per multiply-add of 1 : 1.16 : 1.49, which 1.5 models (1 : 1.14 : 1.55; 0.5 gives 1 : 1.06 : 1.22)
-        "cpu intel": {"STAGE": 1.5},
+        # SPLIT: 256x6272x2304 (Zen 5) ran at 265 GFLOP/s in 2 splits, 307 in one: a loss of about 16 per element
+        "cpu intel": {"STAGE": 1.5, "SPLIT": 16.0},
     },
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},

@@ -95,15 +95,16 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
          big: str = "gemm", cfgs: Sequence[dict[str, int]] | None = None) -> GemmPlan:
     """The kernel, tile and k-splits (at most ``max_splits``) for one product; depends only on shapes and the device.
 
-    The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind), the same with half its
-    rows (for products that would fill half of its rows), and ``gemm_small``'s,
+    The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind), the same with a half, a
+    quarter, ... of its rows down to ``gemm_small``'s (for products that would fill only part of them), and
+    ``gemm_small``'s,
     or ``cfgs`` (a tuner's candidate: then the tiled kernel, whatever the size). Products of at most
     ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their time is the launch's, and
     tiles would be mostly padding. Otherwise a rough cost model in cycles:
     each work-group costs ``KS * (TM*TN/16 + STAGE*(TM+TN))`` (vector FMAs and staging; ``tuning``'s
     ``plan`` row), groups run in
-    waves of ``compute_units``, and split partials cost one pass each. Few output tiles over a long k
-    (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
+    waves of ``compute_units``, and split partials cost ``SPLIT`` per element and split. Few output tiles over a
+    long k (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
     tile. GPUs hide memory latency with several resident work-groups per compute unit: there, plans
     that give each unit at least two are taken whenever one exists, and among the rest fewer groups
     count as proportionally slower. Half storage is never split (its partials would round to half).
@@ -111,9 +112,10 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     if cfgs is None:
         if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
             return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
-        tile = gemm_config(dev, dtype, big)
-        cfgs = [tile, *_half_rows(tile), gemm_config(dev, dtype, "gemm_small")]
-    gpu, fill, stage = dev.type == "gpu", 2 * dev.compute_units, float(tuning.params(dev, "plan")["STAGE"])
+        tile, small = gemm_config(dev, dtype, big), gemm_config(dev, dtype, "gemm_small")
+        cfgs = [tile, *_fewer_rows(tile, small["TM"]), small]
+    costs = tuning.params(dev, "plan")
+    gpu, fill, stage, split = dev.type == "gpu", 2 * dev.compute_units, float(costs["STAGE"]), float(costs["SPLIT"])
     options = []
     for cfg in cfgs:
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
@@ -128,17 +130,20 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
             if gpu:
                 cost *= max(1.0, fill / groups)
             if splits > 1:
-                cost += splits * batch * m * n / dev.compute_units
+                cost += split * splits * batch * m * n / dev.compute_units
             options.append((not (gpu and groups >= fill), cost, len(options), cfg, splits, ks))
     _, _, _, cfg, splits, ks = min(options)
     return GemmPlan("tiled", cfg, splits, ks)
 
 
-def _half_rows(cfg: dict[str, int]) -> list[dict[str, int]]:
-    """``cfg`` with half its rows and the same work per item, where that is a valid tile (else none): 64-row
-    products ran 1.3x faster on Intel's runtime in a 64 x 128 tile than in 32 x 64 or half-empty 128 x 128."""
-    half = {**cfg, "TM": cfg["TM"] // 2}
-    return [half] if config_problem(half) is None else []
+def _fewer_rows(cfg: dict[str, int], least: int) -> list[dict[str, int]]:
+    """``cfg`` with a half, a quarter, ... of its rows (at least ``least``) and the same work per item, while
+    that is a valid tile: a product with fewer rows than the tile fills one of these instead (64-row products
+    ran 1.3x faster on Intel's runtime in a 64 x 128 tile than in 32 x 64 or half-empty 128 x 128)."""
+    out = []
+    while (cfg := {**cfg, "TM": cfg["TM"] // 2})["TM"] >= least and config_problem(cfg) is None:
+        out.append(cfg)
+    return out
 
 
 def tiled_plan(cfg: dict[str, int], k: int) -> GemmPlan:
