@@ -70,6 +70,7 @@ class Device:
     opencl_c_version: str
     fp16: bool
     fp64: bool
+    vector_width: int  # float lanes of the device's native vectors (16 with AVX-512, 8 with AVX2)
     cl_device: cl.Device = field(repr=False)
     real: dict[str, object] = field(default_factory=dict)
     _context: cl.Context | None = field(default=None, repr=False)
@@ -306,6 +307,7 @@ def _describe(index: int, p_index: int, d_index: int, platform: cl.Platform, d: 
         opencl_c_version=d.opencl_c_version.strip(),
         fp16="cl_khr_fp16" in ext,
         fp64="cl_khr_fp64" in ext or d.double_fp_config != 0,
+        vector_width=max(1, d.native_vector_width_float),
         cl_device=d,
     )
 

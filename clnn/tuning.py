@@ -1,7 +1,8 @@
 """Tunable kernel parameters: a per-device database written by ``clnn tune``, then a built-in table.
 
 The table's keys go from general to specific: ``"default"``, the device type (``"cpu"``, ``"gpu"``,
-``"accelerator"``), a vendor substring (``"nvidia"``, ``"amd"``, ``"intel"``), the type and a vendor substring
+``"accelerator"``), the type and the width of its native float vectors (``"cpu simd16"``: AVX-512), a vendor
+substring (``"nvidia"``, ``"amd"``, ``"intel"``), the type and a vendor substring
 together (``"cpu intel"``: Intel's CPU runtime, whatever the processor), a platform substring (``"portable
 computing language"``), then a device-name substring; the most specific entry wins. A tuner
 adds rows without code changes. A device posing as another vendor (``CLNN_LIMITS=vendor=...``) is looked up
@@ -42,12 +43,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # VWG-wide global load runs, APAD padding of A's local rows, DB double-buffered local tiles
         "default": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
         "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
-        # Intel's CPU runtime runs a work-group's items one after another, each on its explicit vectors: 16-wide
-        # ones (AVX-512) reach 180 GFLOP/s at 1024^3 where 8-wide ones reach 145 (NumPy 200; Zen 4, 2 cores).
-        # PoCL vectorizes across work-items: 16-wide vectors ran at 80 GFLOP/s there against 8-wide ones' 108.
-        # Zen 5 (two 512-bit FMA pipes): 256x128 tiles in 8x32 blocks, 380 / 352 GFLOP/s at 1024^3 / 2048^3
-        # against 346 / 345 for 128x128 in 4x32 (NumPy 260)
-        "cpu intel": {"TM": 256, "WM": 8, "WN": 32, "VW": 16, "VWG": 16},
+        # vectors as wide as the device's own: with AVX-512, Intel's runtime ran 1024^3 at 180 GFLOP/s in float16
+        # blocks against 145 in float8 (Zen 4); PoCL, given AVX-512 (clnn/pocl_target.py), at 300 against 159
+        # (Zen 5). On Zen 4 PoCL's LLVM targeted AVX2 (native width 8): there 16-wide ones ran at 80 against 108
+        "cpu simd16": {"WN": 32, "VW": 16, "VWG": 16},
+        # Intel's CPU runtime, Zen 5 (two 512-bit FMA pipes): 256x128 tiles in 8x32 blocks, 380 / 352 GFLOP/s
+        # at 1024^3 / 2048^3 against 346 / 345 for 128x128 in 4x32 (NumPy 260)
+        "cpu intel": {"TM": 256, "WM": 8},
         # unmeasured: a 128x128 tile of 8x8 blocks (256 work-items, 34 KB double-buffered), as the
         # fast CUDA/OpenCL SGEMMs use on big GPUs; `clnn tune` replaces it with a measured winner
         "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
@@ -55,27 +57,28 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "gemm_small": {  # the same kernel with a smaller tile, for products with few rows or columns
         "default": {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
         "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
-        "cpu intel": {"WN": 32, "VW": 16, "VWG": 16},
+        "cpu simd16": {"WN": 32, "VW": 16, "VWG": 16},
         "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
-    # conv.cl's implicit-GEMM kernels: the big tile each weighs against gemm_small (gemm.h's keys; DB is
-    # ignored). Empty rows take gemm's tile; `clnn tune --kernels conv` stores measured ones per device.
+    # conv.cl's implicit-GEMM kernels: the big tile each weighs against gemm_small (gemm.h's keys, laid over
+    # gemm's tile; DB is ignored). `clnn tune --kernels conv` stores measured ones per device.
     "conv_fwd": {
         "default": {},
         # Intel's CPU runtime, Zen 5 (GFLOP/s, 8x256->256 28x28): 256 rows (all of its channels: the image is
         # staged once per k-slice) 307 against 282 for 128; a 128-channel layer keeps 128 rows (the planner's
         # fewer-rows candidate), in 4-row blocks: 298 against 262 in 8-row ones
-        "cpu intel": {"TM": 256, "TN": 128, "TK": 64, "WM": 4, "WN": 32, "VW": 16, "VWG": 16, "APAD": 0, "DB": 0},
+        "cpu intel": {"TM": 256, "WM": 4},
     },
     "conv_bwd_weight": {
         "default": {},
         # CPUs, forced tiles (ms, PoCL): 8x64->128 56x56 128x128 75, 64x64 64; LeNet's conv2 (128x32->64 14x14)
         # 27 against 13
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
-        # Intel's CPU runtime (GFLOP/s): 8x64->128 56x56 141 for 128x96 in 8x32 blocks of 16-wide vectors against
-        # 108 for 64x64 (78 with 8-wide vectors); LeNet's conv2 89 against 75. Zen 5, 8x256->256 28x28: 256x96
-        # 331 against 287 for 128x96
-        "cpu intel": {"TM": 256, "TN": 96, "WM": 8, "WN": 32, "VW": 16, "VWG": 16},
+        # AVX-512 (GFLOP/s, 8x64->128 56x56): Intel's runtime 141 for 128x96 in 8x32 blocks of 16-wide vectors
+        # against 108 for 64x64 (78 with 8-wide vectors; LeNet's conv2 89 against 75); PoCL 256 against 134
+        "cpu simd16": {"TM": 128, "TN": 96, "WM": 8, "WN": 32, "VW": 16, "VWG": 16},
+        # Intel's runtime, Zen 5, 8x256->256 28x28: 256x96 331 against 287 for 128x96
+        "cpu intel": {"TM": 256},
     },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
@@ -166,13 +169,16 @@ def params(dev: Device, kernel: str) -> dict[str, Any]:
     rows = TABLE[kernel]
     out = dict(rows["default"])
     vendor = dev.vendor.lower()
-    keys = [dev.type, vendor, f"{dev.type} {vendor}", dev.platform_name.lower(), dev.name.lower()]
+    simd = f"{dev.type} simd{dev.vector_width}"
+    keys = [dev.type, simd, vendor, f"{dev.type} {vendor}", dev.platform_name.lower(), dev.name.lower()]
     if "vendor" in dev.real:
-        keys = [dev.type, vendor, f"{dev.type} {vendor}"] + ([dev.name.lower()] if "name" in dev.real else [])
-    for key in keys:
+        keys = [dev.type, simd, vendor, f"{dev.type} {vendor}"] + ([dev.name.lower()] if "name" in dev.real else [])
+    applied = {"default"}
+    for key in keys:  # each row once, at the first key it names: "cpu" must not come back with "cpu intel"
         for name, row in rows.items():
-            if name != "default" and name in key:
+            if name not in applied and name in key:
                 out.update(row)
+                applied.add(name)
     db = load_db()
     entry = db.get(device_key(dev), {}).get(kernel) if db else None  # the key costs a driver query
     if entry is not None:

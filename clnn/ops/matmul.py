@@ -51,7 +51,7 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
 def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, int]:
     """The ``gemm.cl`` tile ``kind`` (``"gemm"``, or ``"gemm_small"`` for products with few rows or
     columns, or a convolution kernel's ``"conv_fwd"``, ``"conv_bwd_weight"``) for ``dev``: the tuning
-    choice (database, then table; a kind with neither takes ``"gemm"``'s), halved until it fits the device.
+    choice (database, then table; a kind's entries are laid over ``"gemm"``'s), halved until it fits the device.
 
     Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW), divides the work-group
     by 4 and local memory by about 8; a minimal scalar tile is the last resort.
@@ -59,7 +59,7 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
     Raises:
         ValueError: the device cannot run even the minimal tile.
     """
-    p = tuning.params(dev, kind) or tuning.params(dev, "gemm")
+    p = tuning.params(dev, "gemm") | tuning.params(dev, kind)
     cfg = {key: int(p.get(key, 0)) for key in _KEYS}
     if "VWG" not in p:
         cfg["VWG"] = cfg["VW"]
