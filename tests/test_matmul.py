@@ -17,7 +17,7 @@ from helpers import assert_close, assert_sum_close
 
 import clnn
 from clnn import kernels, tuning
-from clnn.ops.matmul import GemmPlan, config_problem, gemm_config, gemm_raw, plan, tiled_plan
+from clnn.ops.matmul import GemmPlan, _fewer_rows, config_problem, gemm_config, gemm_raw, plan, tiled_plan
 
 matmul_mod = importlib.import_module("clnn.ops.matmul")  # clnn.ops.matmul is also the function
 TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}
@@ -325,6 +325,25 @@ def test_planner_picks_by_shape(dev):
     assert plan(dev, f32, 1, 1, 1, 1).kernel == "direct"
     if dev.type == "cpu":
         assert plan(dev, f32, 1, 127, 253, 61).kernel == "tiled"
+
+
+def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
+    """A product with a quarter of the big tile's rows takes the tile cut to them, not the empty rows or the
+    small tile; a k-split is taken or not as its partials' price (the plan row's SPLIT) says."""
+    f32 = np.dtype("float32")
+    row = {"TM": 256, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 0, "DB": 0}
+    small = {**row, "TM": 16, "TN": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2}
+    monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
+    monkeypatch.setitem(tuning.TABLE, "gemm_small", {"default": small})
+    cpu = dataclasses.replace(dev, type="cpu", compute_units=2, max_work_group_size=1024, local_mem_size=1 << 20)
+    assert [c["TM"] for c in _fewer_rows(row, 16)] == [128, 64, 32, 16]
+    assert [c["TM"] for c in _fewer_rows(row, 64)] == [128, 64]
+    assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**row, "TM": 64}
+    # 3 tiles of 256 x 64 over a long k on 2 units: a split in two evens the units out unless it costs too much
+    monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1.0}})
+    assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits > 1
+    monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1e9}})
+    assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits == 1
 
 
 @pytest.mark.parametrize(
