@@ -80,6 +80,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # Intel's runtime, Zen 5, 8x256->256 28x28: 256x96 331 against 287 for 128x96
         "cpu intel": {"TM": 256},
     },
+    # conv_direct_fwd's outputs per work-item along a row (unit strides): OV neighbours in explicit arrays, for
+    # runtimes that vectorize a kernel across work-items only when it has no loops (PoCL)
+    "conv_direct": {"default": {"OV": 1}, "portable computing language": {"OV": 16}},
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
     # gemm's 128 would be half padding: 2048 keys, 8 x 8 heads of 64: p v 43 -> 37 ms, dv 45 -> 42 ms (Intel)

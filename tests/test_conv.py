@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import clnn
 import clnn.functional as F
-from clnn import tuning
+from clnn import profiler, tuning
 from clnn.ops import conv as conv_mod
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
@@ -92,6 +92,29 @@ CASES = [  # (op, x shape, weight shape, kwargs)
 @pytest.mark.parametrize("op, xs, ws, kw", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_against_torch(op, xs, ws, kw, rng):
     check(op, xs, ws, kw, rng)
+
+
+DIRECT = [  # cases that run conv_direct_fwd at a unit stride: forward, or input-gradient phases
+    ("conv2d", (2, 5, 10, 9), (5, 1, 3, 3), {"groups": 5, "padding": 1}),             # depthwise
+    ("conv2d", (2, 5, 10, 9), (10, 1, 3, 3), {"groups": 5, "padding": (1, 0)}),
+    ("conv2d", (2, 2, 11, 9), (3, 2, 3, 3), {"dilation": (2, 1), "padding": (2, 1)}),
+    ("conv2d", (1, 2, 2, 2), (3, 2, 3, 3), {"padding": 1}),                           # kernel > input
+    ("conv2d", (2, 3, 23, 21), (16, 3, 7, 7), {"stride": 2, "padding": 3}),           # stem: gx by phases
+    ("conv2d", (2, 3, 9, 37), (4, 3, 3, 5), {"padding": (1, 2), "dilation": (1, 3)}),  # rows of 37 > 16
+    ("conv1d", (1, 3, 7), (2, 3, 1), {}),
+    ("conv_transpose2d", (2, 4, 6, 5), (4, 1, 3, 3), {"groups": 4, "padding": 1}),
+]
+
+
+@pytest.mark.parametrize("ov", [4, 16])
+@pytest.mark.parametrize("op, xs, ws, kw", DIRECT, ids=[f"{c[0]}-{i}" for i, c in enumerate(DIRECT)])
+def test_direct_kernel_with_several_outputs_per_work_item(op, xs, ws, kw, ov, rng, monkeypatch):
+    """conv_direct_fwd computing OV neighbouring outputs of a row per work-item (PoCL's row of the table; rows
+    that OV does not divide, edges in the padding) on every device, and the kernel did run."""
+    monkeypatch.setitem(tuning.TABLE, "conv_direct", {"default": {"OV": ov}})
+    with profiler.profile() as prof:
+        check(op, xs, ws, kw, rng)
+    assert "conv_direct_fwd" in {k.name for k in prof.kernels}
 
 
 @pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d"])

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels, profiler
+from .. import kernels, profiler, tuning
 from ..device import Device
 from ..kernels import contiguous_strides, defines, launch_1d
 from ..profiler import profiled
@@ -111,10 +111,12 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
         ro = min(DIRECT_RO, 1 << (rows - 1).bit_length())  # output channels per work-item
         # a known unit stride lets Intel's runtime load neighbouring outputs' inputs as one vector, not a
         # gather: ResNet's stem input gradient (8x3->64 7x7 224^2, stride-1 phases) 185 -> 20 ms
-        direct = defines(dt, **gemm_config(dev, dt), **rounded, RO=ro, UNIT_SW=int(g.sw == 1))
+        ov = int(tuning.params(dev, "conv_direct")["OV"]) if g.sw == 1 else 1  # outputs per work-item along ow
+        direct = defines(dt, **gemm_config(dev, dt), **rounded, RO=ro, OV=ov, UNIT_SW=int(g.sw == 1))
         k_ = kernels.kernel(dev, "conv.cl", "conv_direct_fwd", direct)
-        across = min(kernels.group_size(dev, 64), kernels.round_up(g.ow, 16))  # a multiple of CPUs' vector width
-        kernels.launch(dev, k_, (g.ow, g.oh, g.n * g.groups * -(-rows // ro)), (across, 1, 1), *args)
+        items = -(-g.ow // ov)
+        across = min(kernels.group_size(dev, 64), kernels.round_up(items, 16))  # a multiple of CPUs' vector width
+        kernels.launch(dev, k_, (items, g.oh, g.n * g.groups * -(-rows // ro)), (across, 1, 1), *args)
     else:
         rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
         kernels.launch(dev, kernels.kernel(dev, "conv.cl", "conv_fwd", defines(dt, **cfg, **rounded)),

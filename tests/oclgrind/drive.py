@@ -506,6 +506,16 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
     (yt * clnn.tensor(data(rng, yt.shape, dt))).sum().backward()
     finite("conv_transpose2d", dt, yt, *_grads(xt, wt, bt))
     _conv_autocast(dt, rng, "direct")
+    saved_ov = dict(tuning.TABLE["conv_direct"]["default"])
+    tuning.TABLE["conv_direct"]["default"]["OV"] = 4  # 4 outputs of a row per work-item (PoCL's row): rows of 9
+    try:  # and 5, so the last work-item's lanes run past the row, and taps into the padding on both sides
+        finite("conv1d, 4 outputs per work-item", dt, F.conv1d(x1, w1, padding="same"))
+        xd, wd = _leaf(rng, (1, 4, 3, 5), dt), _leaf(rng, (4, 1, 3, 3), dt)
+        yd = F.conv2d(xd, wd, padding=1, groups=4)
+        (yd * clnn.tensor(data(rng, yd.shape, dt))).sum().backward()
+        finite("depthwise conv2d, 4 outputs per work-item", dt, yd, *_grads(xd, wd))
+    finally:
+        tuning.TABLE["conv_direct"]["default"] = saved_ov
     saved = dict(tuning.TABLE["gemm_direct"]["default"])
     tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the tiled implicit GEMM at a size Oclgrind runs
     try:
