@@ -336,8 +336,8 @@ def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
     monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
     monkeypatch.setitem(tuning.TABLE, "gemm_small", {"default": small})
     cpu = dataclasses.replace(dev, type="cpu", compute_units=2, max_work_group_size=1024, local_mem_size=1 << 20)
-    assert [c["TM"] for c in _fewer_rows(row, 16)] == [128, 64, 32, 16]
-    assert [c["TM"] for c in _fewer_rows(row, 64)] == [128, 64]
+    assert [c["TM"] for c in _fewer_rows(row, 16)] == [128, 64]
+    assert [c["TM"] for c in _fewer_rows(row, 128)] == [128]
     assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**row, "TM": 64}
     # 3 tiles of 256 x 64 over a long k on 2 units: a split in two evens the units out unless it costs too much
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1.0}})

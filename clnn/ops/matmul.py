@@ -95,8 +95,8 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
          big: str = "gemm", cfgs: Sequence[dict[str, int]] | None = None) -> GemmPlan:
     """The kernel, tile and k-splits (at most ``max_splits``) for one product; depends only on shapes and the device.
 
-    The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind), the same with a half, a
-    quarter, ... of its rows down to ``gemm_small``'s (for products that would fill only part of them), and
+    The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind), the same with a half and a
+    quarter of its rows, at least ``gemm_small``'s (for products that would fill only part of them), and
     ``gemm_small``'s,
     or ``cfgs`` (a tuner's candidate: then the tiled kernel, whatever the size). Products of at most
     ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their time is the launch's, and
@@ -137,11 +137,15 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
 
 
 def _fewer_rows(cfg: dict[str, int], least: int) -> list[dict[str, int]]:
-    """``cfg`` with a half, a quarter, ... of its rows (at least ``least``) and the same work per item, while
-    that is a valid tile: a product with fewer rows than the tile fills one of these instead (64-row products
-    ran 1.3x faster on Intel's runtime in a 64 x 128 tile than in 32 x 64 or half-empty 128 x 128)."""
+    """``cfg`` with a half and a quarter of its rows (at least ``least``) and the same work per item, where that
+    is a valid tile: a product with fewer rows than the tile fills one of these instead (64-row products ran
+    1.3x faster on Intel's runtime in a 64 x 128 tile than in 32 x 64 or half-empty 128 x 128). No more: each
+    tile is one more program to build."""
     out = []
-    while (cfg := {**cfg, "TM": cfg["TM"] // 2})["TM"] >= least and config_problem(cfg) is None:
+    for _ in range(2):
+        cfg = {**cfg, "TM": cfg["TM"] // 2}
+        if cfg["TM"] < least or config_problem(cfg) is not None:
+            break
         out.append(cfg)
     return out
 
