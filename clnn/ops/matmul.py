@@ -51,22 +51,28 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
 def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, int]:
     """The ``gemm.cl`` tile ``kind`` (``"gemm"``, or ``"gemm_small"`` for products with few rows or
     columns, or a convolution kernel's ``"conv_fwd"``, ``"conv_bwd_weight"``) for ``dev``: the tuning
-    choice (database, then table; a kind's entries are laid over ``"gemm"``'s), halved until it fits the device.
+    choice (database, then table; a kind's entries are laid over ``"gemm"``'s, and for half storage
+    ``"half_tile"``'s over both), halved until it fits the device.
 
-    Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW), divides the work-group
-    by 4 and local memory by about 8; a minimal scalar tile is the last resort.
+    Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW; cut to what still divides the
+    tile), divides the work-group by about 4 and local memory by about 8; a minimal scalar tile is the last
+    resort.
 
     Raises:
         ValueError: the device cannot run even the minimal tile.
     """
     p = tuning.params(dev, "gemm") | tuning.params(dev, kind)
+    if np.dtype(dtype) in HALF_DTYPES:
+        p |= tuning.params(dev, "half_tile")
     cfg = {key: int(p.get(key, 0)) for key in _KEYS}
     if "VWG" not in p:
         cfg["VWG"] = cfg["VW"]
     itemsize = 8 if np.dtype(dtype) == np.float64 else 4  # local memory holds `real`
-    while config_problem(cfg, dev, itemsize) and min(cfg["TM"], cfg["TN"], cfg["TK"]) > 1:
-        tk = cfg["TK"] // 2
-        cfg = {**cfg, "TM": cfg["TM"] // 2, "TN": cfg["TN"] // 2, "TK": tk, "VWG": max(1, min(cfg["VWG"], tk))}
+    while config_problem(cfg, dev, itemsize) and min(cfg["TM"], cfg["TN"], cfg["TK"]) >= 2 * _FALLBACK["TM"]:
+        tm, tn, tk = cfg["TM"] // 2, cfg["TN"] // 2, cfg["TK"] // 2
+        wn = math.gcd(tn, cfg["WN"])  # a 96-column tile halves to 48: blocks of 32 columns become 16
+        cfg = {**cfg, "TM": tm, "TN": tn, "TK": tk, "WM": math.gcd(tm, cfg["WM"]), "WN": wn,
+               "VW": math.gcd(wn, cfg["VW"]), "VWG": max(1, math.gcd(tm, tn, tk, cfg["VWG"]))}
     if config_problem(cfg, dev, itemsize):
         cfg = dict(_FALLBACK)
     if config_problem(cfg, dev, itemsize):
