@@ -26,7 +26,7 @@ import pyopencl as cl
 __all__ = ["repair", "repaired"]
 
 _GENERIC = b"generic\0"
-_RECORD_BYTES = 8192  # PoCL 3.0's device record is about 1.5 KiB; its target string's pointer sits at 640
+_RECORD_BYTES = 2048  # the span searched: PoCL 3.0 keeps its target string's pointer at 640 of its device record
 # micro-architecture levels (x86-64 psABI), highest first, with the /proc/cpuinfo flags each needs
 _LEVELS = (
     ("x86-64-v4", {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}),
@@ -43,10 +43,14 @@ def _needs_repair(p: cl.Platform, d: cl.Device) -> bool:
             and platform.system() == "Linux" and platform.machine() == "x86_64")
 
 
-def _level() -> str:
+def _cpu_flags() -> set[str]:
     with open("/proc/cpuinfo") as f:
-        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    return next(name for name, need in _LEVELS if need <= set(flags))
+        return set(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
+
+
+def _level(flags: set[str]) -> str:
+    """The highest x86-64 micro-architecture level whose features are all in ``flags``."""
+    return next(name for name, need in _LEVELS if need <= flags)
 
 
 def _read(fd: int, address: int, n: int) -> bytes | None:
@@ -73,7 +77,7 @@ def repair(p: cl.Platform, d: cl.Device) -> str | None:
                  if _read(fd, struct.unpack_from("<Q", record, off)[0], len(_GENERIC)) == _GENERIC]
         if len(slots) != 1:
             return None
-        name = _level()
+        name = _level(_cpu_flags())
         text = ctypes.create_string_buffer(name.encode())
         os.pwrite(fd, struct.pack("<Q", ctypes.addressof(text)), d.int_ptr + slots[0])
     except OSError:

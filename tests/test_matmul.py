@@ -369,6 +369,17 @@ def test_runs_within_small_gpu_limits(dev, rng):
     assert_close(out.numpy(), (_ref(a) @ _ref(b)).numpy(), TOL["float32"], "limited device")
 
 
+def test_halving_keeps_a_real_tile(dev, monkeypatch):
+    """A tile too big for a small device halves into a valid one, its blocks cut to what divides it: a 96-column
+    tile of 32-column blocks (Intel's weight gradient) used to fall to the 4x4 scalar tile on a 64-item GPU."""
+    row = {"TM": 128, "TN": 96, "TK": 64, "WM": 8, "WN": 32, "VW": 16, "VWG": 16, "APAD": 0, "DB": 0}
+    monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
+    small = dataclasses.replace(dev, max_work_group_size=64, local_mem_size=16384)
+    cfg = gemm_config(small, np.dtype("float32"))
+    assert config_problem(cfg, small) is None and cfg != matmul_mod._FALLBACK
+    assert (cfg["TM"], cfg["TN"], cfg["TK"]) == (64, 48, 32) and cfg["TN"] % cfg["WN"] == 0
+
+
 def test_no_tile_fits_raises(dev):
     tiny = dataclasses.replace(dev, max_work_group_size=8, local_mem_size=64)
     with pytest.raises(ValueError, match=r"gemm: .* allows work-groups of 8 and 64 bytes"):
