@@ -152,9 +152,17 @@ def program(dev: Device, file: str, defines: dict[str, object] | None = None) ->
     return prg
 
 
+@functools.cache
+def _built_alone(file: str) -> bool:
+    """Whether ``kernels_cl/<file>`` holds each kernel inside ``#ifdef KERNEL_<name>``: large kernels with
+    parameters of their own (tiles), each built by itself rather than beside ones its program never launches."""
+    return re.search(r"^#ifdef KERNEL_\w+", (kernel_dir / file).read_text(), re.M) is not None
+
+
 def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None = None) -> cl.Kernel:
-    """The cached ``cl.Kernel`` ``name`` from ``kernels_cl/<file>`` built with ``defines`` on ``dev``."""
-    defines = defines or {}
+    """The cached ``cl.Kernel`` ``name`` from ``kernels_cl/<file>`` built with ``defines`` on ``dev`` (alone in
+    its program, with ``KERNEL_<name>`` defined, where the file guards its kernels so)."""
+    defines = {**(defines or {}), f"KERNEL_{name}": 1} if _built_alone(file) else defines or {}
     key = (dev.context.int_ptr, file, name, tuple(sorted([(k, str(v)) for k, v in defines.items()])))
     k = _kernels.get(key)
     if k is None:

@@ -71,6 +71,7 @@ inline void zero_acc(realv acc[WM][NV]) {
         }                                                                       \
     }
 
+#ifdef KERNEL_conv_fwd
 TILED_KERNEL
 void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
               __global const store_t *restrict bias, int has_bias, int act, int keep, __global c_t *pre,
@@ -133,7 +134,9 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
         store_act(y, pre, qy[c] + (size_t)o * YO, has_bias ? val + LOAD(bias, o) : val, act, keep);
     })
 }
+#endif
 
+#ifdef KERNEL_conv_bwd_weight
 TILED_KERNEL
 void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __global const a_t *restrict gy,
                      __global c_t *restrict gw) {
@@ -201,6 +204,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
     }
     EACH_OUTPUT(Og, NCOL, STORE_C(gw, (row0 + r) * NCOL + col0 + c, val))
 }
+#endif
 
 #ifndef RO
 #define RO 1
@@ -219,6 +223,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
 #if OV > 1 && !UNIT_SW
 #error "OV > 1 needs a unit stride: a work-item's OV outputs read OV neighbouring inputs"
 #endif
+#ifdef KERNEL_conv_direct_fwd
 __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
                               __global const store_t *restrict bias, int has_bias, int act, int keep,
                               __global c_t *pre, __global c_t *y) {
@@ -279,7 +284,9 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
         }
     }
 }
+#endif
 
+#ifdef KERNEL_conv_direct_bwd_weight
 __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x,
                                      __global const a_t *restrict gy, __global c_t *restrict part) {
     const int Cg = C / G, KK = KH * KW, total = O * Cg * KK, e = get_global_id(0) % total, s = get_global_id(0) / total;
@@ -294,3 +301,4 @@ __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *re
     }
     STORE_C(part, (size_t)s * total + e, acc);
 }
+#endif

@@ -57,6 +57,7 @@ inline void stage(__local real *as, __local real *bs, int k0, int kend, int M, i
     stage_b(bs, k0, kend, N, col0, B, b_rs, b_cs, b_vec, lid);
 }
 
+#ifdef KERNEL_gemm
 TILED_KERNEL
 void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
@@ -133,9 +134,11 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
         }
     }
 }
+#endif
 
 /* out[b][r][c] = alpha * (sum over s of part[b][s][r][c]) + beta * D[b*d_bs + r*d_rs + c*d_cs] for the
  * (batch, M, N) result, one work-item per element: the partials of a k-split gemm, added in order of s. */
+#ifdef KERNEL_gemm_sum
 __kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __global const real *restrict part,
                        __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
                        __global c_t *P, __global c_t *out) {
@@ -148,8 +151,10 @@ __kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __
     const real d = beta != 0 ? beta * LOAD_D(D, (size_t)b * d_bs + (size_t)r * d_rs + (size_t)c * d_cs) : 0;
     store_act(out, P, i, alpha * acc + d, act, keep);
 }
+#endif
 
 /* C[b][i][j] = alpha * sum over k (in order) of A[b][i][k] * B[b][k][j] + beta * D[b][i][j] */
+#ifdef KERNEL_gemm_direct
 __kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
                           __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
                           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
@@ -164,3 +169,4 @@ __kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
     const real d = beta != 0 ? beta * LOAD_D(D, (size_t)b * d_bs + (size_t)i * d_rs + (size_t)j * d_cs) : 0;
     store_act(C, P, ((size_t)b * M + i) * N + j, alpha * acc + d, act, keep);
 }
+#endif

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,28 @@ def test_second_build_is_an_in_process_cache_hit(dev):
     assert kernels.kernel(dev, "elementwise.cl", "unary", defines) is k1
     other = kernels.program(dev, "elementwise.cl", {**defines, "UNUSED_KNOB": 3})
     assert other is not first
+
+
+def test_guarded_files_build_each_kernel_alone(dev):
+    """gemm.cl and conv.cl guard each kernel with #ifdef KERNEL_<name>: kernel() builds only the one it is asked
+    for (a program per kernel); a file without guards still builds all its kernels into one program."""
+    d = kernels.defines("float32")
+    for file, name in (("gemm.cl", "gemm_direct"), ("conv.cl", "conv_direct_fwd")):
+        k = kernels.kernel(dev, file, name, d)
+        assert [x.function_name for x in k.program.all_kernels()] == [name]
+    k = kernels.kernel(dev, "elementwise.cl", "unary", d)
+    assert len(k.program.all_kernels()) > 1
+
+
+@pytest.mark.parametrize("file", ["gemm.cl", "conv.cl"])
+def test_every_kernel_of_a_guarded_file_has_its_guard(file):
+    """Each kernel declared in a guarded file sits inside its own #ifdef KERNEL_<name> (an unguarded one would
+    be compiled into every program of the file)."""
+    source = (kernels.kernel_dir / file).read_text()
+    declared = re.findall(r"^(?:__kernel|TILED_KERNEL)\s+void\s+(\w+)\(", source, re.M)
+    guarded = re.findall(r"^#ifdef KERNEL_(\w+)\n(?:__kernel|TILED_KERNEL)\s+void\s+(\w+)\(", source, re.M)
+    assert len(declared) >= 3 and [a for a, b in guarded if a == b] == declared, (declared, guarded)
+    assert source.count("#ifdef KERNEL_") == len(declared)
 
 
 _PROBE = """

@@ -182,7 +182,8 @@ def test_family_is_clean_under_oclgrind(runs, family, limits):
     assert run.fetched, f"driver for {family!r} fetched no kernel"
 
 
-_KERNEL_DECL = re.compile(r"\b(?:__kernel|kernel)\s+(?:__attribute__\s*\(\(.*?\)\)\s*)*void\s+(\w+)\s*\(", re.S)
+_KERNEL_DECL = re.compile(  # TILED_KERNEL: gemm.h's __kernel with the tile's required work-group size
+    r"\b(?:__kernel|kernel|TILED_KERNEL)\s+(?:__attribute__\s*\(\(.*?\)\)\s*)*void\s+(\w+)\s*\(", re.S)
 
 
 def declared_kernels() -> set[tuple[str, str]]:

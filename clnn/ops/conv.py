@@ -28,7 +28,7 @@ from ..tensor import HALF_DTYPES, Tensor
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from ._core import autocast, autocast_loads, empty, record
 from .creation import zeros
-from .matmul import act_backward, check_act, epilogue, gemm_config, keeps_pre, plan, sum_partials
+from .matmul import act_backward, check_act, epilogue, keeps_pre, plan, sum_partials
 from .norm import channel_sum
 from .shape import strided_copy
 
@@ -112,7 +112,7 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
         # a known unit stride lets Intel's runtime load neighbouring outputs' inputs as one vector, not a
         # gather: ResNet's stem input gradient (8x3->64 7x7 224^2, stride-1 phases) 185 -> 20 ms
         ov = int(tuning.params(dev, "conv_direct")["OV"]) if g.sw == 1 else 1  # outputs per work-item along ow
-        direct = defines(dt, **gemm_config(dev, dt), **rounded, RO=ro, OV=ov, UNIT_SW=int(g.sw == 1))
+        direct = defines(dt, **rounded, RO=ro, OV=ov, UNIT_SW=int(g.sw == 1))
         k_ = kernels.kernel(dev, "conv.cl", "conv_direct_fwd", direct)
         items = -(-g.ow // ov)
         across = min(kernels.group_size(dev, 64), kernels.round_up(items, 16))  # a multiple of CPUs' vector width
@@ -219,11 +219,10 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
     how = plan(dev, dt, g.groups, og, ncol, nq, big="conv_bwd_weight", cfgs=None if cfg is None else [cfg])
     half = np.dtype(dt) in HALF_DTYPES  # half partials would round
     if cfg is None and (how.kernel == "direct" or og <= THIN):
-        cfg = gemm_config(dev, dt)
         want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
         splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, dt.itemsize)
         part = gw if splits == 1 else empty((splits, gw.size), dt, dev)
-        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **cfg, **_rounded(gw, gy, x, dt)))
+        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **_rounded(gw, gy, x, dt)))
         launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
     else:
         cfg = how.cfg if cfg is not None else _fit_runs(how.cfg, g)
@@ -236,7 +235,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
             np.int32(ks), np.int32(splits), x.data, gy.data, part.data,
         )
     if splits > 1:
-        sum_partials(part, gw, splits, gw.size // (1 if part.ndim == 2 else g.groups), 1, defines(dt, **cfg))
+        sum_partials(part, gw, splits, gw.size // (1 if part.ndim == 2 else g.groups), 1, defines(dt))
     return gw
 
 

@@ -226,13 +226,13 @@ def gemm_raw(
     cfg, splits, ks = how.cfg, how.splits, how.ks
     rounded = {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("D", c), ("C", out)) if t.dtype != dtype}
     fused = epilogue(act, out, pre)
-    defs = defines(dtype, **cfg, **rounded)
+    untiled = defines(dtype, **rounded)  # gemm_direct's and gemm_sum's: no tile
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
         dx = min(32, 1 << (n - 1).bit_length())
         dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
         kernels.launch(
-            dev, kernels.kernel(dev, "gemm.cl", "gemm_direct", defs), (n, m, batch), (dx, dy, 1),
+            dev, kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (n, m, batch), (dx, dy, 1),
             np.int32(m), np.int32(n), np.int32(k), real_scalar(dtype, alpha), real_scalar(dtype, beta),
             a.data, *strides, *fused, out.data,
         )
@@ -241,13 +241,14 @@ def gemm_raw(
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
     part = out if splits == 1 else empty((batch, splits, m, n), dtype, dev)
     kernels.launch(
-        dev, kernels.kernel(dev, "gemm.cl", "gemm", defs), (groups_n * rtn, groups_m * rtm, batch * splits),
+        dev, kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **rounded)),
+        (groups_n * rtn, groups_m * rtm, batch * splits),
         (rtn, rtm, 1), np.int32(m), np.int32(n), np.int32(k), np.int32(ks), np.int32(splits),
         real_scalar(dtype, alpha if splits == 1 else 1.0), real_scalar(dtype, beta if splits == 1 else 0.0),
         a.data, *strides, *(fused if splits == 1 else epilogue("none", part, None)), part.data,
     )
     if splits > 1:
-        sum_partials(part, out, splits, m, n, defs, alpha, beta, addend, act, pre)
+        sum_partials(part, out, splits, m, n, untiled, alpha, beta, addend, act, pre)
     return out
 
 
