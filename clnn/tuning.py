@@ -72,6 +72,8 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # Intel's CPU runtime, Zen 5 (GFLOP/s, 8x256->256 28x28): 256 rows (all of its channels: the image is
         # staged once per k-slice) 307 against 282 for 128; a 128-channel layer keeps 128 rows (the planner's
         # fewer-rows candidate), in 4-row blocks: 298 against 262 in 8-row ones
+        # PoCL, Zen 5: 256 rows, 256 against 241 GFLOP/s on 8x256->256 28x28
+        "cpu simd16": {"TM": 256},
         "cpu intel": {"TM": 256, "WM": 4},
     },
     "conv_bwd_weight": {
@@ -81,7 +83,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
         # AVX-512 (GFLOP/s, 8x64->128 56x56): PoCL 193 for 64x64 in 4x32 blocks of 16-wide vectors, 134 in 4x16
         # of 8-wide ones, 256 for 128x96 in 8x32 (left out: blocks of 8 rows build too slowly for the test suite)
-        "cpu simd16": {"WN": 32, "VW": 16, "VWG": 16},
+        # PoCL, Zen 5: a 256x64 tile (the planner weighs 128 and 64 rows too) 245 against 178 for 64x64 on 8x256->256
+        # 28x28; 8x64->128 56x56 takes the 128-row half, 218 against 191
+        "cpu simd16": {"TM": 256, "WN": 32, "VW": 16, "VWG": 16},
         # Intel's runtime: 141 for 128x96 in 8x32 blocks against 108 for 64x64 (78 with 8-wide vectors; LeNet's
         # conv2 89 against 75); Zen 5, 8x256->256 28x28: 256x96 331 against 287 for 128x96
         "cpu intel": {"TM": 256, "TN": 96, "WM": 8},
