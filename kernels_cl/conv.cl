@@ -13,6 +13,9 @@
  * The operand tiles are gathered straight from NCHW x, gy and OIHW w while staging into local memory; the
  * decomposition of a tile's columns into (n, pixel) or (c, i, j) is computed once per work-group and that
  * of each k-slice's rows once per slice, in small local tables, so staging costs no division per element.
+ * VWG neighbouring outputs of one image row whose inputs all lie inside the image load as a run (GATHER_ROW):
+ * one vector at a unit stride, else VWG loads SW apart with no bounds check or table lookups per element
+ * (ResNet's 7x7 stride-2 stem, forward and weight gradient: 16.4 -> 12.7 and 15.2 -> 11.5 ms on Intel's runtime).
  * The store writes NCHW (or OIHW) directly, adding the bias; the forward's store then applies the
  * activation `act` (a unary.h code, negative: none) and with `keep` also writes the value before it to
  * `pre` (laid out as y), through gemm.h's store_act.
@@ -57,6 +60,16 @@ inline void zero_acc(realv acc[WM][NV]) {
         for (int v = 0; v < NV; ++v) acc[i][v] = (realv)0;
 }
 
+/* t[q] = X's p[q * stride], q < VWG: a run of neighbouring outputs' inputs along an image row (all inside it); a
+ * unit stride loads one vector */
+#define GATHER_ROW(X, t, p, stride)                     \
+    do {                                                \
+        if ((stride) == 1)                              \
+            GATHER(X, t, p, true, q);                   \
+        else                                            \
+            GATHER(X, t, p, true, q * (stride));        \
+    } while (0)
+
 /* for each of the work-item's outputs (tile row r, tile column c, value) inside rows x cols: BODY */
 #define EACH_OUTPUT(rows, cols, BODY)                                           \
     _Pragma("unroll") for (int i = 0; i < WM; ++i) {                            \
@@ -93,7 +106,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
         qw[c] = iw;
         qo[c] = n * C * HW + ih * W + iw;
         qy[c] = n * YN + p / OW * YR + p % OW * YC + Y0;
-        qrun[c] = SW == 1 && p % OW + VWG <= OW && q + VWG <= NP;
+        qrun[c] = p % OW + VWG <= OW && q + VWG <= NP;
     }
     for (int kk = lid; kk < TK; kk += WG) {
         const int k = kk, r = k % KK, i = r / KW * DH, j = r % KW * DW;
@@ -112,8 +125,8 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
             real t[VWG];
-            if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W)
-                GATHER(B, t, x + qo[c] + ko[kk], true, q);
+            if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
+                GATHER_ROW(B, t, x + qo[c] + ko[kk], SW);
             else
                 GATHER(B, t, x, in_image(qh[c + q] + kh[kk], qw[c + q] + kw[kk], H, W), qo[c + q] + ko[kk]);
 #pragma unroll
@@ -169,7 +182,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
             ko[kk] = n * C * HW + ih * W + iw;
             ka[kk] = n * O * P + p;
             arun[kk] = p + VWG <= P && k0 + kk + VWG <= kend;
-            krun[kk] = arun[kk] && SW == 1 && p % OW + VWG <= OW;
+            krun[kk] = arun[kk] && p % OW + VWG <= OW;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         const int kn = min(TK, kend - k0);
@@ -192,8 +205,8 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
         for (int e = lid; e < TN * (TK / VWG); e += WG) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
             if (kk >= kn) continue;
-            if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W)
-                GATHER(B, t, x + qo[c] + ko[kk], true, q);
+            if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
+                GATHER_ROW(B, t, x + qo[c] + ko[kk], SW);
             else
                 GATHER(B, t, x, in_image(qh[c] + kh[kk + q], qw[c] + kw[kk + q], H, W), qo[c] + ko[kk + q]);
 #pragma unroll

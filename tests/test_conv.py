@@ -74,6 +74,10 @@ CASES = [  # (op, x shape, weight shape, kwargs)
     ("conv2d", (37, 12, 19, 17), (16, 12, 3, 3), {"padding": (1, 0)}),        # long N*P: weight-gradient splits
     ("conv2d", (2, 9, 11, 13), (11, 9, 1, 1), {"stride": (2, 1)}),              # 1x1 strided
     ("conv2d", (1, 3, 31, 29), (17, 3, 5, 5), {"stride": 3, "padding": 2}),     # 5x5 stride 3, batch 1
+    # strided rows wider than a CPU's 16-wide load runs: inside the image a run loads x's row at the stride
+    ("conv2d", (2, 3, 9, 71), (17, 3, 3, 5), {"stride": (1, 2), "padding": 2}),
+    ("conv2d", (1, 4, 7, 100), (9, 4, 3, 3), {"stride": 3, "padding": 1, "dilation": (1, 2)}),
+    ("conv1d", (2, 5, 97), (12, 5, 3), {"stride": 2, "padding": 1}),
     # strides and dilations with no common factor: each phase of the input gradient steps over the taps
     ("conv2d", (2, 3, 14, 13), (4, 3, 5, 4), {"stride": (3, 2), "dilation": (2, 3), "padding": (2, 1)}),
     # input-gradient phases: no tap lands on some (stride past the kernel; tiled, then direct); 3 channels of

@@ -526,6 +526,7 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled + silu", dt, y, *_grads(x, w, b))  # the input gradient: conv_fwd, one phase
         x.grad = w.grad = b.grad = None
+        x = _leaf(rng, (1, 18, 3, 37), dt)  # rows of 19 outputs: strided load runs of up to 16 (GATHER_ROW)
         y = F.conv2d(x, w, b, stride=2, padding=1, groups=2)  # strided: conv_fwd, four phases
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled, strided", dt, y, *_grads(x, w, b))
