@@ -125,8 +125,8 @@ def _options(defines: dict[str, object]) -> list[str]:
 
 def program(dev: Device, file: str, defines: dict[str, object] | None = None) -> cl.Program:
     """The built program for ``kernels_cl/<file>`` on ``dev`` with ``defines`` and the device's storage
-    conversions (``tuning.TABLE["storage"]``), built at most once."""
-    defines = {**tuning.params(dev, "storage"), **(defines or {})}
+    conversions (``tuning.TABLE["storage"]``, and HALF_CONVERT where it has cl_khr_fp16), built at most once."""
+    defines = {**tuning.params(dev, "storage"), "HALF_CONVERT": int(dev.fp16), **(defines or {})}
     key = (dev.context.int_ptr, dev.cl_device.int_ptr, file, tuple(sorted((k, str(v)) for k, v in defines.items())))
     prg = _programs.get(key)
     if prg is not None:

@@ -13,6 +13,10 @@
  *   HALF_SOFT   1: half loads and stores convert in integer and float arithmetic inline (round to nearest
  *               even, as vstore_half; NaN stays NaN) instead of calling vload_half/vstore_half, which are
  *               out-of-line calls on some CPU runtimes (PoCL: half GEMMs ran at half float32's speed)
+ *   HALF_CONVERT 1 on a device with cl_khr_fp16 (kernels.program defines it from the device): gemm.h widens and
+ *               rounds half vectors with convert_float / convert_half_rte (one instruction each on CPUs with
+ *               F16C), not vload_half / vstore_half through private memory (Intel's runtime: an autocast conv
+ *               rounding float32 weights in its loads 114 -> 104 ms); HALF_SOFT takes precedence
  *   USE_FP64    1 when any type is double
  *   USE_FP16    1 for half arithmetic (STORE_T = REAL_T = half) on a device with cl_khr_fp16
  *
@@ -40,6 +44,9 @@
 #ifndef HALF_SOFT
 #define HALF_SOFT 0
 #endif
+#ifndef HALF_CONVERT
+#define HALF_CONVERT 0
+#endif
 #ifndef USE_FP64
 #define USE_FP64 0
 #endif
@@ -53,7 +60,7 @@ typedef double param_t;
 #else
 typedef float param_t;
 #endif
-#if USE_FP16
+#if USE_FP16 || HALF_CONVERT
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
 #endif
 

@@ -89,6 +89,8 @@ typedef CAT(REAL_T, VW) realv;
 #endif
 #if STORE_HALF && HALF_SOFT
 inline real round_store(float f) { return half_bits_to_float(float_to_half_bits(f)); }
+#elif STORE_HALF && HALF_CONVERT
+inline real round_store(float f) { return convert_float(convert_half_rte(f)); }
 #elif STORE_HALF
 inline real round_store(float f) {
     ushort h; /* a half variable needs cl_khr_fp16; its storage does not */
@@ -129,6 +131,14 @@ inline real round_store(float f) { return bf16_round(f); }
     }                                                                                                       \
     inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
         return CAT(half_bits_to_float, n)(CAT(float_to_half_bits, n)(f));                                   \
+    }
+#elif STORE_HALF && HALF_CONVERT
+#define VEC_CONVERSIONS(n)                                                                                  \
+    inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) { return CAT(convert_float, n)(CAT(as_half, n)(h)); } \
+    inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vload_half, n)(0, p); }       \
+    inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) { CAT(vstore_half, n)(v, 0, p); }      \
+    inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
+        return CAT(convert_float, n)(CAT(CAT(convert_half, n), _rte)(f));                                   \
     }
 #elif STORE_HALF
 #define VEC_CONVERSIONS(n)                                                                                  \
