@@ -191,9 +191,11 @@ def test_pytorch_style_loop_matches_torch(dev, digits):
         return {k: torch.as_tensor(clnn.io.to_numpy(v)) if isinstance(v, clnn.Tensor) else v
                 for k, v in state.items()}
 
+    torch.manual_seed(0)
     ref = build(torch.nn)
     model = build(nn).to(dev)
     model.load_state_dict(ref.state_dict())
+    losses = []
     # Adam with eps 1e-6: its update m / (sqrt(v) + eps) is sign-like, so with the default 1e-8 a gradient element
     # that is float32 noise (~1e-9: a weight the digits' blank border barely reaches) moves its weight by a whole
     # lr in a direction rounding picks, on either side; 1e-6 damps only such noise-level elements
@@ -201,7 +203,6 @@ def test_pytorch_style_loop_matches_torch(dev, digits):
                        ("adam", lambda p, lib: lib.Adam(p, lr=2e-3, eps=1e-6))]:
         opt, topt = make(model.parameters(), clnn.optim), make(ref.parameters(), torch.optim)
         loader = clnn.data.DataLoader(x, y, batch_size=32, shuffle=True, seed=1, device=dev)
-        losses = []
         for step, (xb, yb) in enumerate(loader):
             if step == 20:
                 break
@@ -220,7 +221,9 @@ def test_pytorch_style_loop_matches_torch(dev, digits):
             for k, v in model.state_dict().items():
                 assert rel_err(v.numpy(), ref.state_dict()[k].numpy()) < 1e-5, (name, step, k)
             losses.append(loss.item())
-        assert np.mean(losses[-5:]) < np.mean(losses[:5]), name  # the loop trains
+    # the loop trains: the last 5 of the 40 steps against the first 5 (from torch's seeded initialization; 20
+    # SGD steps alone once lowered the loss by only 0.03 to 0.12, and by nothing from one unseeded start)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.1, losses
 
 
 def test_device_memory_flat_over_500_steps(dev, rng):
