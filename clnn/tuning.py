@@ -91,8 +91,19 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu intel": {"TM": 256, "TN": 96, "WM": 8},
     },
     # conv_direct_fwd's outputs per work-item along a row (unit strides): OV neighbours in explicit arrays, for
-    # runtimes that vectorize a kernel across work-items only when it has no loops (PoCL)
-    "conv_direct": {"default": {"OV": 1}, "portable computing language": {"OV": 16}},
+    # runtimes that vectorize a kernel across work-items only when it has no loops (PoCL). MAX_K: an input
+    # gradient's phase (or conv_transpose's forward) at a unit stride with at most MAX_K multiply-adds per output
+    # takes the direct kernel, not a tile (0: only thin or tiny products do)
+    "conv_direct": {
+        "default": {"OV": 1, "MAX_K": 0},
+        "portable computing language": {"OV": 16},  # its direct kernel ran 2-3x slower than its tiles
+        # Intel's runtime vectorizes the direct kernel across work-items (Zen 5, ms, tiled against direct): LeNet's
+        # conv2 input gradient (128x64->32 14^2, K 576) 7.0 / 3.2, 64x64->64 14^2 4.8 / 3.2, 32x64->128 28^2 15.1 /
+        # 13.0, 8x128->64 56^2 (K 1152) 15.5 / 16.2, 8x256->128 28^2 14.4 / 18.7; strided, it gathers (7x7 stride 2
+        # 12.0 / 99). A conv's own forward keeps its tile: nn.Sequential fuses an activation into it, which the
+        # direct kernel stored lane by lane (LeNet's conv1 + ReLU 1.5 -> 10 ms), and fused and unfused must agree
+        "cpu intel": {"MAX_K": 576},
+    },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
     # gemm's 128 would be half padding: 2048 keys, 8 x 8 heads of 64: p v 43 -> 37 ms, dv 45 -> 42 ms (Intel)

@@ -104,9 +104,49 @@ CASES = [  # (op, x shape, weight shape, kwargs)
 ]
 
 
+def _max_k(monkeypatch, max_k: int) -> None:
+    """Every device's conv_direct row with MAX_K = ``max_k`` (0: products take tiles unless thin or tiny)."""
+    for key in tuning.TABLE["conv_direct"]:
+        monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": max_k})
+
+
 @pytest.mark.parametrize("op, xs, ws, kw", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_against_torch(op, xs, ws, kw, rng):
+def test_against_torch(op, xs, ws, kw, rng, monkeypatch):
+    _max_k(monkeypatch, 0)  # tiles wherever the rows are not thin (Intel's runtime sends short gradients direct)
     check(op, xs, ws, kw, rng)
+
+
+SHORT = [  # unit-stride products whose input gradient (conv_transpose2d: forward) MAX_K sends to conv_direct_fwd
+    ("conv2d", (3, 16, 13, 11), (24, 16, 3, 3), {"padding": 1}),
+    ("conv2d", (2, 20, 9, 7), (36, 10, 3, 3), {"groups": 2, "padding": 1, "dilation": (1, 2)}),
+    ("conv2d", (2, 12, 17, 9), (20, 12, 3, 5), {"stride": (2, 1), "padding": 2}),  # four phases along h: two
+    ("conv1d", (3, 16, 50), (20, 16, 5), {"padding": 2, "dilation": 2}),
+    ("conv_transpose2d", (2, 12, 5, 6), (12, 10, 3, 3), {"dilation": 2, "padding": 1, "output_padding": 1}),
+]
+
+
+@pytest.mark.parametrize("op, xs, ws, kw", SHORT, ids=[f"{c[0]}-{i}" for i, c in enumerate(SHORT)])
+def test_short_input_gradients_take_the_direct_kernel_under_max_k(op, xs, ws, kw, rng, monkeypatch):
+    """With MAX_K at least a product's channels x taps (Intel's runtime: 576) an input gradient's phases (and
+    conv_transpose2d's forward, one) run conv_direct_fwd on every device, with the same results; a conv's own
+    forward keeps its tile (fused with an activation or not, it must give the same bits), and products past
+    MAX_K keep theirs."""
+    _max_k(monkeypatch, 1 << 20)
+    monkeypatch.setitem(tuning.TABLE, "gemm_direct", {"default": {"MAX_MACS": 0}})  # none is tiny either
+    with profiler.profile() as prof:
+        check(op, xs, ws, kw, rng)
+    forward = {k.name for k in prof.kernels if k.op in ("conv1d", "conv2d")}
+    gradient = {k.name for k in prof.kernels if k.op.endswith("_backward") and k.name.startswith("conv_")}
+    if op == "conv_transpose2d":
+        assert {k.name for k in prof.kernels if k.op == op} >= {"conv_direct_fwd"}, prof.kernels
+    else:
+        assert forward == {"conv_fwd"} and "conv_direct_fwd" in gradient and "conv_fwd" not in gradient, prof.kernels
+    _max_k(monkeypatch, 8)
+    x, w = (clnn.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+            for s in ((2, 16, 9, 9), (24, 16, 3, 3)))
+    with profiler.profile() as prof:
+        F.conv2d(x, w, padding=1).sum().backward()
+    assert [k.name for k in prof.kernels if k.name.startswith("conv_")] == ["conv_fwd", "conv_fwd", "conv_bwd_weight"]
 
 
 DIRECT = [  # cases that run conv_direct_fwd at a unit stride: forward, or input-gradient phases
@@ -126,7 +166,7 @@ DIRECT = [  # cases that run conv_direct_fwd at a unit stride: forward, or input
 def test_direct_kernel_with_several_outputs_per_work_item(op, xs, ws, kw, ov, rng, monkeypatch):
     """conv_direct_fwd computing OV neighbouring outputs of a row per work-item (PoCL's row of the table; rows
     that OV does not divide, edges in the padding) on every device, and the kernel did run."""
-    monkeypatch.setitem(tuning.TABLE, "conv_direct", {"default": {"OV": ov}})
+    monkeypatch.setitem(tuning.TABLE, "conv_direct", {"default": {"OV": ov, "MAX_K": 0}})
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)
     assert "conv_direct_fwd" in {k.name for k in prof.kernels}

@@ -93,7 +93,7 @@ def test_tune_conv_stores_each_kernel_and_the_planner_uses_it(dev, db, monkeypat
         assert gemm_config(dev, np.float32, kind) == stored[kind]["params"]
 
 
-def test_a_stored_conv_entry_decides_the_tile(dev, db, rng):
+def test_a_stored_conv_entry_decides_the_tile(dev, db, rng, monkeypatch):
     """A tile no table row has, stored for the convolution kernels, is what conv2d's planner then picks for a
     layer with 16 channels in and out, for its forward and its input gradient (its 16 rows fill the tile, so it
     beats gemm_small's on every device and pose), no other kind changes, and forward and gradients stay correct."""
@@ -103,13 +103,15 @@ def test_a_stored_conv_entry_decides_the_tile(dev, db, rng):
                                                                        (2, 16, 30, 30)))
     x = clnn.tensor(xa, device=dev)
     geom = conv._Geom(2, 16, 30, 30, 16, 3, 3, 30, 30, 1, 1, 1, 1, 1, 1, 1)  # also its input gradient's
-    before = conv._tile(dev, x.dtype, "fwd", 16, 1800, 144, geom)  # rows, N*H*W, k of the product
+    before = conv._tile(dev, x.dtype, 16, 1800, 144, geom, True)  # rows, N*H*W, k of the product
     for kind in conv.TUNED:
         tuning.store(dev, kind, {"params": odd})
-    assert conv._tile(dev, x.dtype, "fwd", 16, 1800, 144, geom) == odd != before
+    assert conv._tile(dev, x.dtype, 16, 1800, 144, geom, True) == odd != before
     assert gemm_config(dev, np.float32, "gemm") != odd  # gemm keeps its tile
     x.requires_grad = True
     w = clnn.tensor(wa, device=dev, requires_grad=True)
+    for key in tuning.TABLE["conv_direct"]:  # the input gradient takes the stored tile too, not a direct kernel
+        monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": 0})
     y = F.conv2d(x, w, padding=1)
     y.backward(clnn.tensor(gya, device=dev))
     tx, tw = (torch.from_numpy(v).double().requires_grad_() for v in (xa, wa))

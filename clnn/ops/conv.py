@@ -66,11 +66,14 @@ class _Geom:
         return tuple(np.int32(v) for v in vals)
 
 
-def _tile(dev: Device, dt: np.dtype, name: str, rows: int, cols: int, k: int, g: _Geom) -> dict[str, int] | None:
-    """The tile for ``conv_<name>``'s per-group ``rows`` x ``cols`` x ``k`` product (its tuned tile or gemm's,
-    against gemm_small's) with runs fitted to ``g``'s rows (:func:`_fit_runs`), or None for the direct kernel."""
-    how = plan(dev, dt, g.groups, rows, cols, k, max_splits=1, big=f"conv_{name}")  # the store adds bias
-    return None if how.kernel == "direct" or rows <= THIN else _fit_runs(how.cfg, g)
+def _tile(dev: Device, dt: np.dtype, rows: int, cols: int, k: int, g: _Geom, fusable: bool) -> dict[str, int] | None:
+    """The tile for conv_fwd's per-group ``rows`` x ``cols`` x ``k`` product (its tuned tile or gemm's, against
+    gemm_small's) with runs fitted to ``g``'s rows (:func:`_fit_runs`), or None for the direct kernel: thin or
+    tiny products, and unless ``fusable`` (a conv's own forward), unit-stride ones of at most the device's
+    ``conv_direct`` MAX_K multiply-adds per output."""
+    how = plan(dev, dt, g.groups, rows, cols, k, max_splits=1, big="conv_fwd")  # the store adds bias
+    short = not fusable and g.sw == 1 and k <= tuning.params(dev, "conv_direct")["MAX_K"]
+    return None if how.kernel == "direct" or rows <= THIN or short else _fit_runs(how.cfg, g)
 
 
 def _fit_runs(cfg: dict[str, int], g: _Geom) -> dict[str, int]:
@@ -93,18 +96,20 @@ def _rounded(out: Tensor, a: Tensor, b: Tensor, dtype: np.dtype | None = None) -
 
 def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
              pre: Tensor | None = None, cfg: dict[str, int] | None = None, dtype: Any = None,
-             store: Any = None, y: Tensor | None = None, layout: tuple[int, ...] | None = None) -> Tensor:
+             store: Any = None, y: Tensor | None = None, layout: tuple[int, ...] | None = None,
+             fusable: bool = False) -> Tensor:
     """y = act(conv(x, w) + bias), shape (N, O, OH, OW), and the value before ``act`` into ``pre`` when
     given, in ``dtype`` (x's by default; a half type rounds float32 ``x``, ``w`` in the loads), stored as
     ``store`` (``dtype``, or float32 holding the half result); records nothing. ``cfg`` forces conv_fwd's
     tile. With ``y`` and ``layout`` (YN, YO, YR, YC, Y0: conv.cl's YLAYOUT), the output is stored into ``y``
-    at those element strides instead (one phase of an input gradient)."""
+    at those element strides instead (one phase of an input gradient). ``fusable``: conv{1,2}d's own
+    forward, whose kernel must not depend on whether an activation is fused (:func:`_tile`)."""
     dev, dt = x.device, x.dtype if dtype is None else np.dtype(dtype)
     if y is None:
         y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, dev)
         layout = (g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1, 0)
     rows, cols, k = g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw
-    cfg, rounded = cfg or _tile(dev, dt, "fwd", rows, cols, k, g), _rounded(y, w, x, dt)
+    cfg, rounded = cfg or _tile(dev, dt, rows, cols, k, g, fusable), _rounded(y, w, x, dt)
     args = (*g.args(), *(np.int32(v) for v in layout), x.data, w.data, (bias if bias is not None else y).data,
             np.int32(bias is not None), *epilogue(act, y, pre), y.data)
     if cfg is None:
@@ -371,7 +376,7 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     w4 = Tensor(weight.data, (g.o, g.c // groups, g.kh, g.kw), weight.dtype, x.device)
     out_dt = x.dtype if half is None else half
     pre = empty((g.n, g.o, g.oh, g.ow), out_dt, x.device) if keeps_pre(activation, x, weight, bias) else None
-    y = _forward(x4, w4, bias, g, activation, pre, dtype=half)
+    y = _forward(x4, w4, bias, g, activation, pre, dtype=half, fusable=True)
 
     def backward(gy: Tensor) -> tuple[Tensor | None, ...]:
         gy4 = Tensor(gy.data, y.shape, gy.dtype, gy.device)
