@@ -92,8 +92,8 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     },
     # conv_direct_fwd's outputs per work-item along a row (unit strides): OV neighbours in explicit arrays, for
     # runtimes that vectorize a kernel across work-items only when it has no loops (PoCL). MAX_K: an input
-    # gradient's phase (or conv_transpose's forward) at a unit stride with at most MAX_K multiply-adds per output
-    # takes the direct kernel, not a tile (0: only thin or tiny products do)
+    # gradient's phase (conv{1,2}d's, conv_transpose2d's; the latter's forward is one) at a unit stride with at
+    # most MAX_K multiply-adds per output takes the direct kernel, not a tile (0: only thin or tiny products do)
     "conv_direct": {
         "default": {"OV": 1, "MAX_K": 0},
         "portable computing language": {"OV": 16},  # its direct kernel ran 2-3x slower than its tiles

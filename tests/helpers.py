@@ -50,6 +50,15 @@ def assert_sum_close(out, ref, magnitude, tol: float = F32_TOL, what: str = "") 
 
 
 @functools.cache
+def set_direct_conv_max_k(monkeypatch, max_k: int) -> None:
+    """Every device's ``conv_direct`` tuning row with MAX_K = ``max_k``: 0 sends short unit-stride input gradients
+    to tiles as on devices without the route (Intel's runtime takes the direct kernel up to 576)."""
+    from clnn import tuning
+
+    for key in tuning.TABLE["conv_direct"]:
+        monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": max_k})
+
+
 def run_tests_script() -> ModuleType:
     """``scripts/run_tests.py`` as a module: the CI matrix, e.g. its ``H100`` pose for CLNN_LIMITS."""
     path = Path(__file__).resolve().parent.parent / "scripts" / "run_tests.py"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from helpers import set_direct_conv_max_k
 
 import clnn
 from clnn import functional as F
@@ -140,8 +141,7 @@ def _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct) -> l
 
     for key in tuning.TABLE["gemm_direct"]:
         monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
-    for key in tuning.TABLE["conv_direct"]:  # short unit-stride input gradients take tiles too
-        monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": 0})
+    set_direct_conv_max_k(monkeypatch, 0)  # short unit-stride input gradients take tiles too
     values = [rng.standard_normal(s).astype(half if i in halves else np.float32) for i, s in enumerate(shapes)]
     fused = [clnn.tensor(v, requires_grad=True) for v in values]
     cast = [clnn.tensor(v, requires_grad=True) for v in values]

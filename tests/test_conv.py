@@ -8,7 +8,7 @@ import gc
 import numpy as np
 import pytest
 import torch
-from helpers import assert_close, assert_sum_close
+from helpers import assert_close, assert_sum_close, set_direct_conv_max_k
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,19 +104,13 @@ CASES = [  # (op, x shape, weight shape, kwargs)
 ]
 
 
-def _max_k(monkeypatch, max_k: int) -> None:
-    """Every device's conv_direct row with MAX_K = ``max_k`` (0: products take tiles unless thin or tiny)."""
-    for key in tuning.TABLE["conv_direct"]:
-        monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": max_k})
-
-
 @pytest.mark.parametrize("op, xs, ws, kw", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_against_torch(op, xs, ws, kw, rng, monkeypatch):
-    _max_k(monkeypatch, 0)  # tiles wherever the rows are not thin (Intel's runtime sends short gradients direct)
+    set_direct_conv_max_k(monkeypatch, 0)  # tiles wherever rows are not thin (Intel: short gradients go direct)
     check(op, xs, ws, kw, rng)
 
 
-SHORT = [  # unit-stride products whose input gradient (conv_transpose2d: forward) MAX_K sends to conv_direct_fwd
+SHORT = [  # unit-stride products whose input gradient (conv_transpose2d: forward too) MAX_K sends to conv_direct_fwd
     ("conv2d", (3, 16, 13, 11), (24, 16, 3, 3), {"padding": 1}),
     ("conv2d", (2, 20, 9, 7), (36, 10, 3, 3), {"groups": 2, "padding": 1, "dilation": (1, 2)}),
     ("conv2d", (2, 12, 17, 9), (20, 12, 3, 5), {"stride": (2, 1), "padding": 2}),  # four phases along h: two
@@ -131,7 +125,7 @@ def test_short_input_gradients_take_the_direct_kernel_under_max_k(op, xs, ws, kw
     conv_transpose2d's forward, one) run conv_direct_fwd on every device, with the same results; a conv's own
     forward keeps its tile (fused with an activation or not, it must give the same bits), and products past
     MAX_K keep theirs."""
-    _max_k(monkeypatch, 1 << 20)
+    set_direct_conv_max_k(monkeypatch, 1 << 20)
     monkeypatch.setitem(tuning.TABLE, "gemm_direct", {"default": {"MAX_MACS": 0}})  # none is tiny either
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)
@@ -141,7 +135,7 @@ def test_short_input_gradients_take_the_direct_kernel_under_max_k(op, xs, ws, kw
         assert {k.name for k in prof.kernels if k.op == op} >= {"conv_direct_fwd"}, prof.kernels
     else:
         assert forward == {"conv_fwd"} and "conv_direct_fwd" in gradient and "conv_fwd" not in gradient, prof.kernels
-    _max_k(monkeypatch, 8)
+    set_direct_conv_max_k(monkeypatch, 8)
     x, w = (clnn.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
             for s in ((2, 16, 9, 9), (24, 16, 3, 3)))
     with profiler.profile() as prof:

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import assert_close
+from helpers import assert_close, set_direct_conv_max_k
 
 import clnn
 import clnn.functional as F
@@ -110,8 +110,7 @@ def test_a_stored_conv_entry_decides_the_tile(dev, db, rng, monkeypatch):
     assert gemm_config(dev, np.float32, "gemm") != odd  # gemm keeps its tile
     x.requires_grad = True
     w = clnn.tensor(wa, device=dev, requires_grad=True)
-    for key in tuning.TABLE["conv_direct"]:  # the input gradient takes the stored tile too, not a direct kernel
-        monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": 0})
+    set_direct_conv_max_k(monkeypatch, 0)  # the input gradient takes the stored tile too, not a direct kernel
     y = F.conv2d(x, w, padding=1)
     y.backward(clnn.tensor(gya, device=dev))
     tx, tw = (torch.from_numpy(v).double().requires_grad_() for v in (xa, wa))

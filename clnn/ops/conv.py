@@ -69,8 +69,8 @@ class _Geom:
 def _tile(dev: Device, dt: np.dtype, rows: int, cols: int, k: int, g: _Geom, fusable: bool) -> dict[str, int] | None:
     """The tile for conv_fwd's per-group ``rows`` x ``cols`` x ``k`` product (its tuned tile or gemm's, against
     gemm_small's) with runs fitted to ``g``'s rows (:func:`_fit_runs`), or None for the direct kernel: thin or
-    tiny products, and unless ``fusable`` (a conv's own forward), unit-stride ones of at most the device's
-    ``conv_direct`` MAX_K multiply-adds per output."""
+    tiny products, and unless ``fusable`` (conv{1,2}d's own forward), unit-stride ones of at most the device's
+    ``conv_direct`` MAX_K multiply-adds per output (input gradients, and so conv_transpose2d's forward)."""
     how = plan(dev, dt, g.groups, rows, cols, k, max_splits=1, big="conv_fwd")  # the store adds bias
     short = not fusable and g.sw == 1 and k <= tuning.params(dev, "conv_direct")["MAX_K"]
     return None if how.kernel == "direct" or rows <= THIN or short else _fit_runs(how.cfg, g)
