@@ -104,6 +104,20 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # direct kernel stored lane by lane (LeNet's conv1 + ReLU 1.5 -> 10 ms), and fused and unfused must agree
         "cpu intel": {"MAX_K": 576},
     },
+    # Winograd's F(2x2, 3x3) (ops/winograd.py) for 3x3 stride-1 convolutions with C*O / (C + O) >= MIN_INTENSITY
+    # (0: never), and the tile of its batched GEMM (gemm.h's keys, laid over gemm's). Zen 5, ms, forward / input
+    # gradient / weight gradient, tiles against Winograd, batch 8: Intel's runtime 256->256 28^2 26.5 21.5 (whole
+    # layer), 512->512 7^2 13.4 / 20.8 / 8.1 against 7.5 / 7.1 / 7.9, 256->256 14^2 7.9 / 9.7 / 6.0 against 6.3 /
+    # 6.4 / 5.1, but 128->128 28^2 7.4 / 7.9 / 6.7 against 7.6 / 7.8 / 7.8 and 128->256 28^2 12.9 / 15.6 / 11.5
+    # against 15.5 / 14.6 / 14.2: the transforms move (C + O) elements per C*O multiply-adds. PoCL: 128->128 56^2
+    # 32.5 / 32.9 / 33.6 against 24.4 / 24.5 / 29.1, 128->256 28^2 16.2 / 18.5 / 15.4 against 17.3 / 17.6 / 17.4.
+    # GPUs: unmeasured, so off
+    "winograd": {
+        "default": {"MIN_INTENSITY": 0},
+        "cpu": {"MIN_INTENSITY": 100},
+        "portable computing language": {"MIN_INTENSITY": 64},
+        "cpu intel": {"WM": 8},  # 256x128 tiles in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568)
+    },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
     # gemm's 128 would be half padding: 2048 keys, 8 x 8 heads of 64: p v 43 -> 37 ms, dv 45 -> 42 ms (Intel)

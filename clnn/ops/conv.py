@@ -26,6 +26,7 @@ from ..kernels import contiguous_strides, defines, launch_1d
 from ..profiler import profiled
 from ..tensor import HALF_DTYPES, Tensor
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
+from . import winograd
 from ._core import autocast, autocast_loads, empty, record
 from .creation import zeros
 from .matmul import act_backward, check_act, epilogue, keeps_pre, plan, sum_partials
@@ -86,6 +87,18 @@ def _fit_runs(cfg: dict[str, int], g: _Geom) -> dict[str, int]:
     return cfg if vwg == cfg["VWG"] else {**cfg, "VWG": vwg}
 
 
+def _winograd(g: _Geom, a: Tensor, b: Tensor, dtype: Any = None, store: Any = None) -> bool:
+    """Whether the product of ``a`` and ``b`` for ``g`` takes Winograd's kernels (:mod:`.winograd`): a shape they
+    compute, both operands, ``dtype`` and ``store`` alike (no rounding in the loads or the store), and channels
+    with at least the device's ``winograd`` MIN_INTENSITY multiply-adds per element of the transformed planes
+    (C*O / (C + O), the batched GEMM's arithmetic intensity: its operands and result are the planes)."""
+    dt = a.dtype
+    if {np.dtype(d) for d in (b.dtype, dtype, store) if d is not None} - {dt} or not winograd.suits(g, dt):
+        return False
+    least = tuning.params(a.device, "winograd")["MIN_INTENSITY"]
+    return least > 0 and g.c * g.o >= least * (g.c + g.o)
+
+
 def _rounded(out: Tensor, a: Tensor, b: Tensor, dtype: np.dtype | None = None) -> dict[str, int]:
     """gemm.h's A_F32/B_F32 for the GEMM operands ``a``, ``b`` stored wider than the kernel's ``dtype`` (``out``'s
     by default; float32 under autocast, rounded to the half type as the kernel loads them), and C_F32 for an
@@ -105,6 +118,8 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
     at those element strides instead (one phase of an input gradient). ``fusable``: conv{1,2}d's own
     forward, whose kernel must not depend on whether an activation is fused (:func:`_tile`)."""
     dev, dt = x.device, x.dtype if dtype is None else np.dtype(dtype)
+    if cfg is None and y is None and _winograd(g, x, w, dt, store):
+        return winograd.forward(x, w, bias, g, act, pre)
     if y is None:
         y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, dev)
         layout = (g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1, 0)
@@ -190,6 +205,8 @@ def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: Any
     of gx. Every multiply-add is one a tap lands on: no zeros gathered, no division per element. A phase no
     tap lands on (a kernel smaller than the stride) gets the bias alone."""
     dev, dt = gy.device, gy.dtype if dtype is None else np.dtype(dtype)
+    if _winograd(g, gy, w, dt, store):
+        return winograd.input_grad(gy, w, bias, g)
     gx = empty((g.n, g.c, g.h, g.w), dt if store is None else store, dev)
     for ph in _phases(g.h, g.kh, g.sh, g.ph, g.dh):
         for pw in _phases(g.w, g.kw, g.sw, g.pw, g.dw):
@@ -220,6 +237,8 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
     og, ncol, nq = g.o // g.groups, g.c // g.groups * g.kh * g.kw, g.n * g.oh * g.ow
     if nq == 0:  # empty batch
         return zeros(shape, dtype=dt if store is None else store, device=dev)
+    if cfg is None and _winograd(g, x, gy, dt, store):
+        return winograd.weight_grad(x, gy, g)
     gw = empty(shape, dt if store is None else store, dev)
     how = plan(dev, dt, g.groups, og, ncol, nq, big="conv_bwd_weight", cfgs=None if cfg is None else [cfg])
     half = np.dtype(dt) in HALF_DTYPES  # half partials would round

@@ -1,0 +1,124 @@
+"""3x3 stride-1 convolutions by Winograd's F(2x2, 3x3) (``kernels_cl/winograd.cl``): 2.25x fewer multiply-adds.
+
+The forward transforms each input window and filter into 16 planes, multiplies them as one batched GEMM
+(``gemm_raw``, the 16 positions on its batch axis) and transforms the products back into 2x2 outputs with the
+bias and activation in the store. The input gradient is the same with the filters transposed and reversed;
+the weight gradient is F(3x3, 2x2): gy's 2x2 tiles and the same input windows, their products summed over
+the tiles by the GEMM. The batch's tiles are processed in chunks whose planes fit ``WORKSPACE`` bytes, so a
+layer's extra memory does not grow with the batch. ``conv.py`` decides when (:func:`suits`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import kernels
+from ..kernels import defines
+from ..tensor import Tensor
+from ._core import empty
+from .matmul import epilogue, gemm_raw, plan
+
+if TYPE_CHECKING:
+    from .conv import _Geom
+
+WORKSPACE = 16 << 20  # most bytes of transformed data and products per chunk of tiles
+FILTER_BYTES = 16 << 20  # most bytes of transformed filters (or of the weight gradient's planes)
+PARTIAL_BYTES = 8 << 20  # most bytes of a batched GEMM's k-split partial products
+TILE = 16  # positions of a transformed 4x4 tile
+
+
+def suits(g: _Geom, dtype: np.dtype) -> bool:
+    """Whether ``g`` is a convolution these kernels compute: 3x3, unit stride and dilation, one group, padding
+    at most 2 (the input gradient's is 2 - padding), float32 or float64 (half planes would round), and
+    transformed filters within FILTER_BYTES. Then a layer's extra memory stays under 64 MiB at any batch:
+    at most FILTER_BYTES of filters or two of weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
+    dt = np.dtype(dtype)
+    return (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.groups) == (3, 3, 1, 1, 1, 1, 1) and max(g.ph, g.pw) <= 2 \
+        and dt in (np.float32, np.float64) and TILE * g.o * g.c * dt.itemsize <= FILTER_BYTES
+
+
+def _chunk(tiles: int, rows: int, itemsize: int) -> int:
+    """Tiles per chunk: ``rows`` rows of planes (the GEMM's streamed operand and its product, or both operands)
+    of 16 positions within WORKSPACE."""
+    return max(1, min(tiles, WORKSPACE // (TILE * rows * itemsize)))
+
+
+def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], m: int, n: int,
+             k: int, acc: Tensor | None = None) -> Tensor:
+    """The 16 products a[xi] (m x k) @ b[xi] (k x n), plus ``acc`` (16, m, n) when given, as one batched GEMM in
+    ``winograd``'s tile with k-splits whose partials fit PARTIAL_BYTES."""
+    dev, dt = a.device, a.dtype
+    most = max(1, PARTIAL_BYTES // (TILE * m * n * dt.itemsize))
+    how = plan(dev, dt, TILE, m, n, k, max_splits=most, big="winograd")
+    return gemm_raw(a, a_strides, b, b_strides, TILE, m, n, k, beta=0.0 if acc is None else 1.0, c=acc, how=how)
+
+
+def _filters(w: Tensor, o: int, c: int, flip: bool) -> Tensor:
+    """The transformed filters (16, O, C) of w (O, C, 3, 3), or with ``flip`` (16, C, O) of w transposed and
+    reversed (the input gradient's)."""
+    dev = w.device
+    u = empty((TILE, c, o) if flip else (TILE, o, c), w.dtype, dev)
+    k = kernels.kernel(dev, "winograd.cl", "wino_filter", defines(w.dtype))
+    kernels.launch(dev, k, (o, c) if flip else (c, o), None, np.int32(o), np.int32(c), np.int32(flip), w.data, u.data)
+    return u
+
+
+def _convolve(x: Tensor, u: Tensor, bias: Tensor | None, n: int, c: int, h: int, w: int, o: int,
+              pad: tuple[int, int], act: str = "none", pre: Tensor | None = None) -> Tensor:
+    """act(x (N, C, H, W) * the 3x3 filters whose transform is ``u`` (16, O, C) + bias) with ``pad``: (N, O, OH, OW);
+    ``pre`` receives the value before ``act``."""
+    dev, dt = x.device, x.dtype
+    oh, ow = h + 2 * pad[0] - 2, w + 2 * pad[1] - 2
+    th, tw = -(-oh // 2), -(-ow // 2)
+    tiles = n * th * tw
+    y = empty((n, o, oh, ow), dt, dev)
+    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dt))
+    store = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dt))
+    step = _chunk(tiles, c + o, dt.itemsize)
+    for t0 in range(0, tiles, step):
+        tc = min(step, tiles - t0)
+        v = empty((TILE, c, tc), dt, dev)
+        kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w, *pad, th, tw, t0, tc, c * tc, tc, 1)),
+                       x.data, v.data)
+        m = _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c)
+        kernels.launch(dev, store, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc)), m.data,
+                       (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre),
+                       y.data)
+    return y
+
+
+def forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
+            pre: Tensor | None = None) -> Tensor:
+    """y = act(conv2d(x, w, padding) + bias), (N, O, OH, OW); ``pre`` receives the value before ``act``."""
+    return _convolve(x, _filters(w, g.o, g.c, flip=False), bias, g.n, g.c, g.h, g.w, g.o, (g.ph, g.pw), act, pre)
+
+
+def input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
+    """gx (N, C, H, W) of y = conv2d(x, w) given gy, plus ``bias`` per channel (conv_transpose2d's forward): gy
+    convolved with w transposed and reversed, padding 2 - p."""
+    return _convolve(gy, _filters(w, g.o, g.c, flip=True), bias, g.n, g.o, g.oh, g.ow, g.c, (2 - g.ph, 2 - g.pw))
+
+
+def weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
+    """gw (O, C, 3, 3) of y = conv2d(x, w) given gy: per chunk of tiles, the transformed gy tiles (16, O, T) times
+    the transformed input windows (16, C, T) transposed, summed over the chunks in order."""
+    dev, dt = x.device, x.dtype
+    th, tw = -(-g.oh // 2), -(-g.ow // 2)
+    tiles = g.n * th * tw
+    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dt))
+    grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dt))
+    step, acc = _chunk(tiles, g.c + g.o, dt.itemsize), None
+    for t0 in range(0, tiles, step):
+        tc = min(step, tiles - t0)
+        v, z = empty((TILE, g.c, tc), dt, dev), empty((TILE, g.o, tc), dt, dev)
+        kernels.launch(dev, data, (tc, g.c), None, *(np.int32(a) for a in (g.c, g.h, g.w, g.ph, g.pw, th, tw, t0, tc,
+                                                                           g.c * tc, tc, 1)), x.data, v.data)
+        kernels.launch(dev, grad, (tc, g.o), None, *(np.int32(a) for a in (g.o, g.oh, g.ow, th, tw, t0, tc,
+                                                                           g.o * tc, tc, 1)), gy.data, z.data)
+        acc = _product(z, (g.o * tc, tc, 1), v, (g.c * tc, 1, tc), g.o, g.c, tc, acc)
+    gw = empty((g.o, g.c, 3, 3), dt, dev)
+    kernels.launch(dev, kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dt)), (g.c, g.o), None,
+                   np.int32(g.o), np.int32(g.c), acc.data, gw.data)
+    return gw
