@@ -59,6 +59,15 @@ def set_direct_conv_max_k(monkeypatch, max_k: int) -> None:
         monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": max_k})
 
 
+def set_winograd_min_intensity(monkeypatch, least: int) -> None:
+    """Every device's ``winograd`` tuning row with MIN_INTENSITY = ``least``: 1 sends every 3x3 stride-1
+    convolution the kernels compute to Winograd's, 0 none (CPUs take it from 100, PoCL from 64)."""
+    from clnn import tuning
+
+    for key in tuning.TABLE["winograd"]:
+        monkeypatch.setitem(tuning.TABLE["winograd"], key, {**tuning.TABLE["winograd"][key], "MIN_INTENSITY": least})
+
+
 def run_tests_script() -> ModuleType:
     """``scripts/run_tests.py`` as a module: the CI matrix, e.g. its ``H100`` pose for CLNN_LIMITS."""
     path = Path(__file__).resolve().parent.parent / "scripts" / "run_tests.py"

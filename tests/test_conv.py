@@ -8,14 +8,15 @@ import gc
 import numpy as np
 import pytest
 import torch
-from helpers import assert_close, assert_sum_close, set_direct_conv_max_k
+from helpers import assert_close, assert_sum_close, set_direct_conv_max_k, set_winograd_min_intensity
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import clnn
 import clnn.functional as F
-from clnn import profiler, tuning
+from clnn import kernels, profiler, tuning
 from clnn.ops import conv as conv_mod
+from clnn.ops import winograd
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
 
@@ -164,6 +165,116 @@ def test_direct_kernel_with_several_outputs_per_work_item(op, xs, ws, kw, ov, rn
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)
     assert "conv_direct_fwd" in {k.name for k in prof.kernels}
+
+
+WINOGRAD = [  # 3x3 stride-1 products that Winograd's kernels compute
+    ("conv2d", (2, 5, 7, 9), (4, 5, 3, 3), {"padding": 1}),        # odd outputs: half-empty edge tiles
+    ("conv2d", (1, 3, 13, 11), (7, 3, 3, 3), {}),                   # batch 1, primes, no padding
+    ("conv2d", (3, 17, 6, 5), (13, 17, 3, 3), {"padding": (2, 0)}),
+    ("conv2d", (2, 4, 1, 1), (3, 4, 3, 3), {"padding": 2}),         # a 1x1 image: windows mostly padding
+    ("conv2d", (2, 6, 8, 8), (5, 6, 3, 3), {"padding": "same"}),
+    ("conv_transpose2d", (2, 6, 5, 7), (6, 4, 3, 3), {"padding": 1}),
+    ("conv_transpose2d", (2, 6, 5, 7), (6, 4, 3, 3), {}),           # its forward pads by 2
+]
+WINOGRAD_KERNELS = {"wino_data", "wino_filter", "wino_store", "wino_grad_tiles", "wino_filter_grad"}
+
+
+@pytest.mark.parametrize("chunk", [0, 3])
+@pytest.mark.parametrize("op, xs, ws, kw", WINOGRAD, ids=[f"{c[0]}-{i}" for i, c in enumerate(WINOGRAD)])
+def test_winograd_against_torch(op, xs, ws, kw, chunk, rng, monkeypatch):
+    """Forward and every gradient by Winograd's kernels on every device (all 3x3 stride-1 products sent there),
+    all tiles at once and ``chunk`` at a time (the weight gradient summed across chunks), against torch; no
+    implicit-GEMM kernel ran."""
+    set_winograd_min_intensity(monkeypatch, 1)
+    if chunk:
+        monkeypatch.setattr(winograd, "WORKSPACE", winograd.TILE * (xs[1] + ws[0] + ws[1]) * 4 * chunk)
+    with profiler.profile() as prof:
+        check(op, xs, ws, kw, rng)
+    names = {k.name for k in prof.kernels}
+    assert names >= WINOGRAD_KERNELS and not any(n.startswith("conv_") for n in names), names
+
+
+def test_winograd_float64(dev, rng, monkeypatch):
+    if not dev.supports(np.float64):
+        pytest.skip(f"{dev} has no float64")
+    set_winograd_min_intensity(monkeypatch, 1)
+    with profiler.profile() as prof:
+        check("conv2d", (2, 7, 6, 9), (5, 7, 3, 3), {"padding": 1}, rng, dtype=np.float64, tol=1e-12)
+    assert {k.name for k in prof.kernels} >= WINOGRAD_KERNELS
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_winograd_fused_activation(act, rng, monkeypatch):
+    """Sequential(Conv2d 3x3, activation) by Winograd's kernels applies the activation in wino_store; the gradients
+    (and relu's output) equal the unfused layers' bit for bit."""
+    set_winograd_min_intensity(monkeypatch, 1)
+    conv = clnn.nn.Conv2d(6, 10, 3, padding=1)
+    xa = rng.standard_normal((2, 6, 7, 5)).astype(np.float32)
+    gy = clnn.tensor(rng.standard_normal((2, 10, 7, 5)).astype(np.float32))
+    module = {"relu": clnn.nn.ReLU, "gelu": clnn.nn.GELU}[act]
+    runs = []
+    for fused in (True, False):
+        x = clnn.tensor(xa, requires_grad=True)
+        for p in conv.parameters():
+            p.grad = None
+        with profiler.profile() as prof:
+            y = clnn.nn.Sequential(conv, module())(x) if fused else module()(conv(x))
+        names = [k.name for k in prof.kernels]
+        assert "wino_store" in names and ("unary" not in names) == fused, names
+        y.backward(gy)
+        runs.append([a.numpy() for a in (y, x.grad, conv.weight.grad, conv.bias.grad)])
+    for i, (a, b) in enumerate(zip(*runs)):
+        if i or act == "relu":
+            assert a.tobytes() == b.tobytes()
+        else:
+            assert_close(a, b, 1e-6, "fused vs unfused output")
+
+
+@pytest.mark.parametrize("c, o, kw, dtype, takes", [
+    (128, 128, {"padding": 1}, np.float32, True),            # C*O/(C+O) = 64
+    (128, 127, {"padding": 1}, np.float32, False),           # 63.75
+    (128, 128, {"padding": 1}, np.float16, False),           # half planes would round
+    (128, 128, {"padding": 1, "stride": 2}, np.float32, False),
+    (128, 128, {"padding": 1, "dilation": 2}, np.float32, False),
+    (128, 128, {"padding": 3}, np.float32, False),           # the input gradient would pad by -1
+    (128, 128, {"padding": 1, "groups": 2}, np.float32, False),
+    (1100, 1100, {"padding": 1}, np.float32, False),         # transformed filters past FILTER_BYTES
+])
+def test_winograd_route(c, o, kw, dtype, takes, monkeypatch):
+    """Which products take Winograd's kernels at MIN_INTENSITY 64, from shapes and dtypes alone."""
+    set_winograd_min_intensity(monkeypatch, 64)
+    groups = kw.get("groups", 1)
+    x = clnn.empty((1, c, 6, 6), dtype=dtype)
+    w = clnn.empty((o, c // groups, 3, 3), dtype=dtype)
+    g = conv_mod._geometry("conv2d", x, w, groups, 2, kw.get("stride", 1), kw["padding"], kw.get("dilation", 1))
+    assert conv_mod._winograd(g, x, w) == takes
+    assert not conv_mod._winograd(g, x, w, store=np.float64)  # a wider store (autocast's) never does
+
+
+def test_winograd_memory_bound(rng, monkeypatch):
+    """Winograd's layer holds less than 64 MiB beyond its inputs, outputs and gradients at any launch (its peak),
+    at a batch whose transformed planes would take 98 MiB at once: the tiles go in chunks."""
+    set_winograd_min_intensity(monkeypatch, 1)
+    mib, n, c, s = 1 << 20, 32, 128, 28
+    assert winograd.TILE * 2 * c * n * (s // 2) ** 2 * 4 > 96 * mib
+    x, w, b = (clnn.tensor(rng.standard_normal(sh).astype(np.float32), requires_grad=True)
+               for sh in ((n, c, s, s), (c, c, 3, 3), (c,)))
+    gy = clnn.tensor(rng.standard_normal((n, c, s, s)).astype(np.float32))
+    peak, launch = [0], kernels.launch
+
+    def launch_noting_memory(*args, **kwargs):
+        peak[0] = max(peak[0], clnn.memory_stats()["bytes_in_use"])
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "launch", launch_noting_memory)
+    gc.collect()
+    before = clnn.memory_stats()["bytes_in_use"]
+    with clnn.profiler.profile() as prof:
+        y = F.conv2d(x, w, b, padding=1)
+        y.backward(gy)
+    assert {k.name for k in prof.kernels} >= WINOGRAD_KERNELS
+    results = sum(t.size * 4 for t in (y, x.grad, w.grad, b.grad))
+    assert 0 < peak[0] - before - results < 64 * mib
 
 
 @pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d"])

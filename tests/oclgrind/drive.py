@@ -490,7 +490,8 @@ def pool(dt: np.dtype, rng: np.random.Generator) -> None:
 
 def conv(dt: np.dtype, rng: np.random.Generator) -> None:
     """conv2d (stride, padding, dilation, groups, bias), conv1d, conv_transpose2d and all gradients by the
-    direct kernels, then a grouped conv2d with SiLU by the tiled implicit GEMM."""
+    direct kernels, then a grouped conv2d with SiLU by the tiled implicit GEMM, then (float32, float64) 3x3
+    ones by Winograd's kernels."""
     import clnn.functional as F
 
     x, w, b = _leaf(rng, (1, 4, 6, 5), dt), _leaf(rng, (4, 2, 3, 3), dt), _leaf(rng, (4,), dt)
@@ -531,8 +532,37 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled, strided", dt, y, *_grads(x, w, b))
         _conv_autocast(dt, rng, "tiled")
+        if dt in (F32, F64):
+            _winograd(dt, rng)
     finally:
         tuning.TABLE["gemm_direct"]["default"] = saved
+
+
+def _winograd(dt: np.dtype, rng: np.random.Generator) -> None:
+    """conv2d 3x3 (with ReLU, and padding 2) and conv_transpose2d 3x3 by Winograd's kernels, all gradients, in
+    chunks of 7 of the 24 tiles (the weight gradient sums across chunks)."""
+    import clnn.functional as F
+    from clnn.ops import winograd
+
+    rows = {key: dict(row) for key, row in tuning.TABLE["winograd"].items()}
+    workspace = winograd.WORKSPACE
+    for row in tuning.TABLE["winograd"].values():
+        row["MIN_INTENSITY"] = 1
+    winograd.WORKSPACE = winograd.TILE * 9 * dt.itemsize * 7
+    try:
+        from clnn.ops.conv import conv_act
+
+        x, w, b = _leaf(rng, (2, 5, 7, 6), dt), _leaf(rng, (4, 5, 3, 3), dt), _leaf(rng, (4,), dt)
+        y = conv_act(x, w, b, 1, 1, 1, 1, "relu")
+        (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+        finite("conv2d winograd + relu", dt, y, *_grads(x, w, b))
+        x.grad = w.grad = b.grad = None
+        y = F.conv_transpose2d(x, w.detach().permute(1, 0, 2, 3).contiguous(), b, padding=2)
+        (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+        finite("conv_transpose2d winograd", dt, y, *_grads(x, b))
+    finally:
+        tuning.TABLE["winograd"].update(rows)
+        winograd.WORKSPACE = workspace
 
 
 def _conv_autocast(dt: np.dtype, rng: np.random.Generator, path: str) -> None:
