@@ -19,8 +19,10 @@
  * wino_data, wino_grad_tiles and wino_store cover tiles T0 .. T0 + TC - 1 (a chunk of the batch's tiles, so
  * the transformed planes stay within a fixed workspace); planes are laid out as plane[xi*XS + row*RS + t*TS].
  *
- * Defines: the element type (clnn_dtype.h); the planes are `real`. Launch: 2-D, one work-item per (tile or
- * column, row).
+ * Defines: the element type (clnn_dtype.h); the planes are `real` (float for the half types). gemm.h's A_F32 (w in
+ * wino_filter, gy in wino_grad_tiles) and B_F32 (x or gy in wino_data): that operand is float32, rounded to
+ * store_t as it is loaded (clnn.autocast, as conv.cl's loads); C_F32: y (and pre) or gw is float32 holding
+ * store_t's rounded result. Launch: 2-D, one work-item per (tile or column, row).
  */
 #include "gemm.h"
 
@@ -29,18 +31,18 @@
 
 #ifdef KERNEL_wino_data
 __kernel void wino_data(int C, int H, int W, int PH, int PW, int TH, int TW, int T0, int TC, int XS, int RS,
-                        int TS, __global const store_t *restrict x, __global real *restrict v) {
+                        int TS, __global const b_t *restrict x, __global real *restrict v) {
     const int tl = get_global_id(0), c = get_global_id(1), t = T0 + tl;
     if (tl >= TC || c >= C) return;
     const int tj = t % TW, ti = t / TW % TH, n = t / (TW * TH), h0 = 2 * ti - PH, w0 = 2 * tj - PW;
-    __global const store_t *xc = x + ((size_t)n * C + c) * H * W;
+    __global const b_t *xc = x + ((size_t)n * C + c) * H * W;
     real d[4][4], e[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
             const int h = h0 + a, w = w0 + b;
-            d[a][b] = h >= 0 && h < H && w >= 0 && w < W ? LOAD(xc, h * W + w) : (real)0;
+            d[a][b] = h >= 0 && h < H && w >= 0 && w < W ? LOAD_B(xc, h * W + w) : (real)0;
         }
 #pragma unroll
     for (int b = 0; b < 4; ++b) DATA_T(e[0][b], e[1][b], e[2][b], e[3][b], d[0][b], d[1][b], d[2][b], d[3][b]);
@@ -61,13 +63,13 @@ __kernel void wino_data(int C, int H, int W, int PH, int PW, int TH, int TW, int
 #ifdef KERNEL_wino_filter
 /* U[xi][o][c] = (G w[o][c] G^T)[xi] for w (O, C, 3, 3); FLIP: U[xi][c][o] from w[o][c] reversed in both taps.
  * The grid's first axis runs along U's rows (c, or o with FLIP), so neighbouring work-items store neighbours */
-__kernel void wino_filter(int O, int C, int FLIP, __global const store_t *restrict w, __global real *restrict u) {
+__kernel void wino_filter(int O, int C, int FLIP, __global const a_t *restrict w, __global real *restrict u) {
     const int c = get_global_id(FLIP ? 1 : 0), o = get_global_id(FLIP ? 0 : 1);
     if (c >= C || o >= O) return;
-    __global const store_t *wf = w + ((size_t)o * C + c) * 9;
+    __global const a_t *wf = w + ((size_t)o * C + c) * 9;
     real g[3][3], e[4][3], f[4][4];
 #pragma unroll
-    for (int i = 0; i < 9; ++i) g[i / 3][i % 3] = LOAD(wf, FLIP ? 8 - i : i);
+    for (int i = 0; i < 9; ++i) g[i / 3][i % 3] = LOAD_A(wf, FLIP ? 8 - i : i);
 #pragma unroll
     for (int j = 0; j < 3; ++j) FILTER_T(e[0][j], e[1][j], e[2][j], e[3][j], g[0][j], g[1][j], g[2][j]);
 #pragma unroll
@@ -116,17 +118,17 @@ __kernel void wino_store(int O, int OH, int OW, int TH, int TW, int T0, int TC, 
 #ifdef KERNEL_wino_grad_tiles
 /* Z[xi][o][t] = (H g H^T)[xi] for gy's 2x2 tile g at (2ti, 2tj) of channel o, tiles T0 .. */
 __kernel void wino_grad_tiles(int O, int OH, int OW, int TH, int TW, int T0, int TC, int XS, int RS, int TS,
-                              __global const store_t *restrict gy, __global real *restrict z) {
+                              __global const a_t *restrict gy, __global real *restrict z) {
     const int tl = get_global_id(0), o = get_global_id(1), t = T0 + tl;
     if (tl >= TC || o >= O) return;
     const int tj = t % TW, ti = t / TW % TH, n = t / (TW * TH), h0 = 2 * ti, w0 = 2 * tj;
-    __global const store_t *go = gy + ((size_t)n * O + o) * OH * OW;
+    __global const a_t *go = gy + ((size_t)n * O + o) * OH * OW;
     real g[2][2], e[4][2], f[4][4];
 #pragma unroll
     for (int a = 0; a < 2; ++a)
 #pragma unroll
         for (int b = 0; b < 2; ++b)
-            g[a][b] = h0 + a < OH && w0 + b < OW ? LOAD(go, (h0 + a) * OW + w0 + b) : (real)0;
+            g[a][b] = h0 + a < OH && w0 + b < OW ? LOAD_A(go, (h0 + a) * OW + w0 + b) : (real)0;
 #pragma unroll
     for (int b = 0; b < 2; ++b) GRAD_T(e[0][b], e[1][b], e[2][b], e[3][b], g[0][b], g[1][b]);
 #pragma unroll

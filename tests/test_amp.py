@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
-from helpers import set_direct_conv_max_k
+from helpers import set_direct_conv_max_k, set_winograd_min_intensity
 
 import clnn
 from clnn import functional as F
@@ -277,6 +277,28 @@ def test_convolutions_round_float32_operands_in_their_loads(dev, rng, monkeypatc
     # landing on each phase that has any (stride (1, 2), dilation 2: every tap lands on one of two phases)
     phases, copies = {"conv_transpose2d": (4, 4), "conv_transpose2d_half_w": (2, 1)}.get(name, (1, 0))
     assert len(conv) == phases and len(launches) == phases + copies + (len(shapes) == 3), launches
+
+
+WINOGRAD_CONVS = [  # 3x3 stride-1: of float32 tensors, of a half activation, conv_transpose2d with a bias
+    ("conv2d", lambda x, w: F.conv2d(x, w, padding=1), [(2, 5, 9, 7), (11, 5, 3, 3)], ()),
+    ("conv2d_half_x", lambda x, w: F.conv2d(x, w, padding=2), [(3, 6, 5, 8), (7, 6, 3, 3)], (0,)),
+    ("conv_transpose2d_bias", lambda x, w, b: F.conv_transpose2d(x, w, b, padding=1),
+     [(1, 10, 4, 7), (10, 11, 3, 3), (11,)], ()),
+]
+
+
+@pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
+@pytest.mark.parametrize("name, fn, shapes, halves", WINOGRAD_CONVS, ids=[c[0] for c in WINOGRAD_CONVS])
+def test_winograd_rounds_float32_operands_in_its_loads(dev, rng, monkeypatch, half, name, fn, shapes, halves):
+    """Under autocast Winograd's kernels round float32 x and weights as they load them (no cast launch but the
+    bias's) and store float32 gradients of float32 leaves: output and gradients equal, bit for bit, those of
+    the same convolution of tensors cast first."""
+    set_winograd_min_intensity(monkeypatch, 1)
+    with clnn.use_device(dev):
+        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct=False)
+    bias_cast = len(shapes) - 2
+    assert sorted(launches) == sorted(["wino_filter", "wino_data", "gemm", "wino_store"] + ["copy"] * bias_cast), \
+        launches
 
 
 # (name, norm of (x, weight, bias), shapes of x, weight, bias): batch norm over channels, layer norm over rows

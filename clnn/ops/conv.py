@@ -8,7 +8,8 @@ stride, with the taps that land on that phase's pixels (transposed per group, re
 weights' size), so it does no multiply-add with a zero. Products with few rows per group (depthwise and other
 small-channel convolutions) take conv.cl's direct kernels. The weight gradient splits its long N*OH*OW axis
 into ordered partial sums (``gemm_sum``) of at most ``PARTIAL_BYTES``. ``conv_transpose2d``'s forward is
-conv2d's input gradient and vice versa.
+conv2d's input gradient and vice versa. 3x3 stride-1 products with enough channels for the device (tuning's
+``winograd`` row) take Winograd's F(2x2, 3x3) instead, forward and both gradients (:mod:`.winograd`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..validation import require_float, require_ints, require_tensor, same_devic
 from . import winograd
 from ._core import autocast, autocast_loads, empty, record
 from .creation import zeros
-from .matmul import act_backward, check_act, epilogue, keeps_pre, plan, sum_partials
+from .matmul import act_backward, check_act, epilogue, keeps_pre, plan, rounding, sum_partials
 from .norm import channel_sum
 from .shape import strided_copy
 
@@ -87,24 +88,12 @@ def _fit_runs(cfg: dict[str, int], g: _Geom) -> dict[str, int]:
     return cfg if vwg == cfg["VWG"] else {**cfg, "VWG": vwg}
 
 
-def _winograd(g: _Geom, a: Tensor, b: Tensor, dtype: Any = None, store: Any = None) -> bool:
-    """Whether the product of ``a`` and ``b`` for ``g`` takes Winograd's kernels (:mod:`.winograd`): a shape they
-    compute, both operands, ``dtype`` and ``store`` alike (no rounding in the loads or the store), and channels
-    with at least the device's ``winograd`` MIN_INTENSITY multiply-adds per element of the transformed planes
-    (C*O / (C + O), the batched GEMM's arithmetic intensity: its operands and result are the planes)."""
-    dt = a.dtype
-    if {np.dtype(d) for d in (b.dtype, dtype, store) if d is not None} - {dt} or not winograd.suits(g, dt):
-        return False
-    least = tuning.params(a.device, "winograd")["MIN_INTENSITY"]
-    return least > 0 and g.c * g.o >= least * (g.c + g.o)
-
-
-def _rounded(out: Tensor, a: Tensor, b: Tensor, dtype: np.dtype | None = None) -> dict[str, int]:
-    """gemm.h's A_F32/B_F32 for the GEMM operands ``a``, ``b`` stored wider than the kernel's ``dtype`` (``out``'s
-    by default; float32 under autocast, rounded to the half type as the kernel loads them), and C_F32 for an
-    ``out`` stored as float32 (the half result, widened in the store)."""
-    dt = out.dtype if dtype is None else dtype
-    return {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("C", out)) if t.dtype != dt}
+def _winograd(g: _Geom, dev: Device, dtype: np.dtype) -> bool:
+    """Whether ``g``'s products in ``dtype`` take Winograd's kernels (:mod:`.winograd`) on ``dev``: a shape they
+    compute, with at least the device's ``winograd`` MIN_INTENSITY multiply-adds per element of the transformed
+    planes (C*O / (C + O), the batched GEMM's arithmetic intensity: its operands and result are the planes)."""
+    least = tuning.params(dev, "winograd")["MIN_INTENSITY"]
+    return least > 0 and winograd.suits(g, dtype) and g.c * g.o >= least * (g.c + g.o)
 
 
 def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
@@ -118,13 +107,13 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
     at those element strides instead (one phase of an input gradient). ``fusable``: conv{1,2}d's own
     forward, whose kernel must not depend on whether an activation is fused (:func:`_tile`)."""
     dev, dt = x.device, x.dtype if dtype is None else np.dtype(dtype)
-    if cfg is None and y is None and _winograd(g, x, w, dt, store):
-        return winograd.forward(x, w, bias, g, act, pre)
+    if cfg is None and y is None and _winograd(g, dev, dt):
+        return winograd.forward(x, w, bias, g, dt, store, act, pre)
     if y is None:
         y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, dev)
         layout = (g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1, 0)
     rows, cols, k = g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw
-    cfg, rounded = cfg or _tile(dev, dt, rows, cols, k, g, fusable), _rounded(y, w, x, dt)
+    cfg, rounded = cfg or _tile(dev, dt, rows, cols, k, g, fusable), rounding(dt, A=w, B=x, C=y)
     args = (*g.args(), *(np.int32(v) for v in layout), x.data, w.data, (bias if bias is not None else y).data,
             np.int32(bias is not None), *epilogue(act, y, pre), y.data)
     if cfg is None:
@@ -205,8 +194,8 @@ def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: Any
     of gx. Every multiply-add is one a tap lands on: no zeros gathered, no division per element. A phase no
     tap lands on (a kernel smaller than the stride) gets the bias alone."""
     dev, dt = gy.device, gy.dtype if dtype is None else np.dtype(dtype)
-    if _winograd(g, gy, w, dt, store):
-        return winograd.input_grad(gy, w, bias, g)
+    if _winograd(g, dev, dt):
+        return winograd.input_grad(gy, w, bias, g, dt, store)
     gx = empty((g.n, g.c, g.h, g.w), dt if store is None else store, dev)
     for ph in _phases(g.h, g.kh, g.sh, g.ph, g.dh):
         for pw in _phases(g.w, g.kw, g.sw, g.pw, g.dw):
@@ -237,8 +226,8 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
     og, ncol, nq = g.o // g.groups, g.c // g.groups * g.kh * g.kw, g.n * g.oh * g.ow
     if nq == 0:  # empty batch
         return zeros(shape, dtype=dt if store is None else store, device=dev)
-    if cfg is None and _winograd(g, x, gy, dt, store):
-        return winograd.weight_grad(x, gy, g)
+    if cfg is None and _winograd(g, dev, dt):
+        return winograd.weight_grad(x, gy, g, dt, store)
     gw = empty(shape, dt if store is None else store, dev)
     how = plan(dev, dt, g.groups, og, ncol, nq, big="conv_bwd_weight", cfgs=None if cfg is None else [cfg])
     half = np.dtype(dt) in HALF_DTYPES  # half partials would round
@@ -246,7 +235,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
         want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
         splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, dt.itemsize)
         part = gw if splits == 1 else empty((splits, gw.size), dt, dev)
-        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **_rounded(gw, gy, x, dt)))
+        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **rounding(dt, A=gy, B=x, C=gw)))
         launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
     else:
         cfg = how.cfg if cfg is not None else _fit_runs(how.cfg, g)
@@ -254,7 +243,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
         part = gw if splits == 1 else empty((g.groups, splits, og, ncol), dt, dev)
         rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
         kernels.launch(
-            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defines(dt, **cfg, **_rounded(gw, gy, x, dt))),
+            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defines(dt, **cfg, **rounding(dt, A=gy, B=x, C=gw))),
             (-(-ncol // cfg["TN"]) * rtn, -(-og // cfg["TM"]) * rtm, g.groups * splits), (rtn, rtm, 1), *g.args(),
             np.int32(ks), np.int32(splits), x.data, gy.data, part.data,
         )

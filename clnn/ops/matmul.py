@@ -188,6 +188,12 @@ def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
     return unary_grad(act, y if pre is None else pre, y, g)
 
 
+def rounding(dtype: np.dtype, **operands: Tensor) -> dict[str, int]:
+    """gemm.h's ``<name>_F32`` define for each operand (A, B, C, D) stored as float32 where the kernel computes
+    in the half ``dtype``: an input rounded to it as it is loaded, a result widened as it is stored."""
+    return {f"{name}_F32": 1 for name, t in operands.items() if t.dtype != dtype}
+
+
 def gemm_raw(
     a: Tensor, a_strides: tuple[int, int, int],
     b: Tensor, b_strides: tuple[int, int, int],
@@ -224,7 +230,7 @@ def gemm_raw(
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
     how = how or plan(dev, dtype, batch, m, n, k)
     cfg, splits, ks = how.cfg, how.splits, how.ks
-    rounded = {f"{name}_F32": 1 for name, t in (("A", a), ("B", b), ("D", c), ("C", out)) if t.dtype != dtype}
+    rounded = rounding(dtype, A=a, B=b, D=c, C=out)
     fused = epilogue(act, out, pre)
     untiled = defines(dtype, **rounded)  # gemm_direct's and gemm_sum's: no tile
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)

@@ -5,7 +5,9 @@ The forward transforms each input window and filter into 16 planes, multiplies t
 bias and activation in the store. The input gradient is the same with the filters transposed and reversed;
 the weight gradient is F(3x3, 2x2): gy's 2x2 tiles and the same input windows, their products summed over
 the tiles by the GEMM. The batch's tiles are processed in chunks whose planes fit ``WORKSPACE`` bytes, so a
-layer's extra memory does not grow with the batch. ``conv.py`` decides when (:func:`suits`).
+layer's extra memory does not grow with the batch. Planes are float32 (float64 for float64): half storage is
+read and rounded as the implicit GEMM's loads round it (float32 operands under autocast) and the result rounded
+once, in the store. ``conv.py`` decides when (:func:`suits` and tuning's ``winograd`` row).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .. import kernels
 from ..kernels import defines
 from ..tensor import Tensor
 from ._core import empty
-from .matmul import epilogue, gemm_raw, plan
+from .matmul import epilogue, gemm_raw, plan, rounding
 
 if TYPE_CHECKING:
     from .conv import _Geom
@@ -29,20 +31,24 @@ PARTIAL_BYTES = 8 << 20  # most bytes of a batched GEMM's k-split partial produc
 TILE = 16  # positions of a transformed 4x4 tile
 
 
+def _plane(dtype: np.dtype) -> np.dtype:
+    """The planes' element type for products in ``dtype``: float64's own, float32 for the others."""
+    return np.dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32)
+
+
 def suits(g: _Geom, dtype: np.dtype) -> bool:
-    """Whether ``g`` is a convolution these kernels compute: 3x3, unit stride and dilation, one group, padding
-    at most 2 (the input gradient's is 2 - padding), float32 or float64 (half planes would round), and
-    transformed filters within FILTER_BYTES. Then a layer's extra memory stays under 64 MiB at any batch:
-    at most FILTER_BYTES of filters or two of weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
-    dt = np.dtype(dtype)
+    """Whether ``g`` is a convolution these kernels compute in ``dtype`` (any float type): 3x3, unit stride and
+    dilation, one group, padding at most 2 (the input gradient's is 2 - padding), and transformed filters within
+    FILTER_BYTES. Then a layer's extra memory stays under 64 MiB at any batch: at most FILTER_BYTES of filters
+    or two of weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
     return (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.groups) == (3, 3, 1, 1, 1, 1, 1) and max(g.ph, g.pw) <= 2 \
-        and dt in (np.float32, np.float64) and TILE * g.o * g.c * dt.itemsize <= FILTER_BYTES
+        and TILE * g.o * g.c * _plane(dtype).itemsize <= FILTER_BYTES
 
 
-def _chunk(tiles: int, rows: int, itemsize: int) -> int:
+def _chunk(tiles: int, rows: int, dtype: np.dtype) -> int:
     """Tiles per chunk: ``rows`` rows of planes (the GEMM's streamed operand and its product, or both operands)
     of 16 positions within WORKSPACE."""
-    return max(1, min(tiles, WORKSPACE // (TILE * rows * itemsize)))
+    return max(1, min(tiles, WORKSPACE // (TILE * rows * _plane(dtype).itemsize)))
 
 
 def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], m: int, n: int,
@@ -55,70 +61,76 @@ def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: t
     return gemm_raw(a, a_strides, b, b_strides, TILE, m, n, k, beta=0.0 if acc is None else 1.0, c=acc, how=how)
 
 
-def _filters(w: Tensor, o: int, c: int, flip: bool) -> Tensor:
-    """The transformed filters (16, O, C) of w (O, C, 3, 3), or with ``flip`` (16, C, O) of w transposed and
-    reversed (the input gradient's)."""
+def _filters(w: Tensor, o: int, c: int, dtype: np.dtype, flip: bool) -> Tensor:
+    """The transformed filters (16, O, C) of w (O, C, 3, 3) in ``dtype``, or with ``flip`` (16, C, O) of w
+    transposed and reversed (the input gradient's)."""
     dev = w.device
-    u = empty((TILE, c, o) if flip else (TILE, o, c), w.dtype, dev)
-    k = kernels.kernel(dev, "winograd.cl", "wino_filter", defines(w.dtype))
+    u = empty((TILE, c, o) if flip else (TILE, o, c), _plane(dtype), dev)
+    k = kernels.kernel(dev, "winograd.cl", "wino_filter", defines(dtype, **rounding(dtype, A=w)))
     kernels.launch(dev, k, (o, c) if flip else (c, o), None, np.int32(o), np.int32(c), np.int32(flip), w.data, u.data)
     return u
 
 
-def _convolve(x: Tensor, u: Tensor, bias: Tensor | None, n: int, c: int, h: int, w: int, o: int,
-              pad: tuple[int, int], act: str = "none", pre: Tensor | None = None) -> Tensor:
-    """act(x (N, C, H, W) * the 3x3 filters whose transform is ``u`` (16, O, C) + bias) with ``pad``: (N, O, OH, OW);
-    ``pre`` receives the value before ``act``."""
-    dev, dt = x.device, x.dtype
+def _convolve(x: Tensor, u: Tensor, bias: Tensor | None, shape: tuple[int, int, int, int], o: int,
+              pad: tuple[int, int], dtype: np.dtype, store: np.dtype, act: str = "none",
+              pre: Tensor | None = None) -> Tensor:
+    """act(x (N, C, H, W) = ``shape`` * the 3x3 filters whose transform is ``u`` (16, O, C) + bias) with ``pad``,
+    computed in ``dtype``, stored as ``store``: (N, O, OH, OW); ``pre`` receives the value before ``act``."""
+    dev, (n, c, h, w) = x.device, shape
     oh, ow = h + 2 * pad[0] - 2, w + 2 * pad[1] - 2
     th, tw = -(-oh // 2), -(-ow // 2)
     tiles = n * th * tw
-    y = empty((n, o, oh, ow), dt, dev)
-    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dt))
-    store = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dt))
-    step = _chunk(tiles, c + o, dt.itemsize)
+    y = empty((n, o, oh, ow), store, dev)
+    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, **rounding(dtype, B=x)))
+    put = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dtype, **rounding(dtype, C=y)))
+    step = _chunk(tiles, c + o, dtype)
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
-        v = empty((TILE, c, tc), dt, dev)
+        v = empty((TILE, c, tc), u.dtype, dev)
         kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w, *pad, th, tw, t0, tc, c * tc, tc, 1)),
                        x.data, v.data)
         m = _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c)
-        kernels.launch(dev, store, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc)), m.data,
+        kernels.launch(dev, put, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc)), m.data,
                        (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre),
                        y.data)
     return y
 
 
-def forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
-            pre: Tensor | None = None) -> Tensor:
-    """y = act(conv2d(x, w, padding) + bias), (N, O, OH, OW); ``pre`` receives the value before ``act``."""
-    return _convolve(x, _filters(w, g.o, g.c, flip=False), bias, g.n, g.c, g.h, g.w, g.o, (g.ph, g.pw), act, pre)
+def forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: np.dtype, store: np.dtype | None = None,
+            act: str = "none", pre: Tensor | None = None) -> Tensor:
+    """y = act(conv2d(x, w, padding) + bias), (N, O, OH, OW), computed in ``dtype`` and stored as ``store``
+    (``dtype`` by default); ``pre`` receives the value before ``act``."""
+    u = _filters(w, g.o, g.c, dtype, flip=False)
+    return _convolve(x, u, bias, (g.n, g.c, g.h, g.w), g.o, (g.ph, g.pw), dtype, store or dtype, act, pre)
 
 
-def input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom) -> Tensor:
-    """gx (N, C, H, W) of y = conv2d(x, w) given gy, plus ``bias`` per channel (conv_transpose2d's forward): gy
-    convolved with w transposed and reversed, padding 2 - p."""
-    return _convolve(gy, _filters(w, g.o, g.c, flip=True), bias, g.n, g.o, g.oh, g.ow, g.c, (2 - g.ph, 2 - g.pw))
+def input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: np.dtype,
+               store: np.dtype | None = None) -> Tensor:
+    """gx (N, C, H, W) of y = conv2d(x, w) given gy, plus ``bias`` per channel (conv_transpose2d's forward), in
+    ``dtype`` stored as ``store``: gy convolved with w transposed and reversed, padding 2 - p."""
+    u = _filters(w, g.o, g.c, dtype, flip=True)
+    return _convolve(gy, u, bias, (g.n, g.o, g.oh, g.ow), g.c, (2 - g.ph, 2 - g.pw), dtype, store or dtype)
 
 
-def weight_grad(x: Tensor, gy: Tensor, g: _Geom) -> Tensor:
-    """gw (O, C, 3, 3) of y = conv2d(x, w) given gy: per chunk of tiles, the transformed gy tiles (16, O, T) times
-    the transformed input windows (16, C, T) transposed, summed over the chunks in order."""
-    dev, dt = x.device, x.dtype
+def weight_grad(x: Tensor, gy: Tensor, g: _Geom, dtype: np.dtype, store: np.dtype | None = None) -> Tensor:
+    """gw (O, C, 3, 3) of y = conv2d(x, w) given gy, in ``dtype`` stored as ``store``: per chunk of tiles, the
+    transformed gy tiles (16, O, T) times the transformed input windows (16, C, T) transposed, summed over the
+    chunks in order."""
+    dev, pt = x.device, _plane(dtype)
     th, tw = -(-g.oh // 2), -(-g.ow // 2)
     tiles = g.n * th * tw
-    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dt))
-    grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dt))
-    step, acc = _chunk(tiles, g.c + g.o, dt.itemsize), None
+    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, **rounding(dtype, B=x)))
+    grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dtype, **rounding(dtype, A=gy)))
+    step, acc = _chunk(tiles, g.c + g.o, dtype), None
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
-        v, z = empty((TILE, g.c, tc), dt, dev), empty((TILE, g.o, tc), dt, dev)
+        v, z = empty((TILE, g.c, tc), pt, dev), empty((TILE, g.o, tc), pt, dev)
         kernels.launch(dev, data, (tc, g.c), None, *(np.int32(a) for a in (g.c, g.h, g.w, g.ph, g.pw, th, tw, t0, tc,
                                                                            g.c * tc, tc, 1)), x.data, v.data)
         kernels.launch(dev, grad, (tc, g.o), None, *(np.int32(a) for a in (g.o, g.oh, g.ow, th, tw, t0, tc,
                                                                            g.o * tc, tc, 1)), gy.data, z.data)
         acc = _product(z, (g.o * tc, tc, 1), v, (g.c * tc, 1, tc), g.o, g.c, tc, acc)
-    gw = empty((g.o, g.c, 3, 3), dt, dev)
-    kernels.launch(dev, kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dt)), (g.c, g.o), None,
-                   np.int32(g.o), np.int32(g.c), acc.data, gw.data)
+    gw = empty((g.o, g.c, 3, 3), store or dtype, dev)
+    kernels.launch(dev, kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dtype, **rounding(dtype, C=gw))),
+                   (g.c, g.o), None, np.int32(g.o), np.int32(g.c), acc.data, gw.data)
     return gw

@@ -532,15 +532,15 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled, strided", dt, y, *_grads(x, w, b))
         _conv_autocast(dt, rng, "tiled")
-        if dt in (F32, F64):
-            _winograd(dt, rng)
+        _winograd(dt, rng)
     finally:
         tuning.TABLE["gemm_direct"]["default"] = saved
 
 
 def _winograd(dt: np.dtype, rng: np.random.Generator) -> None:
     """conv2d 3x3 (with ReLU, and padding 2) and conv_transpose2d 3x3 by Winograd's kernels, all gradients, in
-    chunks of 7 of the 24 tiles (the weight gradient sums across chunks)."""
+    chunks of 7 of the 24 tiles (the weight gradient sums across chunks); for a half ``dt``, also conv2d of
+    float32 leaves under autocast (the kernels round them in their loads and store float32 gradients)."""
     import clnn.functional as F
     from clnn.ops import winograd
 
@@ -548,7 +548,7 @@ def _winograd(dt: np.dtype, rng: np.random.Generator) -> None:
     workspace = winograd.WORKSPACE
     for row in tuning.TABLE["winograd"].values():
         row["MIN_INTENSITY"] = 1
-    winograd.WORKSPACE = winograd.TILE * 9 * dt.itemsize * 7
+    winograd.WORKSPACE = winograd.TILE * 9 * max(4, dt.itemsize) * 7
     try:
         from clnn.ops.conv import conv_act
 
@@ -560,6 +560,12 @@ def _winograd(dt: np.dtype, rng: np.random.Generator) -> None:
         y = F.conv_transpose2d(x, w.detach().permute(1, 0, 2, 3).contiguous(), b, padding=2)
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv_transpose2d winograd", dt, y, *_grads(x, b))
+        if dt in (F16, BF16):
+            x, w = _leaf(rng, (2, 5, 7, 6), F32), _leaf(rng, (4, 5, 3, 3), F32)
+            with clnn.autocast(dt):
+                y = F.conv2d(x, w, padding=1)
+            (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+            finite("conv2d winograd of float32 operands", dt, y, *_grads(x, w))
     finally:
         tuning.TABLE["winograd"].update(rows)
         winograd.WORKSPACE = workspace
