@@ -47,8 +47,10 @@ def suits(g: _Geom, dtype: np.dtype) -> bool:
 
 def _chunk(tiles: int, rows: int, dtype: np.dtype) -> int:
     """Tiles per chunk: ``rows`` rows of planes (the GEMM's streamed operand and its product, or both operands)
-    of 16 positions within WORKSPACE."""
-    return max(1, min(tiles, WORKSPACE // (TILE * rows * _plane(dtype).itemsize)))
+    of 16 positions within WORKSPACE, the tiles shared out evenly (no short last chunk: its GEMM would be
+    inefficient, and its planes other sizes for the memory pool to keep)."""
+    most = max(1, WORKSPACE // (TILE * rows * _plane(dtype).itemsize))
+    return -(-tiles // -(-tiles // most))
 
 
 def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], m: int, n: int,
