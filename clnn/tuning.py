@@ -104,19 +104,21 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # direct kernel stored lane by lane (LeNet's conv1 + ReLU 1.5 -> 10 ms), and fused and unfused must agree
         "cpu intel": {"MAX_K": 576},
     },
-    # Winograd's F(2x2, 3x3) (ops/winograd.py) for 3x3 stride-1 convolutions with C*O / (C + O) >= MIN_INTENSITY
-    # (0: never), and the tile of its batched GEMM (gemm.h's keys, laid over gemm's). Zen 5, ms, forward / input
-    # gradient / weight gradient, tiles against Winograd, batch 8: Intel's runtime 256->256 28^2 26.5 21.5 (whole
-    # layer), 512->512 7^2 13.4 / 20.8 / 8.1 against 7.5 / 7.1 / 7.9, 256->256 14^2 7.9 / 9.7 / 6.0 against 6.3 /
-    # 6.4 / 5.1, but 128->128 28^2 7.4 / 7.9 / 6.7 against 7.6 / 7.8 / 7.8 and 128->256 28^2 12.9 / 15.6 / 11.5
-    # against 15.5 / 14.6 / 14.2: the transforms move (C + O) elements per C*O multiply-adds. PoCL: 128->128 56^2
-    # 32.5 / 32.9 / 33.6 against 24.4 / 24.5 / 29.1, 128->256 28^2 16.2 / 18.5 / 15.4 against 17.3 / 17.6 / 17.4.
-    # GPUs: unmeasured, so off
+    # Winograd's F(MxM, 3x3) (ops/winograd.py) for 3x3 stride-1 convolutions with C*O / (C + O) >= MIN_INTENSITY
+    # (0: never; the transforms move C + O plane elements per C*O multiply-adds), M 2 or 4 (4: 4x fewer
+    # multiply-adds and fewer plane elements, 7x F(2x2)'s rounding error, still a few 1e-6), and the tile of the
+    # batched GEMM (gemm.h's keys, laid over gemm's). Zen 5, ms, forward / input gradient / weight gradient,
+    # implicit-GEMM tiles against F(4x4), batch 8. Intel's runtime: 256->256 28^2 27 / 29 / 24 against 15.6 / 15.5
+    # / 15.7 (F(2x2): 20.5 / 20.3 / 23.1), 64->128 56^2 14.5 / 16.7 / 15.7 against 15.5 / 17.4 / 14.7, 64->64 56^2
+    # 8.4 / 7.0 / 7.8 against 6.8 / 6.8 / 7.3, but 32->64 56^2 4.8 / 3.6 / 4.1 against 5.1 / 5.6 / 6.0. PoCL:
+    # 256->256 28^2 31 / 34 / 32 against 18.0 / 18.2 / 18.4, 64->128 56^2 17.4 / 19.6 / 17.3 against 16.3 / 15.8 /
+    # 15.2, 32->64 56^2 5.6 / 6.5 / 6.9 against 6.4 / 5.0 / 6.1. GPUs: unmeasured, so off
     "winograd": {
-        "default": {"MIN_INTENSITY": 0},
-        "cpu": {"MIN_INTENSITY": 100},
-        "portable computing language": {"MIN_INTENSITY": 64},
-        "cpu intel": {"WM": 8},  # 256x128 tiles in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568)
+        "default": {"MIN_INTENSITY": 0, "M": 4},
+        "cpu": {"MIN_INTENSITY": 32},
+        # Intel's runtime: the whole 64->128 layer (bench_conv.py --layer 0 --batch 8 --backward) ran 47-49 ms on tiles
+        # against 50-57 by F(4x4); GEMM tiles of 256x128 in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568)
+        "cpu intel": {"MIN_INTENSITY": 64, "WM": 8},
     },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where

@@ -59,13 +59,14 @@ def set_direct_conv_max_k(monkeypatch, max_k: int) -> None:
         monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": max_k})
 
 
-def set_winograd_min_intensity(monkeypatch, least: int) -> None:
-    """Every device's ``winograd`` tuning row with MIN_INTENSITY = ``least``: 1 sends every 3x3 stride-1
-    convolution the kernels compute to Winograd's, 0 none (CPUs take it from 100, PoCL from 64)."""
+def set_winograd(monkeypatch, least: int, m: int = 4) -> None:
+    """Every device's ``winograd`` tuning row with MIN_INTENSITY = ``least`` (1: every 3x3 stride-1 convolution
+    the kernels compute takes them, 0: none; CPUs take them from 32, Intel's runtime from 64) and M = ``m``."""
     from clnn import tuning
 
     for key in tuning.TABLE["winograd"]:
-        monkeypatch.setitem(tuning.TABLE["winograd"], key, {**tuning.TABLE["winograd"][key], "MIN_INTENSITY": least})
+        monkeypatch.setitem(tuning.TABLE["winograd"], key, {**tuning.TABLE["winograd"][key], "MIN_INTENSITY": least,
+                                                             "M": m})
 
 
 def run_tests_script() -> ModuleType:

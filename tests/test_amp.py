@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
-from helpers import set_direct_conv_max_k, set_winograd_min_intensity
+from helpers import set_direct_conv_max_k, set_winograd
 
 import clnn
 from clnn import functional as F
@@ -293,7 +293,7 @@ def test_winograd_rounds_float32_operands_in_its_loads(dev, rng, monkeypatch, ha
     """Under autocast Winograd's kernels round float32 x and weights as they load them (no cast launch but the
     bias's) and store float32 gradients of float32 leaves: output and gradients equal, bit for bit, those of
     the same convolution of tensors cast first."""
-    set_winograd_min_intensity(monkeypatch, 1)
+    set_winograd(monkeypatch, 1)
     with clnn.use_device(dev):
         launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct=False)
     bias_cast = len(shapes) - 2

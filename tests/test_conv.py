@@ -8,7 +8,7 @@ import gc
 import numpy as np
 import pytest
 import torch
-from helpers import assert_close, assert_sum_close, set_direct_conv_max_k, set_winograd_min_intensity
+from helpers import assert_close, assert_sum_close, set_direct_conv_max_k, set_winograd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -175,39 +175,44 @@ WINOGRAD = [  # 3x3 stride-1 products that Winograd's kernels compute
     ("conv2d", (2, 6, 8, 8), (5, 6, 3, 3), {"padding": "same"}),
     ("conv_transpose2d", (2, 6, 5, 7), (6, 4, 3, 3), {"padding": 1}),
     ("conv_transpose2d", (2, 6, 5, 7), (6, 4, 3, 3), {}),           # its forward pads by 2
+    ("conv2d", (3, 5, 3, 4), (6, 5, 3, 3), {}),                     # 1x2 outputs: F(2x2) whatever M says
 ]
 WINOGRAD_KERNELS = {"wino_data", "wino_filter", "wino_store", "wino_grad_tiles", "wino_filter_grad"}
 
 
 @pytest.mark.parametrize("chunk", [0, 3])
+@pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("op, xs, ws, kw", WINOGRAD, ids=[f"{c[0]}-{i}" for i, c in enumerate(WINOGRAD)])
-def test_winograd_against_torch(op, xs, ws, kw, chunk, rng, monkeypatch):
-    """Forward and every gradient by Winograd's kernels on every device (all 3x3 stride-1 products sent there),
+def test_winograd_against_torch(op, xs, ws, kw, m, chunk, rng, monkeypatch):
+    """Forward and every gradient by Winograd's F(mxm, 3x3) on every device (all 3x3 stride-1 products sent there),
     all tiles at once and ``chunk`` at a time (the weight gradient summed across chunks), against torch; no
     implicit-GEMM kernel ran."""
-    set_winograd_min_intensity(monkeypatch, 1)
+    set_winograd(monkeypatch, 1, m)
     if chunk:
-        monkeypatch.setattr(winograd, "WORKSPACE", winograd.TILE * (xs[1] + ws[0] + ws[1]) * 4 * chunk)
+        rows = xs[1] + ws[0] + ws[1]  # a chunk's planes: both channel counts
+        monkeypatch.setattr(winograd, "WORKSPACE", winograd.positions(m) * rows * 4 * chunk)
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)
     names = {k.name for k in prof.kernels}
     assert names >= WINOGRAD_KERNELS and not any(n.startswith("conv_") for n in names), names
 
 
-def test_winograd_float64(dev, rng, monkeypatch):
+@pytest.mark.parametrize("m", [2, 4])
+def test_winograd_float64(m, dev, rng, monkeypatch):
     if not dev.supports(np.float64):
         pytest.skip(f"{dev} has no float64")
-    set_winograd_min_intensity(monkeypatch, 1)
+    set_winograd(monkeypatch, 1, m)
     with profiler.profile() as prof:
         check("conv2d", (2, 7, 6, 9), (5, 7, 3, 3), {"padding": 1}, rng, dtype=np.float64, tol=1e-12)
     assert {k.name for k in prof.kernels} >= WINOGRAD_KERNELS
 
 
+@pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("half", [clnn.float16, clnn.bfloat16], ids=str)
-def test_winograd_half(half, rng, monkeypatch):
+def test_winograd_half(half, m, rng, monkeypatch):
     """Half storage by Winograd's kernels (float32 planes, each result rounded once in the store): forward and
     every gradient within a rounding of the half type of torch's float64 convolution of the same half values."""
-    set_winograd_min_intensity(monkeypatch, 1)
+    set_winograd(monkeypatch, 1, m)
     eps = float(np.finfo(np.float16).eps) if half == clnn.float16 else 2.0**-7
     xa, wa, ba = (rng.standard_normal(s).astype(half).astype(np.float64) for s in ((2, 6, 7, 9), (5, 6, 3, 3), (5,)))
     leaves = [torch.tensor(a, requires_grad=True) for a in (xa, wa, ba)]
@@ -231,7 +236,7 @@ def test_winograd_half(half, rng, monkeypatch):
 def test_winograd_fused_activation(act, rng, monkeypatch):
     """Sequential(Conv2d 3x3, activation) by Winograd's kernels applies the activation in wino_store; the gradients
     (and relu's output) equal the unfused layers' bit for bit."""
-    set_winograd_min_intensity(monkeypatch, 1)
+    set_winograd(monkeypatch, 1)
     conv = clnn.nn.Conv2d(6, 10, 3, padding=1)
     xa = rng.standard_normal((2, 6, 7, 5)).astype(np.float32)
     gy = clnn.tensor(rng.standard_normal((2, 10, 7, 5)).astype(np.float32))
@@ -262,11 +267,13 @@ def test_winograd_fused_activation(act, rng, monkeypatch):
     (128, 128, {"padding": 1, "dilation": 2}, np.float32, False),
     (128, 128, {"padding": 3}, np.float32, False),           # the input gradient would pad by -1
     (128, 128, {"padding": 1, "groups": 2}, np.float32, False),
-    (1100, 1100, {"padding": 1}, np.float32, False),         # transformed filters past FILTER_BYTES
+    (512, 512, {"padding": 1}, np.float32, True),            # F(4x4)'s filters: FILTER_BYTES
+    (513, 512, {"padding": 1}, np.float32, False),           # past it
+    (512, 512, {"padding": 1}, np.float64, False),
 ])
 def test_winograd_route(c, o, kw, dtype, takes, monkeypatch):
     """Which products take Winograd's kernels at MIN_INTENSITY 64, from shapes and dtypes alone."""
-    set_winograd_min_intensity(monkeypatch, 64)
+    set_winograd(monkeypatch, 64)
     groups = kw.get("groups", 1)
     x = clnn.empty((1, c, 6, 6), dtype=dtype)
     w = clnn.empty((o, c // groups, 3, 3), dtype=dtype)
@@ -274,12 +281,21 @@ def test_winograd_route(c, o, kw, dtype, takes, monkeypatch):
     assert conv_mod._winograd(g, x.device, x.dtype) == takes
 
 
+@pytest.mark.parametrize("m, oh, ow, takes", [(4, 1, 1, 2), (4, 2, 2, 2), (4, 1, 7, 2), (4, 3, 3, 4), (4, 7, 9, 4),
+                                              (4, 56, 56, 4), (2, 56, 56, 2)])
+def test_winograd_tile_size(m, oh, ow, takes, dev, monkeypatch):
+    """F(4x4) wherever its planes hold fewer elements than F(2x2)'s (36 per 4x4 outputs against 16 per 2x2,
+    outputs rounded up to whole tiles): not for outputs of 1 or 2 rows or columns."""
+    set_winograd(monkeypatch, 1, m)
+    assert winograd.tile_size(oh, ow, dev) == takes
+
+
 def test_winograd_memory_bound(rng, monkeypatch):
     """Winograd's layer holds less than 64 MiB beyond its inputs, outputs and gradients at any launch (its peak),
-    at a batch whose transformed planes would take 98 MiB at once: the tiles go in chunks."""
-    set_winograd_min_intensity(monkeypatch, 1)
-    mib, n, c, s = 1 << 20, 32, 128, 28
-    assert winograd.TILE * 2 * c * n * (s // 2) ** 2 * 4 > 96 * mib
+    at a batch whose transformed planes would take 110 MiB at once: the tiles go in chunks."""
+    set_winograd(monkeypatch, 1)
+    mib, n, c, s = 1 << 20, 32, 256, 28
+    assert winograd.positions(4) * 2 * c * n * (s // 4) ** 2 * 4 > 96 * mib
     x, w, b = (clnn.tensor(rng.standard_normal(sh).astype(np.float32), requires_grad=True)
                for sh in ((n, c, s, s), (c, c, 3, 3), (c,)))
     gy = clnn.tensor(rng.standard_normal((n, c, s, s)).astype(np.float32))

@@ -200,7 +200,7 @@ def gemm_raw(
     batch: int, m: int, n: int, k: int,
     alpha: float = 1.0, beta: float = 0.0, c: Tensor | None = None, c_strides: tuple[int, int, int] | None = None,
     how: GemmPlan | None = None, dtype: np.dtype | None = None, act: str = "none", pre: Tensor | None = None,
-    store: np.dtype | None = None,
+    store: np.dtype | None = None, into: Tensor | None = None,
 ) -> Tensor:
     """``out[b] = act(alpha * A[b] @ B[b] + beta * C[b])`` with A, B and C read through (batch, row, col) strides.
 
@@ -214,14 +214,16 @@ def gemm_raw(
     ``FUSED_ACTS``, applied in the store, which also writes the value before it to ``pre`` (a (batch, m, n)
     tensor) when given. ``store``: the result's storage, ``dtype`` by default; float32 with a half ``dtype``
     holds the half result widened, bit for bit, without a half tensor (a float32 parameter's gradient under
-    autocast; gemm.h's C_F32; ``pre`` then float32 too). No autograd.
+    autocast; gemm.h's C_F32; ``pre`` then float32 too). ``into``: a contiguous (batch, m, n) tensor of that
+    storage to write instead of a new one; it may be ``c`` (every kernel reads each element of C in the
+    work-item that writes it): an accumulation in place. No autograd.
 
     Returns:
-        A new contiguous (batch, m, n) tensor.
+        ``into``, or a new contiguous (batch, m, n) tensor.
     """
     dev, dtype = a.device, a.dtype if dtype is None else np.dtype(dtype)
     store = dtype if store is None else np.dtype(store)
-    out = empty((batch, m, n), store, dev)
+    out = empty((batch, m, n), store, dev) if into is None else into
     if out.size == 0:
         return out
     if c is None or beta == 0:

@@ -1,10 +1,11 @@
-"""3x3 stride-1 convolutions by Winograd's F(2x2, 3x3) (``kernels_cl/winograd.cl``): 2.25x fewer multiply-adds.
+"""3x3 stride-1 convolutions by Winograd's F(MxM, 3x3), M 2 or 4 (``kernels_cl/winograd.cl``): 2.25x or 4x
+fewer multiply-adds.
 
-The forward transforms each input window and filter into 16 planes, multiplies them as one batched GEMM
-(``gemm_raw``, the 16 positions on its batch axis) and transforms the products back into 2x2 outputs with the
-bias and activation in the store. The input gradient is the same with the filters transposed and reversed;
-the weight gradient is F(3x3, 2x2): gy's 2x2 tiles and the same input windows, their products summed over
-the tiles by the GEMM. The batch's tiles are processed in chunks whose planes fit ``WORKSPACE`` bytes, so a
+The forward transforms each (M+2)x(M+2) input window and each filter into (M+2)^2 planes, multiplies them as
+one batched GEMM (``gemm_raw``, the positions on its batch axis) and transforms the products back into MxM
+outputs with the bias and activation in the store. The input gradient is the same with the filters transposed
+and reversed; the weight gradient is F(3x3, MxM): gy's MxM tiles and the same input windows, their products
+summed over the tiles by the GEMM. The batch's tiles are processed in chunks whose planes fit ``WORKSPACE`` bytes, so a
 layer's extra memory does not grow with the batch. Planes are float32 (float64 for float64): half storage is
 read and rounded as the implicit GEMM's loads round it (float32 operands under autocast) and the result rounded
 once, in the store. ``conv.py`` decides when (:func:`suits` and tuning's ``winograd`` row).
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, tuning
+from ..device import Device
 from ..kernels import defines
 from ..tensor import Tensor
 from ._core import empty
@@ -26,9 +28,8 @@ if TYPE_CHECKING:
     from .conv import _Geom
 
 WORKSPACE = 16 << 20  # most bytes of transformed data and products per chunk of tiles
-FILTER_BYTES = 16 << 20  # most bytes of transformed filters (or of the weight gradient's planes)
+FILTER_BYTES = 36 << 20  # most bytes of transformed filters (or of the weight gradient's planes): 512 x 512 channels
 PARTIAL_BYTES = 8 << 20  # most bytes of a batched GEMM's k-split partial products
-TILE = 16  # positions of a transformed 4x4 tile
 
 
 def _plane(dtype: np.dtype) -> np.dtype:
@@ -36,61 +37,80 @@ def _plane(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32)
 
 
+def positions(m: int) -> int:
+    """Positions of F(mxm, 3x3)'s transformed window: the batched GEMM's batch."""
+    return (m + 2) ** 2
+
+
+def tile_size(oh: int, ow: int, dev: Device) -> int:
+    """M for an output of ``oh`` x ``ow`` on ``dev``: tuning's ``winograd`` M, but 2 where F(2x2)'s planes hold
+    fewer elements (outputs whose rounding up to a multiple of 4 wastes more than F(4x4) saves: 1x1, 2x2)."""
+    m = int(tuning.params(dev, "winograd")["M"])
+    if m == 4:
+        cost = {k: positions(k) * -(-oh // k) * -(-ow // k) for k in (2, 4)}
+        m = 4 if cost[4] < cost[2] else 2
+    return m
+
+
 def suits(g: _Geom, dtype: np.dtype) -> bool:
     """Whether ``g`` is a convolution these kernels compute in ``dtype`` (any float type): 3x3, unit stride and
     dilation, one group, padding at most 2 (the input gradient's is 2 - padding), and transformed filters within
-    FILTER_BYTES. Then a layer's extra memory stays under 64 MiB at any batch: at most FILTER_BYTES of filters
-    or two of weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
+    FILTER_BYTES (F(4x4)'s 36 planes). Then a layer's extra memory stays under 64 MiB at any batch: at most
+    FILTER_BYTES of filters or weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
     return (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.groups) == (3, 3, 1, 1, 1, 1, 1) and max(g.ph, g.pw) <= 2 \
-        and TILE * g.o * g.c * _plane(dtype).itemsize <= FILTER_BYTES
+        and positions(4) * g.o * g.c * _plane(dtype).itemsize <= FILTER_BYTES
 
 
-def _chunk(tiles: int, rows: int, dtype: np.dtype) -> int:
+def _chunk(tiles: int, rows: int, m: int, dtype: np.dtype) -> int:
     """Tiles per chunk: ``rows`` rows of planes (the GEMM's streamed operand and its product, or both operands)
-    of 16 positions within WORKSPACE, the tiles shared out evenly (no short last chunk: its GEMM would be
+    of F(mxm)'s positions within WORKSPACE, the tiles shared out evenly (no short last chunk: its GEMM would be
     inefficient, and its planes other sizes for the memory pool to keep)."""
-    most = max(1, WORKSPACE // (TILE * rows * _plane(dtype).itemsize))
+    most = max(1, WORKSPACE // (positions(m) * rows * _plane(dtype).itemsize))
     return -(-tiles // -(-tiles // most))
 
 
 def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], m: int, n: int,
              k: int, acc: Tensor | None = None) -> Tensor:
-    """The 16 products a[xi] (m x k) @ b[xi] (k x n), plus ``acc`` (16, m, n) when given, as one batched GEMM in
-    ``winograd``'s tile with k-splits whose partials fit PARTIAL_BYTES."""
-    dev, dt = a.device, a.dtype
-    most = max(1, PARTIAL_BYTES // (TILE * m * n * dt.itemsize))
-    how = plan(dev, dt, TILE, m, n, k, max_splits=most, big="winograd")
-    return gemm_raw(a, a_strides, b, b_strides, TILE, m, n, k, beta=0.0 if acc is None else 1.0, c=acc, how=how)
+    """The products a[xi] (m x k) @ b[xi] (k x n) over a's first axis, added in place to ``acc`` (that many, m, n)
+    when given, as one batched GEMM in ``winograd``'s tile with k-splits whose partials fit PARTIAL_BYTES."""
+    dev, dt, batch = a.device, a.dtype, a.shape[0]
+    most = max(1, PARTIAL_BYTES // (batch * m * n * dt.itemsize))
+    how = plan(dev, dt, batch, m, n, k, max_splits=most, big="winograd")
+    return gemm_raw(a, a_strides, b, b_strides, batch, m, n, k, beta=0.0 if acc is None else 1.0, c=acc, how=how,
+                    into=acc)
 
 
-def _filters(w: Tensor, o: int, c: int, dtype: np.dtype, flip: bool) -> Tensor:
-    """The transformed filters (16, O, C) of w (O, C, 3, 3) in ``dtype``, or with ``flip`` (16, C, O) of w
-    transposed and reversed (the input gradient's)."""
-    dev = w.device
-    u = empty((TILE, c, o) if flip else (TILE, o, c), _plane(dtype), dev)
-    k = kernels.kernel(dev, "winograd.cl", "wino_filter", defines(dtype, **rounding(dtype, A=w)))
+def _filters(w: Tensor, o: int, c: int, m: int, dtype: np.dtype, flip: bool) -> Tensor:
+    """F(mxm)'s transformed filters (positions, O, C) of w (O, C, 3, 3) in ``dtype``, or with ``flip``
+    (positions, C, O) of w transposed and reversed (the input gradient's)."""
+    dev, p = w.device, positions(m)
+    u = empty((p, c, o) if flip else (p, o, c), _plane(dtype), dev)
+    k = kernels.kernel(dev, "winograd.cl", "wino_filter", defines(dtype, WINO_M=m, **rounding(dtype, A=w)))
     kernels.launch(dev, k, (o, c) if flip else (c, o), None, np.int32(o), np.int32(c), np.int32(flip), w.data, u.data)
     return u
 
 
-def _convolve(x: Tensor, u: Tensor, bias: Tensor | None, shape: tuple[int, int, int, int], o: int,
-              pad: tuple[int, int], dtype: np.dtype, store: np.dtype, act: str = "none",
+def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, shape: tuple[int, int, int, int], o: int,
+              pad: tuple[int, int], flip: bool, dtype: np.dtype, store: np.dtype, act: str = "none",
               pre: Tensor | None = None) -> Tensor:
-    """act(x (N, C, H, W) = ``shape`` * the 3x3 filters whose transform is ``u`` (16, O, C) + bias) with ``pad``,
-    computed in ``dtype``, stored as ``store``: (N, O, OH, OW); ``pre`` receives the value before ``act``."""
-    dev, (n, c, h, w) = x.device, shape
-    oh, ow = h + 2 * pad[0] - 2, w + 2 * pad[1] - 2
-    th, tw = -(-oh // 2), -(-ow // 2)
+    """act(x (N, C, H, W) = ``shape`` * the 3x3 filters w (O, C, 3, 3), or with ``flip`` w (C, O, 3, 3)
+    transposed and reversed, + bias) with ``pad``, computed in ``dtype``, stored as ``store``: (N, O, OH, OW);
+    ``pre`` receives the value before ``act``."""
+    dev, (n, c, h, w_) = x.device, shape
+    oh, ow = h + 2 * pad[0] - 2, w_ + 2 * pad[1] - 2
+    m = tile_size(oh, ow, dev)
+    u = _filters(w, c if flip else o, o if flip else c, m, dtype, flip)
+    th, tw, p = -(-oh // m), -(-ow // m), positions(m)
     tiles = n * th * tw
     y = empty((n, o, oh, ow), store, dev)
-    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, **rounding(dtype, B=x)))
-    put = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dtype, **rounding(dtype, C=y)))
-    step = _chunk(tiles, c + o, dtype)
+    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
+    put = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dtype, WINO_M=m, **rounding(dtype, C=y)))
+    step = _chunk(tiles, c + o, m, dtype)
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
-        v = empty((TILE, c, tc), u.dtype, dev)
-        kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w, *pad, th, tw, t0, tc, c * tc, tc, 1)),
-                       x.data, v.data)
+        v = empty((p, c, tc), u.dtype, dev)
+        kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, t0, tc, c * tc, tc,
+                                                                          1)), x.data, v.data)
         m = _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c)
         kernels.launch(dev, put, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc)), m.data,
                        (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre),
@@ -102,37 +122,35 @@ def forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: np.dtype
             act: str = "none", pre: Tensor | None = None) -> Tensor:
     """y = act(conv2d(x, w, padding) + bias), (N, O, OH, OW), computed in ``dtype`` and stored as ``store``
     (``dtype`` by default); ``pre`` receives the value before ``act``."""
-    u = _filters(w, g.o, g.c, dtype, flip=False)
-    return _convolve(x, u, bias, (g.n, g.c, g.h, g.w), g.o, (g.ph, g.pw), dtype, store or dtype, act, pre)
+    return _convolve(x, w, bias, (g.n, g.c, g.h, g.w), g.o, (g.ph, g.pw), False, dtype, store or dtype, act, pre)
 
 
 def input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: np.dtype,
                store: np.dtype | None = None) -> Tensor:
     """gx (N, C, H, W) of y = conv2d(x, w) given gy, plus ``bias`` per channel (conv_transpose2d's forward), in
     ``dtype`` stored as ``store``: gy convolved with w transposed and reversed, padding 2 - p."""
-    u = _filters(w, g.o, g.c, dtype, flip=True)
-    return _convolve(gy, u, bias, (g.n, g.o, g.oh, g.ow), g.c, (2 - g.ph, 2 - g.pw), dtype, store or dtype)
+    return _convolve(gy, w, bias, (g.n, g.o, g.oh, g.ow), g.c, (2 - g.ph, 2 - g.pw), True, dtype, store or dtype)
 
 
 def weight_grad(x: Tensor, gy: Tensor, g: _Geom, dtype: np.dtype, store: np.dtype | None = None) -> Tensor:
     """gw (O, C, 3, 3) of y = conv2d(x, w) given gy, in ``dtype`` stored as ``store``: per chunk of tiles, the
-    transformed gy tiles (16, O, T) times the transformed input windows (16, C, T) transposed, summed over the
-    chunks in order."""
-    dev, pt = x.device, _plane(dtype)
-    th, tw = -(-g.oh // 2), -(-g.ow // 2)
+    transformed gy tiles (positions, O, T) times the transformed input windows (positions, C, T) transposed,
+    summed over the chunks in order."""
+    dev, pt, m = x.device, _plane(dtype), tile_size(g.oh, g.ow, x.device)
+    th, tw, p = -(-g.oh // m), -(-g.ow // m), positions(m)
     tiles = g.n * th * tw
-    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, **rounding(dtype, B=x)))
-    grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dtype, **rounding(dtype, A=gy)))
-    step, acc = _chunk(tiles, g.c + g.o, dtype), None
+    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
+    grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dtype, WINO_M=m, **rounding(dtype, A=gy)))
+    step, acc = _chunk(tiles, g.c + g.o, m, dtype), None
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
-        v, z = empty((TILE, g.c, tc), pt, dev), empty((TILE, g.o, tc), pt, dev)
+        v, z = empty((p, g.c, tc), pt, dev), empty((p, g.o, tc), pt, dev)
         kernels.launch(dev, data, (tc, g.c), None, *(np.int32(a) for a in (g.c, g.h, g.w, g.ph, g.pw, th, tw, t0, tc,
                                                                            g.c * tc, tc, 1)), x.data, v.data)
         kernels.launch(dev, grad, (tc, g.o), None, *(np.int32(a) for a in (g.o, g.oh, g.ow, th, tw, t0, tc,
                                                                            g.o * tc, tc, 1)), gy.data, z.data)
         acc = _product(z, (g.o * tc, tc, 1), v, (g.c * tc, 1, tc), g.o, g.c, tc, acc)
     gw = empty((g.o, g.c, 3, 3), store or dtype, dev)
-    kernels.launch(dev, kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dtype, **rounding(dtype, C=gw))),
-                   (g.c, g.o), None, np.int32(g.o), np.int32(g.c), acc.data, gw.data)
+    k = kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dtype, WINO_M=m, **rounding(dtype, C=gw)))
+    kernels.launch(dev, k, (g.c, g.o), None, np.int32(g.o), np.int32(g.c), acc.data, gw.data)
     return gw
