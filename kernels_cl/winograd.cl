@@ -93,13 +93,20 @@ __kernel void wino_data(int C, int H, int W, int PH, int PW, int TH, int TW, int
     const int tj = t % TW, ti = t / TW % TH, n = t / (TW * TH), h0 = WINO_M * ti - PH, w0 = WINO_M * tj - PW;
     __global const b_t *xc = x + ((size_t)n * C + c) * H * W;
     real d[AL][AL], f[AL][AL];
+    if (h0 >= 0 && h0 + AL <= H && w0 >= 0 && w0 + AL <= W) { /* inside the image: no bounds per element */
 #pragma unroll
-    for (int a = 0; a < AL; ++a)
+        for (int a = 0; a < AL; ++a)
 #pragma unroll
-        for (int b = 0; b < AL; ++b) {
-            const int h = h0 + a, w = w0 + b;
-            d[a][b] = h >= 0 && h < H && w >= 0 && w < W ? LOAD_B(xc, h * W + w) : (real)0;
-        }
+            for (int b = 0; b < AL; ++b) d[a][b] = LOAD_B(xc, (h0 + a) * W + w0 + b);
+    } else {
+#pragma unroll
+        for (int a = 0; a < AL; ++a)
+#pragma unroll
+            for (int b = 0; b < AL; ++b) {
+                const int h = h0 + a, w = w0 + b;
+                d[a][b] = h >= 0 && h < H && w >= 0 && w < W ? LOAD_B(xc, h * W + w) : (real)0;
+            }
+    }
     SANDWICH(f, BT, d, AL, AL);
     __global real *out = v + (size_t)c * RS + (size_t)tl * TS;
 #pragma unroll
