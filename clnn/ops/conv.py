@@ -93,7 +93,8 @@ def _winograd(g: _Geom, dev: Device, dtype: np.dtype) -> bool:
     compute, with at least the device's ``winograd`` MIN_INTENSITY multiply-adds per element of the transformed
     planes (C*O / (C + O), the batched GEMM's arithmetic intensity: its operands and result are the planes)."""
     least = tuning.params(dev, "winograd")["MIN_INTENSITY"]
-    return least > 0 and winograd.suits(g, dtype) and g.c * g.o >= least * (g.c + g.o)
+    return least > 0 and (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.groups) == (3, 3, 1, 1, 1, 1, 1) \
+        and winograd.suits(g.c, g.o, (g.ph, g.pw), dtype) and g.c * g.o >= least * (g.c + g.o)
 
 
 def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
@@ -108,7 +109,7 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
     forward, whose kernel must not depend on whether an activation is fused (:func:`_tile`)."""
     dev, dt = x.device, x.dtype if dtype is None else np.dtype(dtype)
     if cfg is None and y is None and _winograd(g, dev, dt):
-        return winograd.forward(x, w, bias, g, dt, store, act, pre)
+        return winograd.forward(x, w, bias, (g.ph, g.pw), dt, store, act, pre)
     if y is None:
         y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, dev)
         layout = (g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1, 0)
@@ -195,7 +196,7 @@ def _input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: Any
     tap lands on (a kernel smaller than the stride) gets the bias alone."""
     dev, dt = gy.device, gy.dtype if dtype is None else np.dtype(dtype)
     if _winograd(g, dev, dt):
-        return winograd.input_grad(gy, w, bias, g, dt, store)
+        return winograd.input_grad(gy, w, bias, (g.ph, g.pw), dt, store)
     gx = empty((g.n, g.c, g.h, g.w), dt if store is None else store, dev)
     for ph in _phases(g.h, g.kh, g.sh, g.ph, g.dh):
         for pw in _phases(g.w, g.kw, g.sw, g.pw, g.dw):
@@ -227,7 +228,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
     if nq == 0:  # empty batch
         return zeros(shape, dtype=dt if store is None else store, device=dev)
     if cfg is None and _winograd(g, dev, dt):
-        return winograd.weight_grad(x, gy, g, dt, store)
+        return winograd.weight_grad(x, gy, (g.ph, g.pw), dt, store)
     gw = empty(shape, dt if store is None else store, dev)
     how = plan(dev, dt, g.groups, og, ncol, nq, big="conv_bwd_weight", cfgs=None if cfg is None else [cfg])
     half = np.dtype(dt) in HALF_DTYPES  # half partials would round

@@ -13,8 +13,6 @@ once, in the store. ``conv.py`` decides when (:func:`suits` and tuning's ``winog
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from .. import kernels, tuning
@@ -23,9 +21,6 @@ from ..kernels import defines
 from ..tensor import Tensor
 from ._core import empty
 from .matmul import epilogue, gemm_raw, plan, rounding
-
-if TYPE_CHECKING:
-    from .conv import _Geom
 
 WORKSPACE = 16 << 20  # most bytes of transformed data and products per chunk of tiles
 FILTER_BYTES = 36 << 20  # most bytes of transformed filters (or of the weight gradient's planes): 512 x 512 channels
@@ -52,13 +47,12 @@ def tile_size(oh: int, ow: int, dev: Device) -> int:
     return m
 
 
-def suits(g: _Geom, dtype: np.dtype) -> bool:
-    """Whether ``g`` is a convolution these kernels compute in ``dtype`` (any float type): 3x3, unit stride and
-    dilation, one group, padding at most 2 (the input gradient's is 2 - padding), and transformed filters within
-    FILTER_BYTES (F(4x4)'s 36 planes). Then a layer's extra memory stays under 64 MiB at any batch: at most
-    FILTER_BYTES of filters or weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
-    return (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.groups) == (3, 3, 1, 1, 1, 1, 1) and max(g.ph, g.pw) <= 2 \
-        and positions(4) * g.o * g.c * _plane(dtype).itemsize <= FILTER_BYTES
+def suits(c: int, o: int, pad: tuple[int, int], dtype: np.dtype) -> bool:
+    """Whether these kernels compute a 3x3, stride-1, ungrouped convolution of ``c`` to ``o`` channels with
+    padding ``pad`` in ``dtype`` (any float type): padding at most 2 (the input gradient's is 2 - padding) and
+    transformed filters within FILTER_BYTES (F(4x4)'s 36 planes). Then a layer's extra memory stays under 64
+    MiB at any batch: at most FILTER_BYTES of filters or weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
+    return max(pad) <= 2 and positions(4) * o * c * _plane(dtype).itemsize <= FILTER_BYTES
 
 
 def _chunk(tiles: int, rows: int, m: int, dtype: np.dtype) -> int:
@@ -90,13 +84,12 @@ def _filters(w: Tensor, o: int, c: int, m: int, dtype: np.dtype, flip: bool) -> 
     return u
 
 
-def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, shape: tuple[int, int, int, int], o: int,
-              pad: tuple[int, int], flip: bool, dtype: np.dtype, store: np.dtype, act: str = "none",
-              pre: Tensor | None = None) -> Tensor:
-    """act(x (N, C, H, W) = ``shape`` * the 3x3 filters w (O, C, 3, 3), or with ``flip`` w (C, O, 3, 3)
-    transposed and reversed, + bias) with ``pad``, computed in ``dtype``, stored as ``store``: (N, O, OH, OW);
-    ``pre`` receives the value before ``act``."""
-    dev, (n, c, h, w_) = x.device, shape
+def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], flip: bool, dtype: np.dtype,
+              store: np.dtype, act: str = "none", pre: Tensor | None = None) -> Tensor:
+    """act(x (N, C, H, W) * the 3x3 filters w (O, C, 3, 3), or with ``flip`` w (C, O, 3, 3) transposed and
+    reversed, + bias) with ``pad``, computed in ``dtype``, stored as ``store``: (N, O, OH, OW); ``pre`` receives
+    the value before ``act``."""
+    dev, (n, c, h, w_), o = x.device, x.shape, w.shape[0 if not flip else 1]
     oh, ow = h + 2 * pad[0] - 2, w_ + 2 * pad[1] - 2
     m = tile_size(oh, ow, dev)
     u = _filters(w, c if flip else o, o if flip else c, m, dtype, flip)
@@ -111,46 +104,48 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, shape: tuple[int, int, 
         v = empty((p, c, tc), u.dtype, dev)
         kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, t0, tc, c * tc, tc,
                                                                           1)), x.data, v.data)
-        m = _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c)
-        kernels.launch(dev, put, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc)), m.data,
+        prod = _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c)
+        kernels.launch(dev, put, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc)), prod.data,
                        (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre),
                        y.data)
     return y
 
 
-def forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: np.dtype, store: np.dtype | None = None,
-            act: str = "none", pre: Tensor | None = None) -> Tensor:
-    """y = act(conv2d(x, w, padding) + bias), (N, O, OH, OW), computed in ``dtype`` and stored as ``store``
-    (``dtype`` by default); ``pre`` receives the value before ``act``."""
-    return _convolve(x, w, bias, (g.n, g.c, g.h, g.w), g.o, (g.ph, g.pw), False, dtype, store or dtype, act, pre)
+def forward(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], dtype: np.dtype,
+            store: np.dtype | None = None, act: str = "none", pre: Tensor | None = None) -> Tensor:
+    """y = act(conv2d(x, w, padding=pad) + bias) for x (N, C, H, W), w (O, C, 3, 3): (N, O, OH, OW), computed in
+    ``dtype`` and stored as ``store`` (``dtype`` by default); ``pre`` receives the value before ``act``."""
+    return _convolve(x, w, bias, pad, False, dtype, store or dtype, act, pre)
 
 
-def input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, dtype: np.dtype,
+def input_grad(gy: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], dtype: np.dtype,
                store: np.dtype | None = None) -> Tensor:
-    """gx (N, C, H, W) of y = conv2d(x, w) given gy, plus ``bias`` per channel (conv_transpose2d's forward), in
-    ``dtype`` stored as ``store``: gy convolved with w transposed and reversed, padding 2 - p."""
-    return _convolve(gy, w, bias, (g.n, g.o, g.oh, g.ow), g.c, (2 - g.ph, 2 - g.pw), True, dtype, store or dtype)
+    """gx (N, C, H, W) of y = conv2d(x, w, padding=pad) given gy (N, O, OH, OW), plus ``bias`` per channel
+    (conv_transpose2d's forward), in ``dtype`` stored as ``store``: gy convolved with w transposed and
+    reversed, padding 2 - pad."""
+    return _convolve(gy, w, bias, (2 - pad[0], 2 - pad[1]), True, dtype, store or dtype)
 
 
-def weight_grad(x: Tensor, gy: Tensor, g: _Geom, dtype: np.dtype, store: np.dtype | None = None) -> Tensor:
-    """gw (O, C, 3, 3) of y = conv2d(x, w) given gy, in ``dtype`` stored as ``store``: per chunk of tiles, the
-    transformed gy tiles (positions, O, T) times the transformed input windows (positions, C, T) transposed,
-    summed over the chunks in order."""
-    dev, pt, m = x.device, _plane(dtype), tile_size(g.oh, g.ow, x.device)
-    th, tw, p = -(-g.oh // m), -(-g.ow // m), positions(m)
-    tiles = g.n * th * tw
+def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, store: np.dtype | None = None) -> Tensor:
+    """gw (O, C, 3, 3) of y = conv2d(x, w, padding=pad) given x (N, C, H, W) and gy (N, O, OH, OW), in ``dtype``
+    stored as ``store``: per chunk of tiles, the transformed gy tiles (positions, O, T) times the transformed
+    input windows (positions, C, T) transposed, summed over the chunks in order."""
+    (n, c, h, w_), (o, oh, ow) = x.shape, gy.shape[1:]
+    dev, pt, m = x.device, _plane(dtype), tile_size(oh, ow, x.device)
+    th, tw, p = -(-oh // m), -(-ow // m), positions(m)
+    tiles = n * th * tw
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
     grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dtype, WINO_M=m, **rounding(dtype, A=gy)))
-    step, acc = _chunk(tiles, g.c + g.o, m, dtype), None
+    step, acc = _chunk(tiles, c + o, m, dtype), None
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
-        v, z = empty((p, g.c, tc), pt, dev), empty((p, g.o, tc), pt, dev)
-        kernels.launch(dev, data, (tc, g.c), None, *(np.int32(a) for a in (g.c, g.h, g.w, g.ph, g.pw, th, tw, t0, tc,
-                                                                           g.c * tc, tc, 1)), x.data, v.data)
-        kernels.launch(dev, grad, (tc, g.o), None, *(np.int32(a) for a in (g.o, g.oh, g.ow, th, tw, t0, tc,
-                                                                           g.o * tc, tc, 1)), gy.data, z.data)
-        acc = _product(z, (g.o * tc, tc, 1), v, (g.c * tc, 1, tc), g.o, g.c, tc, acc)
-    gw = empty((g.o, g.c, 3, 3), store or dtype, dev)
+        v, z = empty((p, c, tc), pt, dev), empty((p, o, tc), pt, dev)
+        kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, t0, tc, c * tc, tc,
+                                                                          1)), x.data, v.data)
+        kernels.launch(dev, grad, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc, o * tc, tc, 1)),
+                       gy.data, z.data)
+        acc = _product(z, (o * tc, tc, 1), v, (c * tc, 1, tc), o, c, tc, acc)
+    gw = empty((o, c, 3, 3), store or dtype, dev)
     k = kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dtype, WINO_M=m, **rounding(dtype, C=gw)))
-    kernels.launch(dev, k, (g.c, g.o), None, np.int32(g.o), np.int32(g.c), acc.data, gw.data)
+    kernels.launch(dev, k, (c, o), None, np.int32(o), np.int32(c), acc.data, gw.data)
     return gw
