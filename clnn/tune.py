@@ -7,7 +7,7 @@ remaining candidate against NumPy in float64 before timing it, and stores the fa
 the database of :mod:`clnn.tuning`, which the planners then consult before the built-in table. Families:
 ``gemm`` (the ``gemm`` and ``gemm_small`` tiles) and ``conv`` (the implicit-GEMM convolution kernels'
 tiles, ``conv_fwd`` (which also runs the input gradients) and ``conv_bwd_weight``, each timed at a
-representative layer).
+representative layer, and ``winograd``, the tile of Winograd's batched product of that layer's planes).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pyopencl as cl
 
 from . import kernels, tuning
 from .device import Device, device
-from .ops import conv
+from .ops import conv, winograd
 from .ops.creation import tensor
 from .ops.matmul import _KEYS, config_problem, gemm_config, gemm_raw, tiled_plan
 from .tensor import Tensor
@@ -115,13 +115,13 @@ class _Problem(abc.ABC):
 
 
 class _GemmProblem(_Problem):
-    """A product of the kind's shape, and a transposed, batched odd-shaped one."""
+    """``batch`` products of the kind's shape, and a transposed, batched odd-shaped one."""
 
-    def __init__(self, dev: Device, shape: tuple[int, int, int], rng: np.random.Generator) -> None:
-        self.dev, self.shape, (m, n, k) = dev, shape, shape
-        self.flops = 2.0 * m * n * k
-        a = rng.standard_normal((m, k)).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
+    def __init__(self, dev: Device, shape: tuple[int, int, int], rng: np.random.Generator, batch: int = 1) -> None:
+        self.dev, self.shape, self.batch, (m, n, k) = dev, shape, batch, shape
+        self.flops = 2.0 * batch * m * n * k
+        a = rng.standard_normal((batch, m, k)).astype(np.float32)
+        b = rng.standard_normal((batch, k, n)).astype(np.float32)
         self.a, self.b = tensor(a, device=dev), tensor(b, device=dev)
         self.small = (2, 131, 137, 67)  # batch, m, n, k: primes past a 128 tile, a short last k-slice
         batch, sm, sn, sk = self.small
@@ -135,7 +135,7 @@ class _GemmProblem(_Problem):
             batch, m, n, k = self.small
             return gemm_raw(self.sa, (k * m, 1, m), self.sb, (n * k, 1, k), batch, m, n, k, how=tiled_plan(cfg, k))
         m, n, k = self.shape
-        return gemm_raw(self.a, (0, k, 1), self.b, (0, n, 1), 1, m, n, k, how=tiled_plan(cfg, k))
+        return gemm_raw(self.a, (m * k, k, 1), self.b, (k * n, n, 1), self.batch, m, n, k, how=tiled_plan(cfg, k))
 
 
 class _ConvProblem(_Problem):
@@ -156,6 +156,13 @@ class _ConvProblem(_Problem):
 
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
         return conv.run_tile(self.kind, *self.operands[which], 1, cfg)
+
+
+def _winograd_shape(dev: Device) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of F(4x4, 3x3)'s product of planes for :func:`_conv_shape`'s layer: 36 positions, the
+    output channels, the tiles, the input channels."""
+    n, c, h, w, o = _conv_shape(dev)
+    return winograd.positions(4), o, n * -(-h // 4) * -(-w // 4), c
 
 
 def _conv_ref(kind: str, x: np.ndarray, w: np.ndarray, gy: np.ndarray) -> np.ndarray:
@@ -224,13 +231,17 @@ def tune_gemm(dev: Device, budget: float, path: Path | None, out: Printer) -> di
 
 
 def tune_conv(dev: Device, budget: float, path: Path | None, out: Printer) -> dict[str, dict[str, Any]]:
-    """Tune the tiles of the convolution kernels (``conv_fwd``, ``conv_bwd_weight``)
-    within ``budget`` seconds, as :func:`tune_gemm`; the convolution planner weighs each stored tile
+    """Tune the tiles of the convolution kernels (``conv_fwd``, ``conv_bwd_weight``) and of Winograd's batched
+    product (``winograd``) within ``budget`` seconds, as :func:`tune_gemm`; the planners weigh each stored tile
     against ``gemm_small``'s."""
-    rng, winners = np.random.default_rng(0), {}
-    for i, kind in enumerate(conv.TUNED):
-        problem = _ConvProblem(dev, kind, _conv_shape(dev), rng)
-        entry = _search(dev, kind, problem, budget / len(conv.TUNED), path, out, f"{i + 1}/{len(conv.TUNED)}")
+    rng, winners, kinds = np.random.default_rng(0), {}, (*conv.TUNED, "winograd")
+    for i, kind in enumerate(kinds):
+        if kind == "winograd":
+            batch, *shape = _winograd_shape(dev)
+            problem: _Problem = _GemmProblem(dev, tuple(shape), rng, batch)
+        else:
+            problem = _ConvProblem(dev, kind, _conv_shape(dev), rng)
+        entry = _search(dev, kind, problem, budget / len(kinds), path, out, f"{i + 1}/{len(kinds)}")
         if entry is not None:
             winners[kind] = entry
     return winners

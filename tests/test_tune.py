@@ -79,7 +79,8 @@ def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeyp
 
 def test_tune_conv_stores_each_kernel_and_the_planner_uses_it(dev, db, monkeypatch, capsys):
     """``clnn tune --kernels conv`` over a tiny space (two candidates, a small layer) checks each candidate
-    against NumPy (a wrong reference would skip them all), stores one tile per kernel, single-buffered."""
+    against NumPy (a wrong reference would skip them all), stores one tile per kernel (the implicit-GEMM ones
+    single-buffered) and one for Winograd's product of that layer's planes, and the planners then use them."""
     first = tune.candidates
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: itertools.islice(first(dev, kind), 2))
     monkeypatch.setattr(tune, "_conv_shape", lambda dev: (2, 8, 9, 11, 16))
@@ -87,9 +88,11 @@ def test_tune_conv_stores_each_kernel_and_the_planner_uses_it(dev, db, monkeypat
     progress = capsys.readouterr().out
     assert "wrong result" not in progress and "failed" not in progress, progress  # skips only for device limits
     stored = json.loads(db.read_text())["devices"][tuning.device_key(dev)]
-    assert set(stored) == set(conv.TUNED)
+    assert set(stored) == {*conv.TUNED, "winograd"}
     for kind in conv.TUNED:
         assert stored[kind]["params"]["DB"] == 0 and stored[kind]["shape"] == [2, 8, 9, 11, 16]
+    assert stored["winograd"]["shape"] == [16, 2 * 3 * 3, 8]  # F(4x4)'s planes: O x tiles x C, 36 of them
+    for kind in stored:
         assert gemm_config(dev, np.float32, kind) == stored[kind]["params"]
 
 
