@@ -22,7 +22,7 @@ from ..tensor import Tensor
 from ._core import empty
 from .matmul import epilogue, gemm_raw, plan, rounding
 
-WORKSPACE = 16 << 20  # most bytes of transformed data and products per chunk of tiles
+WORKSPACE = 16 << 20  # bytes of the two plane buffers a chunk of tiles goes through
 FILTER_BYTES = 36 << 20  # most bytes of transformed filters (or of the weight gradient's planes): 512 x 512 channels
 PARTIAL_BYTES = 8 << 20  # most bytes of a batched GEMM's k-split partial products
 
@@ -55,23 +55,33 @@ def suits(c: int, o: int, pad: tuple[int, int], dtype: np.dtype) -> bool:
     return max(pad) <= 2 and positions(4) * o * c * _plane(dtype).itemsize <= FILTER_BYTES
 
 
+def _workspace(dev: Device, dtype: np.dtype) -> tuple[Tensor, Tensor]:
+    """Two plane buffers of WORKSPACE / 2 bytes: the same sizes for every layer, so the memory pool reuses them
+    (per-layer sizes left it holding 128 MiB more after an AlexNet step)."""
+    pt = _plane(dtype)
+    return empty((WORKSPACE // 2 // pt.itemsize,), pt, dev), empty((WORKSPACE // 2 // pt.itemsize,), pt, dev)
+
+
+def _planes(buf: Tensor, shape: tuple[int, int, int]) -> Tensor:
+    """``buf``'s leading elements as planes of ``shape``."""
+    return Tensor(buf.data, shape, buf.dtype, buf.device)
+
+
 def _chunk(tiles: int, rows: int, m: int, dtype: np.dtype) -> int:
-    """Tiles per chunk: ``rows`` rows of planes (the GEMM's streamed operand and its product, or both operands)
-    of F(mxm)'s positions within WORKSPACE, the tiles shared out evenly (no short last chunk: its GEMM would be
-    inefficient, and its planes other sizes for the memory pool to keep)."""
-    most = max(1, WORKSPACE // (positions(m) * rows * _plane(dtype).itemsize))
+    """Tiles per chunk: planes of F(mxm)'s positions with up to ``rows`` rows in half of WORKSPACE, the tiles shared
+    out evenly (no short last chunk: its GEMM would be inefficient)."""
+    most = max(1, WORKSPACE // 2 // (positions(m) * rows * _plane(dtype).itemsize))
     return -(-tiles // -(-tiles // most))
 
 
 def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], m: int, n: int,
-             k: int, acc: Tensor | None = None) -> Tensor:
-    """The products a[xi] (m x k) @ b[xi] (k x n) over a's first axis, added in place to ``acc`` (that many, m, n)
-    when given, as one batched GEMM in ``winograd``'s tile with k-splits whose partials fit PARTIAL_BYTES."""
-    dev, dt, batch = a.device, a.dtype, a.shape[0]
+             k: int, into: Tensor, add: bool = False) -> None:
+    """``into`` (+)= the products a[xi] (m x k) @ b[xi] (k x n) over a's first axis (``into``'s), as one batched
+    GEMM in ``winograd``'s tile with k-splits whose partials fit PARTIAL_BYTES."""
+    dev, dt, batch = a.device, a.dtype, into.shape[0]
     most = max(1, PARTIAL_BYTES // (batch * m * n * dt.itemsize))
     how = plan(dev, dt, batch, m, n, k, max_splits=most, big="winograd")
-    return gemm_raw(a, a_strides, b, b_strides, batch, m, n, k, beta=0.0 if acc is None else 1.0, c=acc, how=how,
-                    into=acc)
+    gemm_raw(a, a_strides, b, b_strides, batch, m, n, k, beta=1.0 if add else 0.0, c=into, how=how, into=into)
 
 
 def _filters(w: Tensor, o: int, c: int, m: int, dtype: np.dtype, flip: bool) -> Tensor:
@@ -98,13 +108,13 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
     y = empty((n, o, oh, ow), store, dev)
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
     put = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dtype, WINO_M=m, **rounding(dtype, C=y)))
-    step = _chunk(tiles, c + o, m, dtype)
+    step, (vbuf, pbuf) = _chunk(tiles, max(c, o), m, dtype), _workspace(dev, dtype)
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
-        v = empty((p, c, tc), u.dtype, dev)
+        v, prod = _planes(vbuf, (p, c, tc)), _planes(pbuf, (p, o, tc))
         kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, t0, tc, c * tc, tc,
                                                                           1)), x.data, v.data)
-        prod = _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c)
+        _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c, prod)
         kernels.launch(dev, put, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc)), prod.data,
                        (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre),
                        y.data)
@@ -136,15 +146,15 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
     tiles = n * th * tw
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
     grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dtype, WINO_M=m, **rounding(dtype, A=gy)))
-    step, acc = _chunk(tiles, c + o, m, dtype), None
+    step, (vbuf, zbuf), acc = _chunk(tiles, max(c, o), m, dtype), _workspace(dev, dtype), empty((p, o, c), pt, dev)
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
-        v, z = empty((p, c, tc), pt, dev), empty((p, o, tc), pt, dev)
+        v, z = _planes(vbuf, (p, c, tc)), _planes(zbuf, (p, o, tc))
         kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, t0, tc, c * tc, tc,
                                                                           1)), x.data, v.data)
         kernels.launch(dev, grad, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc, o * tc, tc, 1)),
                        gy.data, z.data)
-        acc = _product(z, (o * tc, tc, 1), v, (c * tc, 1, tc), o, c, tc, acc)
+        _product(z, (o * tc, tc, 1), v, (c * tc, 1, tc), o, c, tc, acc, add=t0 > 0)
     gw = empty((o, c, 3, 3), store or dtype, dev)
     k = kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dtype, WINO_M=m, **rounding(dtype, C=gw)))
     kernels.launch(dev, k, (c, o), None, np.int32(o), np.int32(c), acc.data, gw.data)
