@@ -279,6 +279,12 @@ def test_winograd_route(c, o, kw, dtype, takes, monkeypatch):
     assert conv_mod._winograd(g, x.device, x.dtype) == takes
 
 
+def test_winograd_needs_one_tile_to_fit_a_plane_buffer():
+    """Channels whose filters fit FILTER_BYTES but one tile's planes would not fit half of WORKSPACE (reachable only
+    with MIN_INTENSITY under 5) are not Winograd's."""
+    assert winograd.suits(4, 58254, (1, 1), np.float32) and not winograd.suits(4, 58255, (1, 1), np.float32)
+
+
 @pytest.mark.parametrize("m, oh, ow, takes", [(4, 1, 1, 2), (4, 2, 2, 2), (4, 1, 7, 2), (4, 3, 3, 4), (4, 7, 9, 4),
                                               (4, 56, 56, 4), (2, 56, 56, 2)])
 def test_winograd_tile_size(m, oh, ow, takes, dev, monkeypatch):

@@ -5,8 +5,8 @@ The forward transforms each (M+2)x(M+2) input window and each filter into (M+2)^
 one batched GEMM (``gemm_raw``, the positions on its batch axis) and transforms the products back into MxM
 outputs with the bias and activation in the store. The input gradient is the same with the filters transposed
 and reversed; the weight gradient is F(3x3, MxM): gy's MxM tiles and the same input windows, their products
-summed over the tiles by the GEMM. The batch's tiles are processed in chunks whose planes fit ``WORKSPACE`` bytes, so a
-layer's extra memory does not grow with the batch. Planes are float32 (float64 for float64): half storage is
+summed over the tiles by the GEMM. The batch's tiles are processed in chunks whose planes fit ``WORKSPACE``
+bytes, so a layer's extra memory does not grow with the batch. Planes are float32 (float64 for float64): half storage is
 read and rounded as the implicit GEMM's loads round it (float32 operands under autocast) and the result rounded
 once, in the store. ``conv.py`` decides when (:func:`suits` and tuning's ``winograd`` row).
 """
@@ -49,10 +49,12 @@ def tile_size(oh: int, ow: int, dev: Device) -> int:
 
 def suits(c: int, o: int, pad: tuple[int, int], dtype: np.dtype) -> bool:
     """Whether these kernels compute a 3x3, stride-1, ungrouped convolution of ``c`` to ``o`` channels with
-    padding ``pad`` in ``dtype`` (any float type): padding at most 2 (the input gradient's is 2 - padding) and
-    transformed filters within FILTER_BYTES (F(4x4)'s 36 planes). Then a layer's extra memory stays under 64
-    MiB at any batch: at most FILTER_BYTES of filters or weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
-    return max(pad) <= 2 and positions(4) * o * c * _plane(dtype).itemsize <= FILTER_BYTES
+    padding ``pad`` in ``dtype`` (any float type): padding at most 2 (the input gradient's is 2 - padding),
+    transformed filters within FILTER_BYTES (F(4x4)'s 36 planes) and one tile's planes within a plane buffer.
+    Then a layer's extra memory stays under 64 MiB at any batch: at most FILTER_BYTES of filters or
+    weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
+    size = positions(4) * _plane(dtype).itemsize
+    return max(pad) <= 2 and size * o * c <= FILTER_BYTES and size * max(c, o) <= WORKSPACE // 2
 
 
 def _workspace(dev: Device, dtype: np.dtype) -> tuple[Tensor, Tensor]:
