@@ -234,7 +234,7 @@ def gemm_raw(
     cfg, splits, ks = how.cfg, how.splits, how.ks
     rounded = rounding(dtype, A=a, B=b, D=c, C=out)
     fused = epilogue(act, out, pre)
-    untiled = defines(dtype, **rounded)  # gemm_direct's and gemm_sum's: no tile
+    untiled = defines(dtype, **rounded)  # gemm_direct's: no tile
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
         dx = min(32, 1 << (n - 1).bit_length())
@@ -256,7 +256,8 @@ def gemm_raw(
         a.data, *strides, *(fused if splits == 1 else epilogue("none", part, None)), part.data,
     )
     if splits > 1:
-        sum_partials(part, out, splits, m, n, untiled, alpha, beta, addend, act, pre)
+        summed = defines(dtype, **rounding(dtype, D=c, C=out))  # gemm_sum reads no A or B
+        sum_partials(part, out, splits, m, n, summed, alpha, beta, addend, act, pre)
     return out
 
 
