@@ -49,40 +49,27 @@ __constant real AT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 
 #error "WINO_M must be 2 or 4"
 #endif
 
-/* out = L in L'^T for `in` (I x I), L (R x I): out[r][s] = sum_i sum_j L[r][i] in[i][j] L[s][j] */
-#define SANDWICH(out, L, in, R, I)                                                          \
-    do {                                                                                    \
-        real half_[R][I];                                                                   \
-        _Pragma("unroll") for (int r = 0; r < (R); ++r)                                     \
-            _Pragma("unroll") for (int j = 0; j < (I); ++j) {                               \
-                real s_ = 0;                                                                \
-                _Pragma("unroll") for (int i = 0; i < (I); ++i) s_ += L[r][i] * in[i][j];   \
-                half_[r][j] = s_;                                                           \
-            }                                                                               \
-        _Pragma("unroll") for (int r = 0; r < (R); ++r)                                     \
-            _Pragma("unroll") for (int s = 0; s < (R); ++s) {                               \
-                real s_ = 0;                                                                \
-                _Pragma("unroll") for (int j = 0; j < (I); ++j) s_ += half_[r][j] * L[s][j]; \
-                out[r][s] = s_;                                                             \
-            }                                                                               \
-    } while (0)
+/* L's element (r, i), for L as written (ROW) or given transposed (COL) */
+#define ROW(L, r, i) L[r][i]
+#define COL(L, r, i) L[i][r]
 
-/* the same with L given transposed: out = Lt^T in Lt, Lt (I x R) */
-#define SANDWICH_T(out, Lt, in, R, I)                                                        \
-    do {                                                                                     \
-        real half_[R][I];                                                                    \
-        _Pragma("unroll") for (int r = 0; r < (R); ++r)                                      \
-            _Pragma("unroll") for (int j = 0; j < (I); ++j) {                                \
-                real s_ = 0;                                                                 \
-                _Pragma("unroll") for (int i = 0; i < (I); ++i) s_ += Lt[i][r] * in[i][j];   \
-                half_[r][j] = s_;                                                            \
-            }                                                                                \
-        _Pragma("unroll") for (int r = 0; r < (R); ++r)                                      \
-            _Pragma("unroll") for (int s = 0; s < (R); ++s) {                                \
-                real s_ = 0;                                                                 \
-                _Pragma("unroll") for (int j = 0; j < (I); ++j) s_ += half_[r][j] * Lt[j][s]; \
-                out[r][s] = s_;                                                              \
-            }                                                                                \
+/* out = L in L^T for `in` (I x I) and an R x I matrix L read through GET (ROW or COL):
+ * out[r][s] = sum_i sum_j L(r, i) in[i][j] L(s, j) */
+#define SANDWICH(out, GET, L, in, R, I)                                                             \
+    do {                                                                                            \
+        real half_[R][I];                                                                           \
+        _Pragma("unroll") for (int r = 0; r < (R); ++r)                                             \
+            _Pragma("unroll") for (int j = 0; j < (I); ++j) {                                       \
+                real s_ = 0;                                                                        \
+                _Pragma("unroll") for (int i = 0; i < (I); ++i) s_ += GET(L, r, i) * in[i][j];      \
+                half_[r][j] = s_;                                                                   \
+            }                                                                                       \
+        _Pragma("unroll") for (int r = 0; r < (R); ++r)                                             \
+            _Pragma("unroll") for (int s = 0; s < (R); ++s) {                                       \
+                real s_ = 0;                                                                        \
+                _Pragma("unroll") for (int j = 0; j < (I); ++j) s_ += half_[r][j] * GET(L, s, j);   \
+                out[r][s] = s_;                                                                     \
+            }                                                                                       \
     } while (0)
 
 #ifdef KERNEL_wino_data
@@ -107,7 +94,7 @@ __kernel void wino_data(int C, int H, int W, int PH, int PW, int TH, int TW, int
                 d[a][b] = h >= 0 && h < H && w >= 0 && w < W ? LOAD_B(xc, h * W + w) : (real)0;
             }
     }
-    SANDWICH(f, BT, d, AL, AL);
+    SANDWICH(f, ROW, BT, d, AL, AL);
     __global real *out = v + (size_t)c * RS + (size_t)tl * TS;
 #pragma unroll
     for (int xi = 0; xi < AL * AL; ++xi) out[(size_t)xi * XS] = f[xi / AL][xi % AL];
@@ -124,7 +111,7 @@ __kernel void wino_filter(int O, int C, int FLIP, __global const a_t *restrict w
     real g[3][3], f[AL][AL];
 #pragma unroll
     for (int i = 0; i < 9; ++i) g[i / 3][i % 3] = LOAD_A(wf, FLIP ? 8 - i : i);
-    SANDWICH(f, GM, g, AL, 3);
+    SANDWICH(f, ROW, GM, g, AL, 3);
     const size_t at = FLIP ? (size_t)c * O + o : (size_t)o * C + c, plane = (size_t)O * C;
 #pragma unroll
     for (int xi = 0; xi < AL * AL; ++xi) u[xi * plane + at] = f[xi / AL][xi % AL];
@@ -142,7 +129,7 @@ __kernel void wino_store(int O, int OH, int OW, int TH, int TW, int T0, int TC, 
     real f[AL][AL], out[WINO_M][WINO_M];
 #pragma unroll
     for (int xi = 0; xi < AL * AL; ++xi) f[xi / AL][xi % AL] = m[((size_t)xi * O + o) * TC + tl];
-    SANDWICH(out, AT, f, WINO_M, AL);
+    SANDWICH(out, ROW, AT, f, WINO_M, AL);
     const real add = has_bias ? LOAD(bias, o) : (real)0;
 #pragma unroll
     for (int a = 0; a < WINO_M; ++a) {
@@ -173,7 +160,7 @@ __kernel void wino_grad_tiles(int O, int OH, int OW, int TH, int TW, int T0, int
 #pragma unroll
         for (int b = 0; b < WINO_M; ++b)
             g[a][b] = h0 + a < OH && w0 + b < OW ? LOAD_A(go, (h0 + a) * OW + w0 + b) : (real)0;
-    SANDWICH_T(f, AT, g, AL, WINO_M);
+    SANDWICH(f, COL, AT, g, AL, WINO_M);
     __global real *out = z + (size_t)o * RS + (size_t)tl * TS;
 #pragma unroll
     for (int xi = 0; xi < AL * AL; ++xi) out[(size_t)xi * XS] = f[xi / AL][xi % AL];
@@ -189,7 +176,7 @@ __kernel void wino_filter_grad(int O, int C, __global const real *restrict m, __
     real f[AL][AL], out[3][3];
 #pragma unroll
     for (int xi = 0; xi < AL * AL; ++xi) f[xi / AL][xi % AL] = m[xi * plane + at];
-    SANDWICH_T(out, GM, f, 3, AL);
+    SANDWICH(out, COL, GM, f, 3, AL);
 #pragma unroll
     for (int i = 0; i < 9; ++i) STORE_C(gw, at * 9 + i, out[i / 3][i % 3]);
 }

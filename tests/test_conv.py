@@ -230,33 +230,6 @@ def test_winograd_half(half, m, rng, monkeypatch):
         assert_sum_close(t.grad.numpy(), r.grad.numpy(), m, eps, f"grad {name}")
 
 
-@pytest.mark.parametrize("act", ["relu", "gelu"])
-def test_winograd_fused_activation(act, rng, monkeypatch):
-    """Sequential(Conv2d 3x3, activation) by Winograd's kernels applies the activation in wino_store; the gradients
-    (and relu's output) equal the unfused layers' bit for bit."""
-    set_winograd(monkeypatch, 1)
-    conv = clnn.nn.Conv2d(6, 10, 3, padding=1)
-    xa = rng.standard_normal((2, 6, 7, 5)).astype(np.float32)
-    gy = clnn.tensor(rng.standard_normal((2, 10, 7, 5)).astype(np.float32))
-    module = {"relu": clnn.nn.ReLU, "gelu": clnn.nn.GELU}[act]
-    runs = []
-    for fused in (True, False):
-        x = clnn.tensor(xa, requires_grad=True)
-        for p in conv.parameters():
-            p.grad = None
-        with profiler.profile() as prof:
-            y = clnn.nn.Sequential(conv, module())(x) if fused else module()(conv(x))
-        names = [k.name for k in prof.kernels]
-        assert "wino_store" in names and ("unary" not in names) == fused, names
-        y.backward(gy)
-        runs.append([a.numpy() for a in (y, x.grad, conv.weight.grad, conv.bias.grad)])
-    for i, (a, b) in enumerate(zip(*runs)):
-        if i or act == "relu":
-            assert a.tobytes() == b.tobytes()
-        else:
-            assert_close(a, b, 1e-6, "fused vs unfused output")
-
-
 @pytest.mark.parametrize("c, o, kw, dtype, takes", [
     (128, 128, {"padding": 1}, np.float32, True),            # C*O/(C+O) = 64
     (128, 127, {"padding": 1}, np.float32, False),           # 63.75
@@ -462,14 +435,16 @@ def test_memory_bound(rng):
 
 
 @pytest.mark.parametrize("act", ["relu", "gelu", "tanh", "silu"])
-@pytest.mark.parametrize("layer, xs", [
-    (lambda: clnn.nn.Conv2d(6, 20, 3, padding=1, stride=(1, 2)), (3, 6, 11, 13)),  # tiled
-    (lambda: clnn.nn.Conv2d(4, 4, 3, groups=4), (2, 4, 9, 8)),                      # depthwise: direct
-    (lambda: clnn.nn.Conv1d(5, 12, 4, dilation=2), (3, 5, 23)),
+@pytest.mark.parametrize("layer, xs, wino", [
+    (lambda: clnn.nn.Conv2d(6, 20, 3, padding=1, stride=(1, 2)), (3, 6, 11, 13), False),  # tiled
+    (lambda: clnn.nn.Conv2d(4, 4, 3, groups=4), (2, 4, 9, 8), False),                      # depthwise: direct
+    (lambda: clnn.nn.Conv1d(5, 12, 4, dilation=2), (3, 5, 23), False),
+    (lambda: clnn.nn.Conv2d(6, 10, 3, padding=1), (2, 6, 7, 5), True),                     # Winograd's store
 ])
-def test_fused_activation(layer, xs, act, rng):
+def test_fused_activation(layer, xs, wino, act, rng, monkeypatch):
     """Sequential(conv, activation) runs as one kernel; its gradients (and relu's output) match the unfused
     layers bit for bit (the others' output is computed by another kernel's math), and torch."""
+    set_winograd(monkeypatch, 1 if wino else 0)
     conv = layer()
     module = {"relu": clnn.nn.ReLU, "gelu": clnn.nn.GELU, "tanh": clnn.nn.Tanh, "silu": clnn.nn.SiLU}[act]
     xa = rng.standard_normal(xs).astype(np.float32)
@@ -482,7 +457,7 @@ def test_fused_activation(layer, xs, act, rng):
         with clnn.profiler.profile() as prof:
             y = clnn.nn.Sequential(conv, module())(x) if fused else module()(conv(x))
         names = [k.name for k in prof.kernels]
-        assert ("unary" not in names) == fused, names
+        assert ("unary" not in names) == fused and ("wino_store" in names) == wino, names
         gy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
         y.backward(clnn.tensor(gy))
         runs.append([a.numpy() for a in (y, x.grad, conv.weight.grad, conv.bias.grad)])

@@ -57,11 +57,13 @@ def suits(c: int, o: int, pad: tuple[int, int], dtype: np.dtype) -> bool:
     return max(pad) <= 2 and size * o * c <= FILTER_BYTES and size * max(c, o) <= WORKSPACE // 2
 
 
-def _workspace(dev: Device, dtype: np.dtype) -> tuple[Tensor, Tensor]:
-    """Two plane buffers of WORKSPACE / 2 bytes: the same sizes for every layer, so the memory pool reuses them
-    (per-layer sizes left it holding 128 MiB more after an AlexNet step)."""
+def _workspace(dev: Device, dtype: np.dtype, elements: int) -> tuple[Tensor, Tensor]:
+    """Two plane buffers of at least ``elements`` each: a power of two of them, at most WORKSPACE / 2 bytes, so
+    layers share a few sizes that the memory pool reuses (per-layer sizes left it holding 128 MiB more after an
+    AlexNet step) and small layers take small buffers."""
     pt = _plane(dtype)
-    return empty((WORKSPACE // 2 // pt.itemsize,), pt, dev), empty((WORKSPACE // 2 // pt.itemsize,), pt, dev)
+    n = min(WORKSPACE // 2 // pt.itemsize, 1 << (elements - 1).bit_length())
+    return empty((n,), pt, dev), empty((n,), pt, dev)
 
 
 def _planes(buf: Tensor, shape: tuple[int, int, int]) -> Tensor:
@@ -110,7 +112,8 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
     y = empty((n, o, oh, ow), store, dev)
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
     put = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dtype, WINO_M=m, **rounding(dtype, C=y)))
-    step, (vbuf, pbuf) = _chunk(tiles, max(c, o), m, dtype), _workspace(dev, dtype)
+    step = _chunk(tiles, max(c, o), m, dtype)
+    vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step)
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
         v, prod = _planes(vbuf, (p, c, tc)), _planes(pbuf, (p, o, tc))
@@ -148,7 +151,8 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
     tiles = n * th * tw
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
     grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dtype, WINO_M=m, **rounding(dtype, A=gy)))
-    step, (vbuf, zbuf), acc = _chunk(tiles, max(c, o), m, dtype), _workspace(dev, dtype), empty((p, o, c), pt, dev)
+    step, acc = _chunk(tiles, max(c, o), m, dtype), empty((p, o, c), pt, dev)
+    vbuf, zbuf = _workspace(dev, dtype, p * max(c, o) * step)
     for t0 in range(0, tiles, step):
         tc = min(step, tiles - t0)
         v, z = _planes(vbuf, (p, c, tc)), _planes(zbuf, (p, o, tc))
