@@ -232,6 +232,15 @@ def launch_1d(dev: Device, k: cl.Kernel, n: int, *args: object) -> None:
         launch(dev, k, (n,), (group_size(dev),), *args)
 
 
+def launch_rows(dev: Device, k: cl.Kernel, cols: int, rows: int, *args: object) -> None:
+    """Launch ``k`` over a (cols, rows) grid in work-groups of a power-of-two run of columns (up to 256) times as
+    many rows as make up about 256 work-items; kernels guard both ranges."""
+    if cols > 0 and rows > 0:
+        wg = group_size(dev)
+        across = min(wg, 1 << (cols - 1).bit_length())
+        launch(dev, k, (cols, rows), (across, min(wg // across, 1 << (rows - 1).bit_length())), *args)
+
+
 def real_scalar(dtype: np.dtype, value: float) -> np.generic:
     """A scalar kernel argument of the kernel's ``real`` type."""
     return np.float64(value) if np.dtype(dtype) == np.float64 else np.float32(value)

@@ -25,15 +25,15 @@ typedef struct { int ndim; int shape[MAXD]; int sa[MAXD]; int sb[MAXD]; } Bcast;
 /* A map over n elements: EXPR4 maps the four elements of group i (vectors), EXPR1 element j. */
 #if EW_VEC == 4
 #define MAP(n, EXPR4, EXPR1)                                          \
-    int i = get_global_id(0);                                         \
+    size_t i = get_global_id(0);                                      \
     if (i < (n) / 4) {                                                \
         EXPR4;                                                        \
     } else if (i == (n) / 4) {                                        \
-        for (int j = 4 * i; j < (n); ++j) { EXPR1; }                  \
+        for (size_t j = 4 * i; j < (n); ++j) { EXPR1; }               \
     }
 #else
 #define MAP(n, EXPR4, EXPR1)                                          \
-    int j = get_global_id(0);                                         \
+    size_t j = get_global_id(0);                                      \
     if (j < (n)) { EXPR1; }
 #endif
 

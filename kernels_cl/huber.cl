@@ -23,7 +23,7 @@ inline real huber(real d, real b) {
 
 __kernel void huber_none(int n, real b, real w, __global const store_t *x, __global const store_t *y,
                          __global store_t *loss) {
-    int i = get_global_id(0);
+    size_t i = get_global_id(0);
     if (i >= n) return;
     STORE(loss, i, w * huber(LOAD(x, i) - LOAD(y, i), b));
 }
@@ -42,7 +42,7 @@ __kernel void huber_sum(int n, int chunk, real b, real w, __global const store_t
 __kernel void huber_bwd(int n, real b, real w, int g_step, int grad_target, __global const store_t *x,
                         __global const store_t *y, __global const store_t *g, __global store_t *gx,
                         __global store_t *gy) {
-    int i = get_global_id(0);
+    size_t i = get_global_id(0);
     if (i >= n) return;
     real d = LOAD(x, i) - LOAD(y, i);
     real v = w * LOAD(g, i * g_step) * (fabs(d) < b ? d / b : sign(d));

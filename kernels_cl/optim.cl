@@ -37,7 +37,7 @@ inline real lerp_torch(real start, real end, real w) {
 __kernel void optim_step(int op, int n, int flags, __global store_t *p, __global const store_t *g,
                          __global store_t *s0, __global store_t *s1, __global store_t *s2,
                          real lr, real h0, real h1, real h2, real h3, real h4, real h5) {
-    int i = get_global_id(0);
+    size_t i = get_global_id(0);
     if (i >= n) return;
     real param = LOAD(p, i);
     real grad = LOAD(g, i);
@@ -91,7 +91,7 @@ __kernel void optim_step(int op, int n, int flags, __global store_t *p, __global
  * as torch's _amp_foreach_non_finite_check_and_unscale_). The flag is an integer atomic (order-free, so
  * deterministic) taken only on a non-finite element; the host zeroes it once per step, reads it once. */
 __kernel void unscale_check(int n, __global store_t *g, real inv_scale, __global int *found) {
-    int i = get_global_id(0);
+    size_t i = get_global_id(0);
     if (i >= n) return;
     real v = LOAD(g, i);
     if (!isfinite(v)) atomic_or(found, 1);
