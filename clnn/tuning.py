@@ -106,19 +106,21 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     },
     # Winograd's F(MxM, 3x3) (ops/winograd.py) for 3x3 stride-1 convolutions with C*O / (C + O) >= MIN_INTENSITY
     # (0: never; the transforms move C + O plane elements per C*O multiply-adds), M 2 or 4 (4: 4x fewer
-    # multiply-adds and fewer plane elements, 7x F(2x2)'s rounding error, still a few 1e-6), and the tile of the
-    # batched GEMM (gemm.h's keys, laid over gemm's). Zen 5, ms, forward / input gradient / weight gradient,
-    # implicit-GEMM tiles against F(4x4), batch 8. Intel's runtime: 256->256 28^2 27 / 29 / 24 against 15.6 / 15.5
-    # / 15.7 (F(2x2): 20.5 / 20.3 / 23.1), 64->128 56^2 14.5 / 16.7 / 15.7 against 15.5 / 17.4 / 14.7, 64->64 56^2
-    # 8.4 / 7.0 / 7.8 against 6.8 / 6.8 / 7.3, but 32->64 56^2 4.8 / 3.6 / 4.1 against 5.1 / 5.6 / 6.0. PoCL:
-    # 256->256 28^2 31 / 34 / 32 against 18.0 / 18.2 / 18.4, 64->128 56^2 17.4 / 19.6 / 17.3 against 16.3 / 15.8 /
-    # 15.2, 32->64 56^2 5.6 / 6.5 / 6.9 against 6.4 / 5.0 / 6.1. GPUs: unmeasured, so off
+    # multiply-adds and fewer plane elements, 7x F(2x2)'s rounding error, still a few 1e-6), VT tiles per
+    # work-item of the transforms (winograd.cl's TILES: 1 on GPUs, a tile each; CPUs 16, explicit vectors: 8x128
+    # channels at 56^2, wino_data at VT 1 / 8 / 16 ran 6.2 / 6.0 / 4.7 ms on PoCL, 6.5 / 3.6 / 2.8 on Intel's
+    # runtime), and the tile of the batched GEMM (gemm.h's keys, laid over gemm's). Zen 5, ms, forward / input
+    # gradient / weight gradient, implicit-GEMM tiles against F(4x4) at VT 16, batch 8: Intel's runtime 64->128
+    # 56^2 14.4 / 17.5 / 16.2 against 15.4 / 12.2 / 10.3, 64->64 56^2 8.7 / 7.3 / 8.4 against 6.1 / 6.2 / 5.6, but
+    # 32->64 56^2 4.7 / 3.6 / 4.0 against 4.5 / 4.3 / 4.5 and LeNet's conv2 (128x32->64 14^2) 5.6 / 3.6 / 4.8
+    # against 5.1 / 4.6 / 5.3; PoCL 64->128 56^2 17.7 / 19.8 / 20.5 against 15.9 / 15.5 / 15.6, 64->64 56^2 10.2 /
+    # 10.3 / 10.0 against 6.6 / 6.5 / 7.9, 32->64 56^2 5.7 / 7.0 / 5.3 against 4.2 / 4.6 / 5.8, LeNet's conv2 6.8 /
+    # 9.4 / 6.6 against 8.2 / 7.8 / 8.6. GPUs: unmeasured, so off
     "winograd": {
-        "default": {"MIN_INTENSITY": 0, "M": 4},
-        "cpu": {"MIN_INTENSITY": 32},
-        # Intel's runtime: the whole 64->128 layer (bench_conv.py --layer 0 --batch 8 --backward) ran 47-49 ms on tiles
-        # against 50-57 by F(4x4); GEMM tiles of 256x128 in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568)
-        "cpu intel": {"MIN_INTENSITY": 64, "WM": 8},
+        "default": {"MIN_INTENSITY": 0, "M": 4, "VT": 1},
+        "cpu": {"MIN_INTENSITY": 32, "VT": 16},
+        # Intel's runtime: GEMM tiles of 256x128 in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568)
+        "cpu intel": {"WM": 8},
     },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where

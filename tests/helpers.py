@@ -59,14 +59,15 @@ def set_direct_conv_max_k(monkeypatch, max_k: int) -> None:
         monkeypatch.setitem(tuning.TABLE["conv_direct"], key, {**tuning.TABLE["conv_direct"][key], "MAX_K": max_k})
 
 
-def set_winograd(monkeypatch, least: int, m: int = 4) -> None:
+def set_winograd(monkeypatch, least: int, m: int = 4, vt: int | None = None) -> None:
     """Every device's ``winograd`` tuning row with MIN_INTENSITY = ``least`` (1: every 3x3 stride-1 convolution
-    the kernels compute takes them, 0: none; CPUs take them from 32, Intel's runtime from 64) and M = ``m``."""
+    the kernels compute takes them, 0: none; CPUs take them from 32) and M = ``m`` (and VT = ``vt`` when given)."""
     from clnn import tuning
 
     for key in tuning.TABLE["winograd"]:
+        extra = {} if vt is None else {"VT": vt}
         monkeypatch.setitem(tuning.TABLE["winograd"], key, {**tuning.TABLE["winograd"][key], "MIN_INTENSITY": least,
-                                                             "M": m})
+                                                             "M": m, **extra})
 
 
 def run_tests_script() -> ModuleType:

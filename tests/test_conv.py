@@ -184,11 +184,12 @@ WINOGRAD_KERNELS = {"wino_data", "wino_filter", "wino_store", "wino_grad_tiles",
 @pytest.mark.parametrize("op, xs, ws, kw", WINOGRAD, ids=[f"{c[0]}-{i}" for i, c in enumerate(WINOGRAD)])
 def test_winograd_against_torch(op, xs, ws, kw, m, rng, monkeypatch):
     """Forward and every gradient by Winograd's F(mxm, 3x3) on every device (all 3x3 stride-1 products sent there),
-    3 tiles at a time (the weight gradient summed across chunks; the other tests take all tiles at once), against
-    torch; no implicit-GEMM kernel ran."""
+    a row of tiles at a time (the weight gradient summed across chunks; the other tests take all tiles at once),
+    against torch; no implicit-GEMM kernel ran."""
     set_winograd(monkeypatch, 1, m)
-    rows = xs[1] + ws[0] + ws[1]  # a chunk's planes: both channel counts
-    monkeypatch.setattr(winograd, "WORKSPACE", winograd.positions(m) * rows * 4 * 3)
+    rows, width = xs[1] + ws[0] + ws[1], xs[3] + 4  # a chunk's planes: both channel counts; the widest image
+    row = max(winograd.positions(k) * -(-width // k) for k in (2, 4))  # suits's one row of tiles
+    monkeypatch.setattr(winograd, "WORKSPACE", 2 * row * rows * 4)
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)
     names = {k.name for k in prof.kernels}
@@ -252,10 +253,12 @@ def test_winograd_route(c, o, kw, dtype, takes, monkeypatch):
     assert conv_mod._winograd(g, x.device, x.dtype) == takes
 
 
-def test_winograd_needs_one_tile_to_fit_a_plane_buffer():
-    """Channels whose filters fit FILTER_BYTES but one tile's planes would not fit half of WORKSPACE (reachable only
-    with MIN_INTENSITY under 5) are not Winograd's."""
-    assert winograd.suits(4, 58254, (1, 1), np.float32) and not winograd.suits(4, 58255, (1, 1), np.float32)
+def test_winograd_needs_a_row_of_tiles_to_fit_a_plane_buffer():
+    """Channels or widths whose filters fit FILTER_BYTES but one row of tiles' planes would not fit half of
+    WORKSPACE are not Winograd's: 8 F(4x4) tiles of 36 float32 positions (width 32) in 8 MiB hold 7281 channels,
+    and 64 channels hold 910 tiles (width 3640)."""
+    assert winograd.suits(4, 7281, 32, (1, 1), np.float32) and not winograd.suits(4, 7282, 32, (1, 1), np.float32)
+    assert winograd.suits(64, 64, 3640, (1, 1), np.float32) and not winograd.suits(64, 64, 3641, (1, 1), np.float32)
 
 
 @pytest.mark.parametrize("m, oh, ow, takes", [(4, 1, 1, 2), (4, 2, 2, 2), (4, 1, 7, 2), (4, 3, 3, 4), (4, 7, 9, 4),

@@ -94,7 +94,7 @@ def _winograd(g: _Geom, dev: Device, dtype: np.dtype) -> bool:
     planes (C*O / (C + O), the batched GEMM's arithmetic intensity: its operands and result are the planes)."""
     least = tuning.params(dev, "winograd")["MIN_INTENSITY"]
     return least > 0 and (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.groups) == (3, 3, 1, 1, 1, 1, 1) \
-        and winograd.suits(g.c, g.o, (g.ph, g.pw), dtype) and g.c * g.o >= least * (g.c + g.o)
+        and winograd.suits(g.c, g.o, max(g.w, g.ow), (g.ph, g.pw), dtype) and g.c * g.o >= least * (g.c + g.o)
 
 
 def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",

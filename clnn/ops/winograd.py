@@ -5,13 +5,15 @@ The forward transforms each (M+2)x(M+2) input window and each filter into (M+2)^
 one batched GEMM (``gemm_raw``, the positions on its batch axis) and transforms the products back into MxM
 outputs with the bias and activation in the store. The input gradient is the same with the filters transposed
 and reversed; the weight gradient is F(3x3, MxM): gy's MxM tiles and the same input windows, their products
-summed over the tiles by the GEMM. The batch's tiles are processed in chunks whose planes fit ``WORKSPACE``
-bytes, so a layer's extra memory does not grow with the batch. Planes are float32 (float64 for float64): half storage is
-read and rounded as the implicit GEMM's loads round it (float32 operands under autocast) and the result rounded
-once, in the store. ``conv.py`` decides when (:func:`suits` and tuning's ``winograd`` row).
+summed over the tiles by the GEMM. The batch's rows of tiles are processed in chunks whose planes fit
+``WORKSPACE`` bytes, so a layer's extra memory does not grow with the batch. Planes are float32 (float64 for
+float64): half storage is read and rounded as the implicit GEMM's loads round it (float32 operands under autocast)
+and the result rounded once, in the store. ``conv.py`` decides when (:func:`suits` and tuning's ``winograd`` row).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -47,14 +49,16 @@ def tile_size(oh: int, ow: int, dev: Device) -> int:
     return m
 
 
-def suits(c: int, o: int, pad: tuple[int, int], dtype: np.dtype) -> bool:
+def suits(c: int, o: int, width: int, pad: tuple[int, int], dtype: np.dtype) -> bool:
     """Whether these kernels compute a 3x3, stride-1, ungrouped convolution of ``c`` to ``o`` channels with
-    padding ``pad`` in ``dtype`` (any float type): padding at most 2 (the input gradient's is 2 - padding),
-    transformed filters within FILTER_BYTES (F(4x4)'s 36 planes) and one tile's planes within a plane buffer.
-    Then a layer's extra memory stays under 64 MiB at any batch: at most FILTER_BYTES of filters or
-    weight-gradient planes, WORKSPACE and PARTIAL_BYTES."""
-    size = positions(4) * _plane(dtype).itemsize
-    return max(pad) <= 2 and size * o * c <= FILTER_BYTES and size * max(c, o) <= WORKSPACE // 2
+    images (input and output) at most ``width`` wide and padding ``pad`` in ``dtype`` (any float type): padding at
+    most 2 (the input gradient's is 2 - padding), transformed filters within FILTER_BYTES (F(4x4)'s 36 planes) and
+    the planes of one row of tiles (the least a chunk takes) within a plane buffer. Then a layer's extra memory
+    stays under 64 MiB at any batch: at most FILTER_BYTES of filters or weight-gradient planes, WORKSPACE and
+    PARTIAL_BYTES."""
+    item = _plane(dtype).itemsize
+    row = max(positions(m) * -(-width // m) for m in (2, 4)) * item
+    return max(pad) <= 2 and positions(4) * item * o * c <= FILTER_BYTES and row * max(c, o) <= WORKSPACE // 2
 
 
 def _workspace(dev: Device, dtype: np.dtype, elements: int) -> tuple[Tensor, Tensor]:
@@ -71,11 +75,25 @@ def _planes(buf: Tensor, shape: tuple[int, int, int]) -> Tensor:
     return Tensor(buf.data, shape, buf.dtype, buf.device)
 
 
-def _chunk(tiles: int, rows: int, m: int, dtype: np.dtype) -> int:
-    """Tiles per chunk: planes of F(mxm)'s positions with up to ``rows`` rows in half of WORKSPACE, the tiles shared
-    out evenly (no short last chunk: its GEMM would be inefficient)."""
-    most = max(1, WORKSPACE // 2 // (positions(m) * rows * _plane(dtype).itemsize))
-    return -(-tiles // -(-tiles // most))
+def _chunk(tile_rows: int, tw: int, rows: int, m: int, dtype: np.dtype) -> int:
+    """Tile rows (of ``tw`` tiles) per chunk: planes of F(mxm)'s positions with up to ``rows`` rows in half of
+    WORKSPACE, the tile rows shared out evenly (no short last chunk: its GEMM would be inefficient)."""
+    most = max(1, WORKSPACE // 2 // (positions(m) * rows * tw * _plane(dtype).itemsize))
+    return -(-tile_rows // -(-tile_rows // most))
+
+
+def _transform(dev: Device, k: Any, tw: int, rc: int, rows: int, *args: object) -> None:
+    """Launch a tile transform over ``rc`` tile rows of ``tw`` tiles and ``rows`` plane rows (channels), VT tiles
+    per work-item: work-groups along the tiles (GPUs: neighbours store neighbours), then the channels."""
+    groups = -(-tw // _vt(dev, tw))
+    across = min(kernels.group_size(dev, 64), 1 << (groups - 1).bit_length())
+    kernels.launch(dev, k, (groups, rc, rows), (across, 1, max(1, kernels.group_size(dev, 64) // across)), *args)
+
+
+def _vt(dev: Device, tw: int) -> int:
+    """Tiles per work-item of the transforms of rows of ``tw`` tiles on ``dev``: tuning's ``winograd`` VT, but no
+    more lanes than a power of two holding the row (28^2 images, 7 tiles: 8, not 16)."""
+    return min(int(tuning.params(dev, "winograd")["VT"]), 1 << (tw - 1).bit_length())
 
 
 def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], m: int, n: int,
@@ -108,21 +126,20 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
     m = tile_size(oh, ow, dev)
     u = _filters(w, c if flip else o, o if flip else c, m, dtype, flip)
     th, tw, p = -(-oh // m), -(-ow // m), positions(m)
-    tiles = n * th * tw
     y = empty((n, o, oh, ow), store, dev)
-    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
-    put = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dtype, WINO_M=m, **rounding(dtype, C=y)))
-    step = _chunk(tiles, max(c, o), m, dtype)
-    vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step)
-    for t0 in range(0, tiles, step):
-        tc = min(step, tiles - t0)
+    vt = _vt(dev, tw)
+    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
+    put = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, C=y)))
+    step = _chunk(n * th, tw, max(c, o), m, dtype)
+    vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step * tw)
+    for r0 in range(0, n * th, step):
+        rc = min(step, n * th - r0)
+        tc = rc * tw
         v, prod = _planes(vbuf, (p, c, tc)), _planes(pbuf, (p, o, tc))
-        kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, t0, tc, c * tc, tc,
-                                                                          1)), x.data, v.data)
+        _transform(dev, data, tw, rc, c, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, r0, rc)), x.data, v.data)
         _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c, prod)
-        kernels.launch(dev, put, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc)), prod.data,
-                       (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre),
-                       y.data)
+        _transform(dev, put, tw, rc, o, *(np.int32(a) for a in (o, oh, ow, th, tw, r0, rc)), prod.data,
+                   (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre), y.data)
     return y
 
 
@@ -148,19 +165,19 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
     (n, c, h, w_), (o, oh, ow) = x.shape, gy.shape[1:]
     dev, pt, m = x.device, _plane(dtype), tile_size(oh, ow, x.device)
     th, tw, p = -(-oh // m), -(-ow // m), positions(m)
-    tiles = n * th * tw
-    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, **rounding(dtype, B=x)))
-    grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles", defines(dtype, WINO_M=m, **rounding(dtype, A=gy)))
-    step, acc = _chunk(tiles, max(c, o), m, dtype), empty((p, o, c), pt, dev)
-    vbuf, zbuf = _workspace(dev, dtype, p * max(c, o) * step)
-    for t0 in range(0, tiles, step):
-        tc = min(step, tiles - t0)
+    vt = _vt(dev, tw)
+    data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
+    grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles",
+                          defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, A=gy)))
+    step, acc = _chunk(n * th, tw, max(c, o), m, dtype), empty((p, o, c), pt, dev)
+    vbuf, zbuf = _workspace(dev, dtype, p * max(c, o) * step * tw)
+    for r0 in range(0, n * th, step):
+        rc = min(step, n * th - r0)
+        tc = rc * tw
         v, z = _planes(vbuf, (p, c, tc)), _planes(zbuf, (p, o, tc))
-        kernels.launch(dev, data, (tc, c), None, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, t0, tc, c * tc, tc,
-                                                                          1)), x.data, v.data)
-        kernels.launch(dev, grad, (tc, o), None, *(np.int32(a) for a in (o, oh, ow, th, tw, t0, tc, o * tc, tc, 1)),
-                       gy.data, z.data)
-        _product(z, (o * tc, tc, 1), v, (c * tc, 1, tc), o, c, tc, acc, add=t0 > 0)
+        _transform(dev, data, tw, rc, c, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, r0, rc)), x.data, v.data)
+        _transform(dev, grad, tw, rc, o, *(np.int32(a) for a in (o, oh, ow, th, tw, r0, rc)), gy.data, z.data)
+        _product(z, (o * tc, tc, 1), v, (c * tc, 1, tc), o, c, tc, acc, add=r0 > 0)
     gw = empty((o, c, 3, 3), store or dtype, dev)
     k = kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dtype, WINO_M=m, **rounding(dtype, C=gw)))
     kernels.launch(dev, k, (c, o), None, np.int32(o), np.int32(c), acc.data, gw.data)

@@ -538,10 +538,11 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 def _winograd(dt: np.dtype, rng: np.random.Generator) -> None:
-    """conv2d 3x3 (with ReLU, and padding 2) and conv_transpose2d 3x3 by Winograd's F(2x2) kernels, all gradients,
-    in chunks of 3 of the 12 tiles (the weight gradient sums across chunks), and for a half ``dt`` conv2d of
-    float32 leaves under autocast (the kernels round them in their loads and store float32 gradients); then
-    (float32, float16: the same code with other constants, so fewer dtypes) conv2d + ReLU by F(4x4), 2 chunks."""
+    """conv2d 3x3 (with ReLU, and padding 2) and conv_transpose2d 3x3 by Winograd's F(2x2) kernels, 4 tiles per
+    work-item (vectors, a row's last group partial), all gradients, a row of tiles per chunk (the weight gradient
+    sums across chunks), and for a half ``dt`` conv2d of float32 leaves under autocast (the kernels round them in
+    their loads and store float32 gradients); then (float32, float16: the same code with other constants, so fewer
+    dtypes) conv2d + ReLU by F(4x4), a tile per work-item (GPUs' kernels)."""
     import clnn.functional as F
     from clnn.ops import winograd
     from clnn.ops.conv import conv_act
@@ -551,8 +552,8 @@ def _winograd(dt: np.dtype, rng: np.random.Generator) -> None:
     try:
         for m in (2, 4) if dt in (F32, F16) else (2,):
             for row in tuning.TABLE["winograd"].values():
-                row.update(MIN_INTENSITY=1, M=m)
-            winograd.WORKSPACE = winograd.positions(m) * 9 * max(4, dt.itemsize) * (3 if m == 2 else 2)
+                row.update(MIN_INTENSITY=1, M=m, VT=4 if m == 2 else 1)
+            winograd.WORKSPACE = 2 * 72 * 9 * max(4, dt.itemsize)  # one row of tiles of images up to 8 wide
             x, w, b = _leaf(rng, (1, 5, 7, 6), dt), _leaf(rng, (4, 5, 3, 3), dt), _leaf(rng, (4,), dt)
             y = conv_act(x, w, b, 1, 1, 1, 1, "relu")
             (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
