@@ -230,11 +230,11 @@ def test_errors(call, exc, pattern):
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 5, 1031])
-@pytest.mark.parametrize("vec", [1, 4])
-def test_contiguous_maps_at_both_widths(vec, n, rng, monkeypatch):
-    """unary, unary_grad and binary_same at 1 and 4 elements per work-item (the tuning knob EW_VEC), tails
-    of every length: each element is mapped exactly once."""
-    monkeypatch.setitem(tuning.TABLE, "elementwise", {"default": {"EW_VEC": vec}})
+@pytest.mark.parametrize("vec, static", [(1, 0), (4, 0), (1, 1), (4, 1)])
+def test_contiguous_maps_at_both_widths(vec, static, n, rng, monkeypatch):
+    """unary, unary_grad and binary_same at 1 and 4 elements per work-item (the tuning knob EW_VEC), the op a
+    run-time argument or built in (EW_STATIC), tails of every length: each element is mapped exactly once."""
+    monkeypatch.setitem(tuning.TABLE, "elementwise", {"default": {"EW_VEC": vec, "EW_STATIC": static}})
     for name, fn, ref in ACTIVATIONS[::3]:
         _check_activation(name, fn, ref, rng.standard_normal(n), rng)  # |x| < 8: no tail underflows to 0
     for ours, ref in ((operator.add, operator.add), (operator.mul, operator.mul), (clnn.maximum, torch.maximum)):

@@ -24,12 +24,14 @@ COMPARE = kernels.op_codes("elementwise.cl", "C_")
 SCALAR_TYPES = (int, float, np.integer, np.floating, bool, np.bool_)
 
 
-def _kernel(t: Tensor, name: str, n: int) -> tuple[Any, int]:
-    """An elementwise.cl kernel for ``t`` and its work-items over ``n`` elements, ``EW_VEC`` elements per item
-    (the last one takes the tail); float16 arithmetic is native half where the device has fp16."""
+def _kernel(t: Tensor, name: str, n: int, op: int) -> tuple[Any, int]:
+    """An elementwise.cl kernel for ``t`` and op code ``op`` and its work-items over ``n`` elements, ``EW_VEC``
+    elements per item (the last one takes the tail); float16 arithmetic is native half where the device has fp16;
+    the op built in as a constant where tuning's ``EW_STATIC`` says so."""
     knobs = tuning.params(t.device, "elementwise")
     vec = knobs["EW_VEC"]
-    k = kernels.kernel(t.device, "elementwise.cl", name, defines(t.dtype, half_math=t.device.fp16, **knobs))
+    static = {"EW_OP": op} if knobs["EW_STATIC"] else {}
+    k = kernels.kernel(t.device, "elementwise.cl", name, defines(t.dtype, half_math=t.device.fp16, **knobs, **static))
     return k, n // vec + (n % vec > 0)
 
 
@@ -39,7 +41,7 @@ def unary(op: str, x: Tensor, a: float = 0.0, b: float = 0.0) -> Tensor:
     y = empty(x.shape, x.dtype, x.device)
     n = x.size
     launch_1d(
-        x.device, *_kernel(x, "unary", n),
+        x.device, *_kernel(x, "unary", n, UNARY[op]),
         np.int32(UNARY[op]), np.int32(n), x.data, y.data, real_scalar(x.dtype, a), real_scalar(x.dtype, b),
     )
     saved_y = y.detach()
@@ -50,7 +52,7 @@ def unary_grad(op: str, x: Tensor, y: Tensor, gy: Tensor, a: float = 0.0, b: flo
     """``gy * f'(x)`` for the ``U_*`` op ``op`` given ``y = f(x)``."""
     gx = empty(x.shape, x.dtype, x.device)
     launch_1d(
-        x.device, *_kernel(x, "unary_grad", x.size),
+        x.device, *_kernel(x, "unary_grad", x.size, UNARY[op]),
         np.int32(UNARY[op]), np.int32(x.size), x.data, y.data, gy.data, gx.data,
         real_scalar(x.dtype, a), real_scalar(x.dtype, b),
     )
@@ -75,11 +77,11 @@ def _as_operands(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
 def _binary_launch(op: int, a: Tensor, b: Tensor, out_shape: tuple[int, ...], name: str, out_dtype: Any) -> Tensor:
     out = empty(out_shape, out_dtype, a.device)
     if name == "binary" and a.shape == b.shape:
-        launch_1d(a.device, *_kernel(a, "binary_same", out.size), np.int32(op),
+        launch_1d(a.device, *_kernel(a, "binary_same", out.size, op), np.int32(op),
                   np.int32(out.size), a.data, b.data, out.data)
         return out
     d = descriptor(out_shape, broadcast_strides(a.shape, out_shape), broadcast_strides(b.shape, out_shape))
-    k, _ = _kernel(a, name, out.size)  # the broadcasting kernels take one element per work-item
+    k, _ = _kernel(a, name, out.size, op)  # the broadcasting kernels take one element per work-item
     launch_1d(a.device, k, out.size, np.int32(op), np.int32(out.size), d, a.data, b.data, out.data)
     return out
 
