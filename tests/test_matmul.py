@@ -17,7 +17,16 @@ from helpers import assert_close, assert_sum_close
 
 import clnn
 from clnn import kernels, tuning
-from clnn.ops.matmul import GemmPlan, _fewer_rows, config_problem, gemm_config, gemm_raw, plan, tiled_plan
+from clnn.ops.matmul import (
+    SHORT_K_MACS,
+    GemmPlan,
+    _fewer_rows,
+    config_problem,
+    gemm_config,
+    gemm_raw,
+    plan,
+    tiled_plan,
+)
 
 matmul_mod = importlib.import_module("clnn.ops.matmul")  # clnn.ops.matmul is also the function
 TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-3}
@@ -344,6 +353,25 @@ def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits > 1
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1e9}})
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits == 1
+
+
+def test_big_short_products_take_a_short_k_slice(dev, rng):
+    """A product of k = 9 from SHORT_K_MACS multiply-adds up takes its tile with the k-slice cut to 16 (or the
+    tile's VWG), a smaller one keeps the tile's own (no program built for it), and the cut tile computes the
+    product (against torch in float64)."""
+    f32 = np.dtype("float32")
+    tile = plan(dev, f32, 1, 64, 64, 64).cfg
+    if tile["TK"] <= max(16, tile["VWG"]):
+        pytest.skip(f"{dev}'s tile's k-slice is already {tile['TK']}")
+    n = -(-SHORT_K_MACS // (64 * 9))
+    short = plan(dev, f32, 1, 64, n, 9)
+    assert short.kernel == "tiled" and short.cfg["TK"] == max(16, short.cfg["VWG"])
+    assert plan(dev, f32, 1, 64, n // 4, 9).cfg["TK"] > 16
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 9), (9, n)))
+    out = clnn.tensor(a) @ clnn.tensor(b)
+    wide = [torch.tensor(v.astype(np.float64)) for v in (a, b)]
+    ref, mag = wide[0] @ wide[1], wide[0].abs() @ wide[1].abs()
+    assert_sum_close(out.numpy(), ref.numpy(), mag.numpy(), TOL["float32"], "short k")
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,7 @@ class GemmPlan:
 
 
 _SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+SHORT_K_MACS = 1 << 22  # products from this many multiply-adds get a k-slice cut to their short k (_short_k)
 
 
 def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1],
@@ -119,7 +120,9 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
         if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
             return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
         tile, small = gemm_config(dev, dtype, big), gemm_config(dev, dtype, "gemm_small")
-        cfgs = [_short_k(cfg, k) for cfg in (tile, *_fewer_rows(tile, small["TM"]), small)]
+        cfgs = [tile, *_fewer_rows(tile, small["TM"]), small]
+        if batch * m * n * k >= SHORT_K_MACS:
+            cfgs = [_short_k(cfg, k) for cfg in cfgs]
     costs = tuning.params(dev, "plan")
     gpu, fill, stage, split = dev.type == "gpu", 2 * dev.compute_units, float(costs["STAGE"]), float(costs["SPLIT"])
     options = []
@@ -145,7 +148,8 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
 def _short_k(cfg: dict[str, int], k: int) -> dict[str, int]:
     """``cfg`` with its k-slice TK cut to the least power of two holding ``k`` (at least VWG) for a product shorter
     than TK: staging and the k-slice's tables take TK rows whatever k is (LeNet's conv1, k = 9: TK 64 -> 16 took
-    its forward from 6.8 to 5.1 ms on PoCL, 4.1 to 3.2 on Intel's runtime)."""
+    its forward from 6.8 to 5.1 ms on PoCL, 4.1 to 3.2 on Intel's runtime). Only for products of SHORT_K_MACS
+    multiply-adds or more: each k-slice is one more program to build, which a small product never pays back."""
     tk = max(cfg["VWG"], 1 << (max(k, 1) - 1).bit_length())
     return {**cfg, "TK": tk} if tk < cfg["TK"] else cfg
 
