@@ -91,9 +91,11 @@ def _transform(dev: Device, k: Any, tw: int, rc: int, rows: int, *args: object) 
 
 
 def _vt(dev: Device, tw: int) -> int:
-    """Tiles per work-item of the transforms of rows of ``tw`` tiles on ``dev``: tuning's ``winograd`` VT, but no
-    more lanes than a power of two holding the row (28^2 images, 7 tiles: 8, not 16)."""
-    return min(int(tuning.params(dev, "winograd")["VT"]), 1 << (tw - 1).bit_length())
+    """Tiles per work-item of the transforms of rows of ``tw`` tiles on ``dev``: tuning's ``winograd`` VT, halved
+    where half of it holds the row (28^2 images, 7 tiles: 8, not 16); no further, each width being one more build
+    of the kernels."""
+    vt = int(tuning.params(dev, "winograd")["VT"])
+    return vt // 2 if vt > 1 and tw <= vt // 2 else vt
 
 
 def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], m: int, n: int,
