@@ -119,10 +119,12 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # 10.3 / 10.0 against 6.6 / 6.5 / 7.9, 32->64 56^2 5.7 / 7.0 / 5.3 against 4.2 / 4.6 / 5.8, LeNet's conv2 6.8 /
     # 9.4 / 6.6 against 8.2 / 7.8 / 8.6. GPUs: unmeasured, so off
     "winograd": {
-        "default": {"MIN_INTENSITY": 0, "M": 4, "VT": 1},
-        "cpu": {"MIN_INTENSITY": 32, "VT": 16},
-        # Intel's runtime: GEMM tiles of 256x128 in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568)
-        "cpu intel": {"WM": 8},
+        "default": {"MIN_INTENSITY": 0, "M": 4, "VT": 1, "VT_STORE": 1},
+        "cpu": {"MIN_INTENSITY": 32, "VT": 16, "VT_STORE": 16},
+        # Intel's runtime: GEMM tiles of 256x128 in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568); its
+        # wino_store at VT 16 / 8 / 4: 5.4 / 4.2 / 2.9 ms at 8x128 56^2 (PoCL: 3.4 / 3.3 / 5.5), 7.9 / - / 2.2 at
+        # 32x384 13^2
+        "cpu intel": {"WM": 8, "VT_STORE": 4},
     },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where

@@ -82,20 +82,23 @@ def _chunk(tile_rows: int, tw: int, rows: int, m: int, dtype: np.dtype) -> int:
     return -(-tile_rows // -(-tile_rows // most))
 
 
-def _transform(dev: Device, k: Any, tw: int, rc: int, rows: int, *args: object) -> None:
-    """Launch a tile transform over ``rc`` tile rows of ``tw`` tiles and ``rows`` plane rows (channels), VT tiles
-    per work-item: work-groups along the tiles (GPUs: neighbours store neighbours), then the channels."""
-    groups = -(-tw // _vt(dev, tw))
+def _transform(dev: Device, k: Any, vt: int, tw: int, rc: int, rows: int, *args: object) -> None:
+    """Launch a tile transform built for ``vt`` tiles per work-item over ``rc`` tile rows of ``tw`` tiles and
+    ``rows`` plane rows (channels): work-groups along the tiles (GPUs: neighbours store neighbours), then the
+    channels."""
+    groups = -(-tw // vt)
     across = min(kernels.group_size(dev, 64), 1 << (groups - 1).bit_length())
     kernels.launch(dev, k, (groups, rc, rows), (across, 1, max(1, kernels.group_size(dev, 64) // across)), *args)
 
 
-def _vt(dev: Device, tw: int) -> int:
-    """Tiles per work-item of the transforms of rows of ``tw`` tiles on ``dev``: tuning's ``winograd`` VT, halved
-    where half of it holds the row (28^2 images, 7 tiles: 8, not 16); no further, each width being one more build
-    of the kernels."""
-    vt = int(tuning.params(dev, "winograd")["VT"])
-    return vt // 2 if vt > 1 and tw <= vt // 2 else vt
+def _vt(dev: Device, tw: int, store: bool = False) -> int:
+    """Tiles per work-item on ``dev`` of the transforms (or with ``store``, of wino_store) of rows of ``tw`` tiles:
+    tuning's ``winograd`` VT (VT_STORE), halved down to 4 while half of it holds the row (AlexNet's 13^2 images, 4
+    tiles: 4, not 16); no other widths, each being one more build of the kernels."""
+    vt = int(tuning.params(dev, "winograd")["VT_STORE" if store else "VT"])
+    while vt > 4 and tw <= vt // 2:
+        vt //= 2
+    return vt
 
 
 def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], m: int, n: int,
@@ -129,18 +132,20 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
     u = _filters(w, c if flip else o, o if flip else c, m, dtype, flip)
     th, tw, p = -(-oh // m), -(-ow // m), positions(m)
     y = empty((n, o, oh, ow), store, dev)
-    vt = _vt(dev, tw)
+    vt, vt_store = _vt(dev, tw), _vt(dev, tw, store=True)
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
-    put = kernels.kernel(dev, "winograd.cl", "wino_store", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, C=y)))
+    put = kernels.kernel(dev, "winograd.cl", "wino_store",
+                         defines(dtype, WINO_M=m, VT=vt_store, **rounding(dtype, C=y)))
     step = _chunk(n * th, tw, max(c, o), m, dtype)
     vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step * tw)
     for r0 in range(0, n * th, step):
         rc = min(step, n * th - r0)
         tc = rc * tw
         v, prod = _planes(vbuf, (p, c, tc)), _planes(pbuf, (p, o, tc))
-        _transform(dev, data, tw, rc, c, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, r0, rc)), x.data, v.data)
+        _transform(dev, data, vt, tw, rc, c, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, r0, rc)), x.data,
+                   v.data)
         _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c, prod)
-        _transform(dev, put, tw, rc, o, *(np.int32(a) for a in (o, oh, ow, th, tw, r0, rc)), prod.data,
+        _transform(dev, put, vt_store, tw, rc, o, *(np.int32(a) for a in (o, oh, ow, th, tw, r0, rc)), prod.data,
                    (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre), y.data)
     return y
 
@@ -177,8 +182,9 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
         rc = min(step, n * th - r0)
         tc = rc * tw
         v, z = _planes(vbuf, (p, c, tc)), _planes(zbuf, (p, o, tc))
-        _transform(dev, data, tw, rc, c, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, r0, rc)), x.data, v.data)
-        _transform(dev, grad, tw, rc, o, *(np.int32(a) for a in (o, oh, ow, th, tw, r0, rc)), gy.data, z.data)
+        _transform(dev, data, vt, tw, rc, c, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, r0, rc)), x.data,
+                   v.data)
+        _transform(dev, grad, vt, tw, rc, o, *(np.int32(a) for a in (o, oh, ow, th, tw, r0, rc)), gy.data, z.data)
         _product(z, (o * tc, tc, 1), v, (c * tc, 1, tc), o, c, tc, acc, add=r0 > 0)
     gw = empty((o, c, 3, 3), store or dtype, dev)
     k = kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dtype, WINO_M=m, **rounding(dtype, C=gw)))
