@@ -11,6 +11,7 @@
 #define PHILOX_W1 0xBB67AE85u
 
 inline uint4 philox(uint4 c, uint2 k) {
+#pragma unroll
     for (int r = 0; r < 10; ++r) {
         uint hi0 = mul_hi(PHILOX_M0, c.x), lo0 = PHILOX_M0 * c.x;
         uint hi1 = mul_hi(PHILOX_M1, c.z), lo1 = PHILOX_M1 * c.z;
