@@ -79,6 +79,33 @@ def test_empty_has_shape_and_dtype(dev):
     assert t.shape == (4, 5) and t.dtype == np.int32
 
 
+def _philox4x32_10(counter: list[np.ndarray], key: list[int]) -> list[np.ndarray]:
+    """Philox4x32-10 (Salmon et al., SC'11) on the host, in NumPy: the reference for kernels_cl/philox.h."""
+    mask, c = np.uint64(0xFFFFFFFF), [np.asarray(v, np.uint64) for v in counter]
+    k = [np.uint64(v) for v in key]
+    for _ in range(10):
+        p0, p1 = np.uint64(0xD2511F53) * c[0], np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k[0], p1 & mask, (p0 >> np.uint64(32)) ^ c[3] ^ k[1], p0 & mask]
+        k = [(k[0] + np.uint64(0x9E3779B9)) & mask, (k[1] + np.uint64(0xBB67AE85)) & mask]
+    return c
+
+
+def test_uniform_draws_are_philox4x32_10(dev):
+    """rand's words are Philox4x32-10's, bit for bit: the host reference reproduces Random123's known answers,
+    and element 4i + j of a draw with seed s is word j of counter (i, 0, 0, 0) under key (s low, s high)."""
+    kat = {((0,) * 4, (0, 0)): (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8),
+           ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2): (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD),
+           ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0)):
+               (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)}
+    for (counter, key), words in kat.items():
+        assert [int(w) for w in _philox4x32_10(list(counter), list(key))] == list(words)
+    n, seed = 1031, 0x299F31D0_A4093822
+    i = np.arange(-(-n // 4), dtype=np.uint64)
+    words = np.stack(_philox4x32_10([i, 0 * i, 0 * i, 0 * i], [seed & 0xFFFFFFFF, seed >> 32]), axis=1).ravel()[:n]
+    ref = (words >> np.uint64(8)).astype(np.float32) * np.float32(2.0**-24)
+    np.testing.assert_array_equal(clnn.rand(n, seed=seed, device=dev).numpy(), ref)
+
+
 @pytest.mark.parametrize("n", [1, 7, 4097, 100_003])
 def test_random_draws_are_seeded_and_distributed(dev, n):
     u = clnn.rand(n, seed=42, device=dev).numpy()
