@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, tuning
 from ..device import Device
 from ..kernels import defines, group_size, launch_1d
 from ..profiler import profiled
@@ -18,6 +18,7 @@ from .elementwise import unary
 from .reduce import FOLD
 
 SMALL_ROW = 64  # rows at most this long are walked by one work-item each
+VEC_KERNELS = ("softmax", "softmax_bwd")  # with softmax.cl's *_vec forms for contiguous rows (tuning's softmax VW)
 
 
 
@@ -116,6 +117,11 @@ def row_launch(
     wg_max = group_size(dev)
     d = defines(dtype, RED_WG=wg_max)
     sizes = (*prefix, np.int32(outer), np.int32(length), np.int32(inner))
+    vw = tuning.params(dev, "softmax")["VW"]
+    if vw and inner == 1 and name in VEC_KERNELS and np.dtype(dtype) in (np.float32, np.float64):
+        k = kernels.kernel(dev, "softmax.cl", f"{name}_vec", {**d, "SOFTMAX_VW": vw})
+        launch_1d(dev, k, outer, *sizes, *args)
+        return
     # strided rows (inner > 1): neighbouring work-items read neighbouring addresses, so one work-item
     # per row is coalesced and, with enough rows, fills the device better than a group per row
     if length <= SMALL_ROW or (inner > 1 and rows >= 4 * wg_max):
