@@ -119,10 +119,8 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
 }
 
 /* BODY for each of the work-item's elements of the chunk (m = lo + t, lo + t + n, .. < hi; k its index in x, u in
- * 0 .. FOLDS-1 its partial sum): FOLDS independent partial sums, which fold_sum adds in a fixed tree. One serial
- * sum waits on the adder's latency at every element: CPUs walk a chunk in one work-item, where a conv's bias
- * gradient (LeNet's conv1, 32 sums of 100352) ran at about one element per 4 cycles: 1.8 -> 0.9 ms on PoCL */
-#define FOLDS 8
+ * 0 .. FOLDS-1 its partial sum, reduce.h's): CPUs walk a chunk in one work-item, where one serial sum ran a conv's
+ * bias gradient (LeNet's conv1, 32 sums of 100352) at about one element per 4 cycles: 1.8 -> 0.9 ms on PoCL */
 #define CHUNK_FOLD(BODY)                                                                            \
     do {                                                                                            \
         pos_t p = pos_at(lo + t, inner);                                                            \
@@ -139,9 +137,6 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
         }                                                                                           \
     } while (0)
 
-inline real fold_sum(const real s[FOLDS]) {
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
 
 __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int affine, real eps,
                            __global const x_t *x, __global const store_t *g, __global const store_t *mean,

@@ -69,14 +69,21 @@ inline void share_best(int op, src_t in, size_t base, int inner, int r0, int r1,
     }
 }
 
-/* sum of x (R_SUM) or of exp(x - m) (R_LOGSUMEXP) over the same share */
+/* sum of x (R_SUM) or of exp(x - m) (R_LOGSUMEXP) over the same share, in reduce.h's FOLDS partial sums */
 inline real share_sum(int op, src_t in, size_t base, int inner, int r0, int r1, int step, real m) {
-    real acc = 0;
-    for (int r = r0; r < r1; r += step) {
+    real acc[FOLDS] = {0};
+    int r = r0;
+    for (; r + (FOLDS - 1) * step < r1; r += FOLDS * step)
+#pragma unroll
+        for (int u = 0; u < FOLDS; ++u) {
+            real v = value_at(in, base + (size_t)(r + u * step) * inner);
+            acc[u] += op == R_LOGSUMEXP ? exp(v - m) : v;
+        }
+    for (; r < r1; r += step) {
         real v = value_at(in, base + (size_t)r * inner);
-        acc += op == R_LOGSUMEXP ? exp(v - m) : v;
+        acc[0] += op == R_LOGSUMEXP ? exp(v - m) : v;
     }
-    return acc;
+    return fold_sum(acc);
 }
 
 /* an all -inf (or +inf) chunk shifts by 0, so its logsumexp is -inf (+inf) */

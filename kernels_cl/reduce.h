@@ -3,7 +3,8 @@
  * Each work-item of a work-group of any power-of-two size n <= RED_WG puts one value in local memory;
  * GROUP_TREE(COMBINE) then folds slot t + k into slot t for k = n/2, n/4, ..., 1, leaving the result in
  * slot 0. The order is fixed, so results are bit-identical run after run (no atomics anywhere).
- * Provides: RED_WG, GROUP_TREE for any slot type and combine, group_sum and group_max over reals.
+ * Provides: RED_WG, GROUP_TREE for any slot type and combine, group_sum and group_max over reals, FOLDS
+ * and fold_sum.
  * Defines: RED_WG, the largest local size (a power of two, at most the device's max work-group
  * size); the element type (clnn_dtype.h).
  */
@@ -15,6 +16,14 @@
 #ifndef RED_WG
 #define RED_WG 256
 #endif
+
+/* A work-item's sum kept as FOLDS independent partial sums (element u of a run of FOLDS goes to sum u), which
+ * fold_sum adds in a fixed tree: one serial sum waits on the adder's latency at every element, and CPUs walk
+ * long runs in one work-item */
+#define FOLDS 8
+inline real fold_sum(const real s[FOLDS]) {
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
 
 /* COMBINE(t, u) folds slot u into slot t; every work-item of the group must reach this */
 #define GROUP_TREE(COMBINE)                                                   \
