@@ -7,6 +7,7 @@ import operator
 
 import numpy as np
 import pytest
+import scipy.special
 import torch
 import torch.nn.functional as TF
 from helpers import assert_close
@@ -16,7 +17,7 @@ from torch_ref import check_against_torch
 
 import clnn
 import clnn.functional as F
-from clnn import tuning
+from clnn import kernels, tuning
 
 
 def _gelu_ref(x: torch.Tensor) -> torch.Tensor:
@@ -227,6 +228,27 @@ ERRORS = [
 def test_errors(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
+
+
+@pytest.mark.parametrize("soft", [0, 1])
+def test_gelu_tail_against_scipy(soft, monkeypatch):
+    """GELU and its derivative in float32 over [-12, 12], through the device's erfc or unary.h's own (ERFC_SOFT,
+    PoCL's), within 2e-5 of SciPy's float64 erfc wherever the result is a normal float32 (torch's float64 GELU
+    itself loses the tail below x = -5: 1 + erf cancels); the derivative, a sum cdf + x pdf that crosses zero,
+    relative to its terms' magnitudes."""
+    rows = {key: {**row, "ERFC_SOFT": soft} for key, row in tuning.TABLE["storage"].items()}
+    monkeypatch.setitem(tuning.TABLE, "storage", rows)
+    monkeypatch.setattr(kernels, "_kernels", {})  # kernels are cached by their own defines, not the storage row's
+    x32 = np.linspace(-12, 12, 24001, dtype=np.float32)
+    x = clnn.tensor(x32, requires_grad=True)
+    y = F.gelu(x)
+    y.backward(clnn.ones_like(y))
+    x64 = x32.astype(np.float64)
+    cdf, xpdf = 0.5 * scipy.special.erfc(-x64 / np.sqrt(2)), x64 * np.exp(-x64 * x64 / 2) / np.sqrt(2 * np.pi)
+    for got, ref, size in ((y.numpy(), x64 * cdf, np.abs(x64 * cdf)), (x.grad.numpy(), cdf + xpdf, cdf + np.abs(xpdf))):
+        normal = size > 1e-30
+        err = np.abs(got - ref)[normal] / size[normal]
+        assert err.max() < 2e-5, f"relative error {err.max():.2e} at x = {x32[normal][err.argmax()]}"
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 5, 1031])
