@@ -12,7 +12,7 @@
  *   *_wg:    one work-group per row; each work-item folds a strided share and a tree in local
  *            memory (reduce.h) combines the shares. The local size is any power of two <= RED_WG,
  *            chosen by the host per launch (shorter rows get smaller groups) without a rebuild.
- *   *_vec:   (softmax and its backward; CPUs, SOFTMAX_VW defined) one work-item per contiguous row (inner 1,
+ *   *_vec:   (softmax, its backward, ce_fwd; CPUs, SOFTMAX_VW defined) one work-item per contiguous row (inner 1,
  *            float32 or float64 storage), SOFTMAX_VW elements at a time in explicit vectors: a work-group's tree
  *            runs through barriers and one scalar walk waits on every exp on CPUs (8000 rows of 1000:
  *            softmax 16.5 -> 2.2 ms on Intel's runtime, 55 -> 4.5 ms on PoCL, whose exp only vectorizes so).
@@ -100,11 +100,8 @@ inline real add_(real a, real b) { return a + b; }
         for (int r = nv_ * SOFTMAX_VW; r < (R); ++r) { SBODY; }                \
     } while (0)
 
-__kernel void softmax_vec(int log_out, int outer, int R, int inner, __global const store_t *x, __global store_t *y) {
-    const size_t g = get_global_id(0);
-    if (g >= (size_t)outer) return;
-    __global const store_t *p = x + g * R;
-    __global store_t *q = y + g * R;
+/* the contiguous row p's max m (shifted) and sum of exp(x - m) s */
+inline void row_stats_vec(__global const store_t *p, int R, real *m_out, real *s_out) {
     realsv mv = (realsv)(-BIG), sv = 0;
     real m, s;
     SV_EACH(R, mv = fmax(mv, SV_LOAD(i, p)), );
@@ -114,6 +111,17 @@ __kernel void softmax_vec(int log_out, int outer, int R, int inner, __global con
     SV_EACH(R, sv += exp(SV_LOAD(i, p) - m), );
     SV_FOLD(add_, sv, s);
     SV_EACH(R, , s += exp(p[r] - m));
+    *m_out = m;
+    *s_out = s;
+}
+
+__kernel void softmax_vec(int log_out, int outer, int R, int inner, __global const store_t *x, __global store_t *y) {
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)outer) return;
+    __global const store_t *p = x + g * R;
+    __global store_t *q = y + g * R;
+    real m, s;
+    row_stats_vec(p, R, &m, &s);
     const real ls = log(s), inv = 1 / s;
     if (log_out)
         SV_EACH(R, SV_STORE(SV_LOAD(i, p) - m - ls, i, q), q[r] = p[r] - m - ls);
@@ -253,6 +261,21 @@ __kernel void ce_fwd_wg(int outer, int C, int inner, real eps, int weighted, lon
     if (t == 0) ce_store(g, C, inner, eps, weighted, ignore, p, target, w, m, ls, ws, wc, loss, rowweight, stats);
 }
 
+#ifdef SOFTMAX_VW
+__kernel void ce_fwd_vec(int outer, int C, int inner, real eps, int weighted, long ignore,
+                         __global const store_t *x, __global const long *target, __global const store_t *w,
+                         __global store_t *loss, __global store_t *rowweight, __global store_t *stats) {
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)outer) return;
+    __global const store_t *p = x + g * C;
+    real m, s;
+    row_stats_vec(p, C, &m, &s);
+    real ws = eps != 0 ? share_coef_sum(p, 0, w, weighted, eps, C, 1, 0, 1, m, 0) : 0;
+    real wc = eps != 0 ? share_coef_sum(p, 0, w, weighted, eps, C, 1, 0, 1, m, 1) : 0;
+    ce_store(g, C, 1, eps, weighted, ignore, p, target, w, m, log(s), ws, wc, loss, rowweight, stats);
+}
+#endif
+
 inline void ce_soft_store(int g, real m, real ls, real a, real b, __global store_t *loss,
                           __global store_t *stats) {
     STORE(loss, g, ls * a - b);
@@ -287,22 +310,30 @@ __kernel void ce_soft_fwd_wg(int outer, int C, int inner, real eps, int weighted
     if (t == 0) ce_soft_store(g, m, ls, a, b, loss, stats);
 }
 
-/* log p[c] of element i = (o, c, j) and its row g = o * inner + j, from the forward's stats */
-inline real ce_logp(int i, int C, int inner, __global const store_t *x, __global const store_t *stats, int *c,
-                    int *g) {
-    int j = i % inner, oc = i / inner, o = oc / C;
-    *c = oc - o * C;
-    *g = o * inner + j;
-    return LOAD(x, i) - LOAD(stats, 3 * *g) - LOAD(stats, 3 * *g + 1);
+/* the element (o, c, j) of a 2-D launch (kernels.launch_rows) over rows of x: with inner > 1, rows (o, c) of the
+ * inner j; else rows o of the C classes. Sets its index *i, class *c and loss row *g = o * inner + j; false past
+ * the grid. No division per element, and neighbouring work-items take neighbouring elements. */
+inline bool ce_elem(int outer, int C, int inner, size_t *i, int *c, int *g) {
+    const int col = get_global_id(0), row = get_global_id(1), cols = inner > 1 ? inner : C;
+    if (col >= cols || row >= (inner > 1 ? outer * C : outer)) return false;
+    *i = (size_t)row * cols + col;
+    *c = inner > 1 ? row % C : col;
+    *g = inner > 1 ? row / C * inner + col : row;
+    return true;
+}
+
+/* log p of element i of loss row g, from the forward's stats */
+inline real ce_logp(size_t i, int g, __global const store_t *x, __global const store_t *stats) {
+    return LOAD(x, i) - LOAD(stats, 3 * g) - LOAD(stats, 3 * g + 1);
 }
 
 __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long ignore, __global const store_t *x,
                      __global const long *target, __global const store_t *w, __global const store_t *stats,
                      __global const store_t *gloss, __global store_t *gx) {
-    int i = get_global_id(0);
-    if (i >= outer * C * inner) return;
+    size_t i;
     int c, g;
-    real p = exp(ce_logp(i, C, inner, x, stats, &c, &g));
+    if (!ce_elem(outer, C, inner, &i, &c, &g)) return;
+    real p = exp(ce_logp(i, g, x, stats));
     long tg = target[g];
     if (tg == ignore) {  /* 0 whatever the upstream gradient: an all-ignored mean's is NaN, as is its value */
         STORE(gx, i, 0);
@@ -317,10 +348,10 @@ __kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, i
                           __global const store_t *x, __global const store_t *y, __global const store_t *w,
                           __global const store_t *stats, __global const store_t *gloss, __global store_t *gx,
                           __global store_t *gy) {
-    int i = get_global_id(0);
-    if (i >= outer * C * inner) return;
+    size_t i;
     int c, g;
-    real logp = ce_logp(i, C, inner, x, stats, &c, &g);
+    if (!ce_elem(outer, C, inner, &i, &c, &g)) return;
+    real logp = ce_logp(i, g, x, stats);
     real wc = class_weight(w, weighted, c), gl = LOAD(gloss, g);
     STORE(gx, i, gl * (LOAD(stats, 3 * g + 2) * exp(logp) - wc * ((1 - eps) * LOAD(y, i) + eps / C)));
     if (grad_target) STORE(gy, i, -gl * (1 - eps) * wc * logp);

@@ -18,7 +18,8 @@ from .elementwise import unary
 from .reduce import FOLD
 
 SMALL_ROW = 64  # rows at most this long are walked by one work-item each
-VEC_KERNELS = ("softmax", "softmax_bwd")  # with softmax.cl's *_vec forms for contiguous rows (tuning's softmax VW)
+VEC_KERNELS = ("softmax", "softmax_bwd", "ce_fwd")  # with softmax.cl's *_vec forms for contiguous rows (tuning's
+# softmax VW)
 
 
 
