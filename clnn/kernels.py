@@ -232,13 +232,17 @@ def launch_1d(dev: Device, k: cl.Kernel, n: int, *args: object) -> None:
         launch(dev, k, (n,), (group_size(dev),), *args)
 
 
-def launch_rows(dev: Device, k: cl.Kernel, cols: int, rows: int, *args: object) -> None:
-    """Launch ``k`` over a (cols, rows) grid in work-groups of a power-of-two run of columns (up to 256) times as
-    many rows as make up about 256 work-items; kernels guard both ranges."""
+def launch_by_rows(dev: Device, k: cl.Kernel, geometry: tuple[int, int, int], *args: object) -> None:
+    """Launch ``k(outer, G, inner, *args)`` over a tensor viewed as ``geometry`` = (outer, G, inner) by rows
+    (clnn_shape.h's group_elem): the inner elements of each (o, c), or the G groups of each o when inner is 1;
+    work-groups of a power-of-two run of a row (up to 256) times as many rows as make up about 256 work-items."""
+    outer, groups, inner = geometry
+    cols, rows = (inner, outer * groups) if inner > 1 else (groups, outer)
     if cols > 0 and rows > 0:
         wg = group_size(dev)
         across = min(wg, 1 << (cols - 1).bit_length())
-        launch(dev, k, (cols, rows), (across, min(wg // across, 1 << (rows - 1).bit_length())), *args)
+        launch(dev, k, (cols, rows), (across, min(wg // across, 1 << (rows - 1).bit_length())),
+               *(np.int32(v) for v in geometry), *args)
 
 
 def real_scalar(dtype: np.dtype, value: float) -> np.generic:

@@ -1,7 +1,24 @@
 /* clnn_shape.h: MAXD, the most dimensions a kernel's shape descriptor holds after the host merged what
- * it could (included, never built alone; clnn/kernels.py reads the value from here).
+ * it could (included, never built alone; clnn/kernels.py reads the value from here); group_elem, the element of
+ * a grouped view a work-item of kernels.launch_by_rows maps.
  */
 #ifndef CLNN_SHAPE_H
 #define CLNN_SHAPE_H
 #define MAXD 8
+
+/* x viewed as (outer, G, inner) and launched as rows (kernels.launch_by_rows): with inner > 1 a row of the inner
+ * elements j per (o, c), else a row of the G groups c per o. No division per element, and work-items along a
+ * row take neighbouring elements (GPUs: coalesced; CPUs: vector loads). */
+typedef struct { size_t i; int o, c, j; } group_elem_t;
+
+/* the work-item's element: its index i and coordinates (o, c, j); false past the grid */
+inline bool group_elem(int outer, int G, int inner, group_elem_t *e) {
+    const int col = get_global_id(0), row = get_global_id(1), cols = inner > 1 ? inner : G;
+    if (col >= cols || row >= (inner > 1 ? outer * G : outer)) return false;
+    e->i = (size_t)row * cols + col;
+    e->o = inner > 1 ? row / G : row;
+    e->c = inner > 1 ? row - e->o * G : col;
+    e->j = inner > 1 ? col : 0;
+    return true;
+}
 #endif

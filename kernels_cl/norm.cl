@@ -16,10 +16,9 @@
  *   norm_finish     one work-item per group: NS_STATS combines (mean, M2) pairs about a shift (Chan's
  *                   parallel formula, in two passes) into the mean and biased variance; the other modes
  *                   add the partial sums
- *   norm_apply      y = (x - mean[c]) * rsqrt(var[c] + eps) * w + b, elementwise (row_elem's 2-D launch)
+ *   norm_apply      y = (x - mean[c]) * rsqrt(var[c] + eps) * w + b, elementwise (clnn_shape.h's group_elem)
  *   norm_bwd_input  gx = rstd * (g * w - wc * (s1 + xhat * s2) / M) in training (wc: the group's
- *                   weight when weights are per group), gx = rstd * g * w with fixed statistics (row_elem's
- *                   2-D launch)
+ *                   weight when weights are per group), gx = rstd * g * w with fixed statistics (group_elem)
  *   bn_update       running = (1 - momentum) * running + momentum * batch (variance unbiased)
  *   ln_bwd          layer norm's backward in one pass: a work-group per block of LN_ROWS rows (outer = 1,
  *                   G = rows, inner = D), local size (X, Y): first the block's row sums s1 = sum(g w) and
@@ -34,6 +33,7 @@
  * float32 storage: clnn.autocast's norms read a half input as it is and write its gradient in its type, with
  * no float32 copy of it); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows per block.
  */
+#include "clnn_shape.h"
 #include "reduce.h"
 
 #ifndef X_HALF
@@ -94,25 +94,11 @@ inline real weight_at(int affine, __global const store_t *w, int c, int j) {
     return (affine & AFF_W) ? LOAD(w, (affine & AFF_INNER) ? j : c) : 1;
 }
 
-/* the element a 2-D launch's work-item maps (norm_apply, norm_bwd_input): rows of `inner` contiguous elements,
- * one per (o, c), or, when inner is 1, rows of the G groups, one per o; no division per element, and the
- * work-items along a row read neighbours (GPUs: coalesced; CPUs: vector loads) */
-typedef struct { size_t i; int c, j; } elem_t;
-
-inline bool row_elem(int outer, int G, int inner, elem_t *e) {
-    const int col = get_global_id(0), row = get_global_id(1), cols = inner > 1 ? inner : G;
-    if (col >= cols || row >= (inner > 1 ? outer * G : outer)) return false;
-    e->i = (size_t)row * cols + col;
-    e->c = inner > 1 ? row % G : col;
-    e->j = inner > 1 ? col : 0;
-    return true;
-}
-
 __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __global const x_t *x,
                          __global const store_t *mean, __global const store_t *var, __global const store_t *w,
                          __global const store_t *b, __global store_t *y) {
-    elem_t e;
-    if (!row_elem(outer, G, inner, &e)) return;
+    group_elem_t e;
+    if (!group_elem(outer, G, inner, &e)) return;
     real v = (LOAD_X(x, e.i) - LOAD(mean, e.c)) * rsqrt(LOAD(var, e.c) + eps) * weight_at(affine, w, e.c, e.j);
     if (affine & AFF_B) v += LOAD(b, (affine & AFF_INNER) ? e.j : e.c);
     STORE(y, e.i, v);
@@ -216,8 +202,8 @@ __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int traini
                              __global const x_t *x, __global const store_t *g, __global const store_t *mean,
                              __global const store_t *var, __global const store_t *w, __global const store_t *s1,
                              __global const store_t *s2, __global x_t *gx) {
-    elem_t e;
-    if (!row_elem(outer, G, inner, &e)) return;
+    group_elem_t e;
+    if (!group_elem(outer, G, inner, &e)) return;
     const int c = e.c;
     real rstd = rsqrt(LOAD(var, c) + eps);
     real v = LOAD(g, e.i) * weight_at(affine, w, c, e.j);

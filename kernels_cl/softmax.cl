@@ -20,6 +20,7 @@
  * Stability: exponentials are of x - max(row) <= 0 only, so inputs of any finite size are safe.
  * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h); SOFTMAX_VW (4, 8 or 16), the *_vec kernels' width.
  */
+#include "clnn_shape.h"
 #include "reduce.h"
 
 inline size_t row_start(int g, int R, int inner) {
@@ -310,18 +311,6 @@ __kernel void ce_soft_fwd_wg(int outer, int C, int inner, real eps, int weighted
     if (t == 0) ce_soft_store(g, m, ls, a, b, loss, stats);
 }
 
-/* the element (o, c, j) of a 2-D launch (kernels.launch_rows) over rows of x: with inner > 1, rows (o, c) of the
- * inner j; else rows o of the C classes. Sets its index *i, class *c and loss row *g = o * inner + j; false past
- * the grid. No division per element, and neighbouring work-items take neighbouring elements. */
-inline bool ce_elem(int outer, int C, int inner, size_t *i, int *c, int *g) {
-    const int col = get_global_id(0), row = get_global_id(1), cols = inner > 1 ? inner : C;
-    if (col >= cols || row >= (inner > 1 ? outer * C : outer)) return false;
-    *i = (size_t)row * cols + col;
-    *c = inner > 1 ? row % C : col;
-    *g = inner > 1 ? row / C * inner + col : row;
-    return true;
-}
-
 /* log p of element i of loss row g, from the forward's stats */
 inline real ce_logp(size_t i, int g, __global const store_t *x, __global const store_t *stats) {
     return LOAD(x, i) - LOAD(stats, 3 * g) - LOAD(stats, 3 * g + 1);
@@ -330,9 +319,10 @@ inline real ce_logp(size_t i, int g, __global const store_t *x, __global const s
 __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long ignore, __global const store_t *x,
                      __global const long *target, __global const store_t *w, __global const store_t *stats,
                      __global const store_t *gloss, __global store_t *gx) {
-    size_t i;
-    int c, g;
-    if (!ce_elem(outer, C, inner, &i, &c, &g)) return;
+    group_elem_t e;
+    if (!group_elem(outer, C, inner, &e)) return;
+    const size_t i = e.i;
+    const int c = e.c, g = e.o * inner + e.j; /* the loss row */
     real p = exp(ce_logp(i, g, x, stats));
     long tg = target[g];
     if (tg == ignore) {  /* 0 whatever the upstream gradient: an all-ignored mean's is NaN, as is its value */
@@ -348,9 +338,10 @@ __kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, i
                           __global const store_t *x, __global const store_t *y, __global const store_t *w,
                           __global const store_t *stats, __global const store_t *gloss, __global store_t *gx,
                           __global store_t *gy) {
-    size_t i;
-    int c, g;
-    if (!ce_elem(outer, C, inner, &i, &c, &g)) return;
+    group_elem_t e;
+    if (!group_elem(outer, C, inner, &e)) return;
+    const size_t i = e.i;
+    const int c = e.c, g = e.o * inner + e.j; /* the loss row */
     real logp = ce_logp(i, g, x, stats);
     real wc = class_weight(w, weighted, c), gl = LOAD(gloss, g);
     STORE(gx, i, gl * (LOAD(stats, 3 * g + 2) * exp(logp) - wc * ((1 - eps) * LOAD(y, i) + eps / C)));

@@ -91,6 +91,17 @@ typedef CAT(REAL_T, VT) vt;
 #define FROM_VT(v, l) CAT(vstore, VT)(v, 0, l)
 #endif
 
+/* dst[b] (b < COLS) = the tiles' column b from a row run: lane q takes run[WINO_M * q + b] (tile q's window or tile
+ * starts WINO_M further along the row) */
+#define RUN_LANES(dst, run, COLS)                                                                   \
+    do {                                                                                            \
+        real l_[VT];                                                                                \
+        _Pragma("unroll") for (int b = 0; b < (COLS); ++b) {                                        \
+            _Pragma("unroll") for (int q = 0; q < VT; ++q) l_[q] = (run)[WINO_M * q + b];           \
+            dst[b] = TO_VT(l_);                                                                     \
+        }                                                                                           \
+    } while (0)
+
 /* the work-item's tiles: tile row R0 + rl (image n, tile row ti), tiles tj0 .. tj0 + VT - 1 of its TW (those
  * < TW exist); grid (ceil(TW / VT), RC, rows of the planes). Returns false for a work-item past the grid. */
 #define TILES(TW, RC, ROWS)                                                                         \
@@ -135,16 +146,11 @@ __kernel void wino_data(int C, int H, int W, int PH, int PW, int TH, int TW, int
     vt d[AL][AL], f[AL][AL];
     for (int a = 0; a < AL; ++a) { /* the row's run of the windows, zero outside the image */
         const int h = h0 + a;
-        real run[WINO_M * VT + 2], l[VT];
+        real run[WINO_M * VT + 2];
 #pragma unroll
         for (int e = 0; e < WINO_M * VT + 2; ++e)
             run[e] = h >= 0 && h < H && w0 + e >= 0 && w0 + e < W ? LOAD_B(xc, h * W + w0 + e) : (real)0;
-#pragma unroll
-        for (int b = 0; b < AL; ++b) {
-#pragma unroll
-            for (int q = 0; q < VT; ++q) l[q] = run[WINO_M * q + b];
-            d[a][b] = TO_VT(l);
-        }
+        RUN_LANES(d[a], run, AL);
     }
     SANDWICH(f, vt, ROW, BT, d, AL, AL);
     STORE_PLANES(v, C, RC, TW, f);
@@ -223,16 +229,11 @@ __kernel void wino_grad_tiles(int O, int OH, int OW, int TH, int TW, int R0, int
 #pragma unroll
     for (int a = 0; a < WINO_M; ++a) { /* the row's run of the tiles, zero past OH x OW */
         const int h = h0 + a;
-        real run[WINO_M * VT], l[VT];
+        real run[WINO_M * VT];
 #pragma unroll
         for (int e = 0; e < WINO_M * VT; ++e)
             run[e] = h < OH && w0 + e < OW ? LOAD_A(go, h * OW + w0 + e) : (real)0;
-#pragma unroll
-        for (int b = 0; b < WINO_M; ++b) {
-#pragma unroll
-            for (int q = 0; q < VT; ++q) l[q] = run[WINO_M * q + b];
-            g[a][b] = TO_VT(l);
-        }
+        RUN_LANES(g[a], run, WINO_M);
     }
     SANDWICH(f, vt, COL, AT, g, AL, WINO_M);
     STORE_PLANES(z, O, RC, TW, f);

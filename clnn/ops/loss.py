@@ -117,15 +117,6 @@ def _softmax_kernel(x: Tensor, name: str) -> Any:
     return kernels.kernel(x.device, "softmax.cl", name, defines(x.dtype, RED_WG=group_size(x.device)))
 
 
-def _launch_classes(x: Tensor, name: str, geometry: tuple[int, int, int], *args: object) -> None:
-    """Launch the softmax.cl kernel ``name`` (arguments ``outer, C, inner, *args``) over x viewed as (outer, C,
-    inner) by rows (its ``ce_elem``): the inner elements of each (o, c), or the C classes of each o when inner is
-    1."""
-    outer, classes, inner = geometry
-    cols, rows = (inner, outer * classes) if inner > 1 else (classes, outer)
-    kernels.launch_rows(x.device, _softmax_kernel(x, name), cols, rows, *(np.int32(v) for v in geometry), *args)
-
-
 def _weighted_reduce(loss: Tensor, rowweight: Tensor, count: int, weighted: bool, reduction: str) -> Tensor:
     """PyTorch's reductions of class-index losses: the mean divides by the summed weights of the targets
     that are not ignored (their count without weights; NaN when every target is ignored)."""
@@ -196,7 +187,8 @@ def cross_entropy(
 
     def backward(g: Tensor) -> tuple[Tensor]:
         gx = empty(input.shape, input.dtype, input.device)
-        _launch_classes(input, "ce_bwd", geometry, *args, input.data, t.data, w, stats.data, g.data, gx.data)
+        kernels.launch_by_rows(input.device, _softmax_kernel(input, "ce_bwd"), geometry, *args, input.data, t.data, w,
+                              stats.data, g.data, gx.data)
         return (gx,)
 
     return _weighted_reduce(record(loss, (input,), backward, op), rowweight, count, bool(weighted), reduction)
@@ -226,9 +218,9 @@ def _soft_cross_entropy(x: Tensor, target: Any, geometry: tuple[int, int, int], 
     def backward(g: Tensor) -> tuple[Tensor, Tensor | None]:
         gx = empty(x.shape, x.dtype, x.device)
         gy = empty(x.shape, x.dtype, x.device) if y.requires_grad else None
-        _launch_classes(x, "ce_soft_bwd", geometry, *args, np.int32(gy is not None), x.data, y.data, w, stats.data,
-                        g.data, gx.data, (gx if gy is None else gy).data)  # without a target gradient gx's buffer
-        # stands in, unwritten
+        # without a target gradient gx's buffer stands in for gy's, unwritten
+        kernels.launch_by_rows(x.device, _softmax_kernel(x, "ce_soft_bwd"), geometry, *args, np.int32(gy is not None),
+                              x.data, y.data, w, stats.data, g.data, gx.data, (gx if gy is None else gy).data)
         return gx, gy
 
     return record(loss, (x, y), backward, op)

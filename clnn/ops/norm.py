@@ -30,7 +30,8 @@ class _Groups:
                  dtype: np.dtype | None = None) -> None:
         self.dt = x.dtype if dtype is None else np.dtype(dtype)
         self.x, self.affine, self.eps = x, affine, real_scalar(self.dt, eps)
-        self.sizes = (np.int32(outer), np.int32(groups), np.int32(inner))
+        self.geometry = (outer, groups, inner)
+        self.sizes = tuple(np.int32(v) for v in self.geometry)
         self.groups, self.count = groups, outer * inner
         wg = group_size(x.device)
         x_type = {} if x.dtype == self.dt else {"X_HALF" if x.dtype == float16 else "X_BF16": 1}
@@ -62,13 +63,6 @@ class _Groups:
                       np.int32(self.count), np.int32(self.chunk), part.data, a.data, b.data)
         return a, b
 
-    def _launch_rows(self, name: str, *args: object) -> None:
-        """Launch an elementwise kernel over x's rows (norm.cl's row_elem): ``inner`` elements per (o, c), or the
-        G groups per o when inner is 1."""
-        outer, groups, inner = (int(v) for v in self.sizes)
-        cols, rows = (inner, outer * groups) if inner > 1 else (groups, outer)
-        kernels.launch_rows(self.x.device, self._kernel(name), cols, rows, *self.sizes, *args)
-
     def stats(self) -> tuple[Tensor, Tensor]:
         """Per-group mean and biased variance."""
         x = self.x.data
@@ -76,8 +70,8 @@ class _Groups:
 
     def apply(self, mean: Tensor, var: Tensor, w: Tensor | None, b: Tensor | None, affine: int) -> Tensor:
         y = empty(self.x.shape, self.dt, self.x.device)
-        self._launch_rows("norm_apply", np.int32(affine), self.eps, self.x.data, mean.data, var.data, self._buf(w),
-                          self._buf(b), y.data)
+        kernels.launch_by_rows(self.x.device, self._kernel("norm_apply"), self.geometry, np.int32(affine), self.eps,
+                              self.x.data, mean.data, var.data, self._buf(w), self._buf(b), y.data)
         return y
 
     def update_running(self, mean: Tensor, var: Tensor, running_mean: Tensor, running_var: Tensor,
@@ -99,8 +93,9 @@ class _Groups:
         None."""
         gx = empty(self.x.shape, self.x.dtype, self.x.device)
         s1, s2 = sums or (g, g)
-        self._launch_rows("norm_bwd_input", np.int32(self.affine), np.int32(sums is not None), self.eps, self.x.data,
-                          g.data, mean.data, var.data, self._buf(w), s1.data, s2.data, gx.data)
+        kernels.launch_by_rows(self.x.device, self._kernel("norm_bwd_input"), self.geometry, np.int32(self.affine),
+                              np.int32(sums is not None), self.eps, self.x.data, g.data, mean.data, var.data,
+                              self._buf(w), s1.data, s2.data, gx.data)
         return gx
 
     def layer_grads(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:

@@ -91,6 +91,13 @@ def _transform(dev: Device, k: Any, vt: int, tw: int, rc: int, rows: int, *args:
     kernels.launch(dev, k, (groups, rc, rows), (across, 1, max(1, kernels.group_size(dev, 64) // across)), *args)
 
 
+def _data(dev: Device, k: Any, vt: int, x: Tensor, pad: tuple[int, int], th: int, tw: int, r0: int, rc: int,
+          v: Tensor) -> None:
+    """wino_data's V planes ``v`` of x's windows for tile rows r0 .. r0 + rc - 1."""
+    c, h, w = x.shape[1:]
+    _transform(dev, k, vt, tw, rc, c, *(np.int32(a) for a in (c, h, w, *pad, th, tw, r0, rc)), x.data, v.data)
+
+
 def _vt(dev: Device, tw: int, store: bool = False) -> int:
     """Tiles per work-item on ``dev`` of the transforms (or with ``store``, of wino_store) of rows of ``tw`` tiles:
     tuning's ``winograd`` VT (VT_STORE), halved down to 4 while half of it holds the row (AlexNet's 13^2 images, 4
@@ -142,8 +149,7 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
         rc = min(step, n * th - r0)
         tc = rc * tw
         v, prod = _planes(vbuf, (p, c, tc)), _planes(pbuf, (p, o, tc))
-        _transform(dev, data, vt, tw, rc, c, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, r0, rc)), x.data,
-                   v.data)
+        _data(dev, data, vt, x, pad, th, tw, r0, rc, v)
         _product(u, (o * c, c, 1), v, (c * tc, tc, 1), o, tc, c, prod)
         _transform(dev, put, vt_store, tw, rc, o, *(np.int32(a) for a in (o, oh, ow, th, tw, r0, rc)), prod.data,
                    (bias if bias is not None else y).data, np.int32(bias is not None), *epilogue(act, y, pre), y.data)
@@ -169,7 +175,7 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
     """gw (O, C, 3, 3) of y = conv2d(x, w, padding=pad) given x (N, C, H, W) and gy (N, O, OH, OW), in ``dtype``
     stored as ``store``: per chunk of tiles, the transformed gy tiles (positions, O, T) times the transformed
     input windows (positions, C, T) transposed, summed over the chunks in order."""
-    (n, c, h, w_), (o, oh, ow) = x.shape, gy.shape[1:]
+    (n, c), (o, oh, ow) = x.shape[:2], gy.shape[1:]
     dev, pt, m = x.device, _plane(dtype), tile_size(oh, ow, x.device)
     th, tw, p = -(-oh // m), -(-ow // m), positions(m)
     vt = _vt(dev, tw)
@@ -182,8 +188,7 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
         rc = min(step, n * th - r0)
         tc = rc * tw
         v, z = _planes(vbuf, (p, c, tc)), _planes(zbuf, (p, o, tc))
-        _transform(dev, data, vt, tw, rc, c, *(np.int32(a) for a in (c, h, w_, *pad, th, tw, r0, rc)), x.data,
-                   v.data)
+        _data(dev, data, vt, x, pad, th, tw, r0, rc, v)
         _transform(dev, grad, vt, tw, rc, o, *(np.int32(a) for a in (o, oh, ow, th, tw, r0, rc)), gy.data, z.data)
         _product(z, (o * tc, tc, 1), v, (c * tc, 1, tc), o, c, tc, acc, add=r0 > 0)
     gw = empty((o, c, 3, 3), store or dtype, dev)
