@@ -28,7 +28,10 @@
  *   ln_bwd_finish   one work-item per column adds the blocks' column sums in order: gw, gb
  * The gradients' a * b + c are explicit fma: a contraction the compiler chose would differ between builds
  * (X_HALF's against float32's) on the values that cancel.
- * Partials are (G, S, 2) reals (ln_bwd's: (blocks, 2, D)). norm_partial takes any power-of-two local size <= RED_WG.
+ * Partials are (G, S, 2) reals (ln_bwd's: (blocks, 2, D)), and so are the per-group results (mean, variance,
+ * the gradient sums) whatever the storage type: a half mean would put 2^-11 of |mean| into every x - mean, and
+ * a half variance of a row whose values lie close together is subnormal. norm_partial takes any power-of-two
+ * local size <= RED_WG.
  * Defines: the element type (clnn_dtype.h); X_HALF or X_BF16 (x and gx stored as half or bf16, the rest as
  * float32 storage: clnn.autocast's norms read a half input as it is and write its gradient in its type, with
  * no float32 copy of it); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows per block.
@@ -95,11 +98,11 @@ inline real weight_at(int affine, __global const store_t *w, int c, int j) {
 }
 
 __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __global const x_t *x,
-                         __global const store_t *mean, __global const store_t *var, __global const store_t *w,
+                         __global const real *mean, __global const real *var, __global const store_t *w,
                          __global const store_t *b, __global store_t *y) {
     group_elem_t e;
     if (!group_elem(outer, G, inner, &e)) return;
-    real v = (LOAD_X(x, e.i) - LOAD(mean, e.c)) * rsqrt(LOAD(var, e.c) + eps) * weight_at(affine, w, e.c, e.j);
+    real v = (LOAD_X(x, e.i) - mean[e.c]) * rsqrt(var[e.c] + eps) * weight_at(affine, w, e.c, e.j);
     if (affine & AFF_B) v += LOAD(b, (affine & AFF_INNER) ? e.j : e.c);
     STORE(y, e.i, v);
 }
@@ -125,8 +128,8 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
 
 
 __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int affine, real eps,
-                           __global const x_t *x, __global const store_t *g, __global const store_t *mean,
-                           __global const store_t *var, __global const store_t *w, __global real *part) {
+                           __global const x_t *x, __global const store_t *g, __global const real *mean,
+                           __global const real *var, __global const store_t *w, __global real *part) {
     __local real scratch[RED_WG];
     int M = outer * inner, S = (M + chunk - 1) / chunk;
     int e = get_group_id(0), c = e / S, s = e - c * S;
@@ -135,7 +138,7 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
     real s1[FOLDS] = {0}, s2[FOLDS] = {0}, a1, a2 = 0;
     if (mode == NS_GRAD) {
         int inner_w = (affine & AFF_INNER) ? affine : 0;  /* per-group weights stay outside the sums */
-        real mu = LOAD(mean, c), rstd = rsqrt(LOAD(var, c) + eps);
+        real mu = mean[c], rstd = rsqrt(var[c] + eps);
         CHUNK_FOLD({
             real gw = LOAD(g, k) * weight_at(inner_w, w, c, p.j);
             s1[u] += gw;
@@ -168,8 +171,8 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
     }
 }
 
-__kernel void norm_finish(int mode, int G, int M, int chunk, __global const real *part, __global store_t *a,
-                          __global store_t *b) {
+__kernel void norm_finish(int mode, int G, int M, int chunk, __global const real *part, __global real *a,
+                          __global real *b) {
     int c = get_global_id(0);
     if (c >= G) return;
     int S = (M + chunk - 1) / chunk;
@@ -185,8 +188,8 @@ __kernel void norm_finish(int mode, int G, int M, int chunk, __global const real
             real d = p[2 * s] - K - e;
             m2 += p[2 * s + 1] + min(chunk, M - s * chunk) * d * d;
         }
-        STORE(a, c, K + e);
-        STORE(b, c, m2 / M);
+        a[c] = K + e;
+        b[c] = m2 / M;
         return;
     }
     real a1 = 0, a2 = 0;
@@ -194,37 +197,37 @@ __kernel void norm_finish(int mode, int G, int M, int chunk, __global const real
         a1 += p[2 * s];
         a2 += p[2 * s + 1];
     }
-    STORE(a, c, a1);
-    if (mode != NS_SUM) STORE(b, c, a2);  /* NS_GRAD's second sum */
+    a[c] = a1;
+    if (mode != NS_SUM) b[c] = a2;  /* NS_GRAD's second sum */
 }
 
 __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int training, real eps,
-                             __global const x_t *x, __global const store_t *g, __global const store_t *mean,
-                             __global const store_t *var, __global const store_t *w, __global const store_t *s1,
-                             __global const store_t *s2, __global x_t *gx) {
+                             __global const x_t *x, __global const store_t *g, __global const real *mean,
+                             __global const real *var, __global const store_t *w, __global const real *s1,
+                             __global const real *s2, __global x_t *gx) {
     group_elem_t e;
     if (!group_elem(outer, G, inner, &e)) return;
     const int c = e.c;
-    real rstd = rsqrt(LOAD(var, c) + eps);
+    real rstd = rsqrt(var[c] + eps);
     real v = LOAD(g, e.i) * weight_at(affine, w, c, e.j);
     if (training) {
-        real xhat = (LOAD_X(x, e.i) - LOAD(mean, c)) * rstd;
+        real xhat = (LOAD_X(x, e.i) - mean[c]) * rstd;
         real wc = (affine & AFF_INNER) ? 1 : weight_at(affine, w, c, e.j);
-        v -= wc * fma(xhat, LOAD(s2, c), LOAD(s1, c)) / (outer * inner);
+        v -= wc * fma(xhat, s2[c], s1[c]) / (outer * inner);
     }
     STORE_X(gx, e.i, rstd * v);
 }
 
-__kernel void bn_update(int C, real momentum, real unbias, __global const store_t *mean,
-                        __global const store_t *var, __global store_t *running_mean, __global store_t *running_var) {
+__kernel void bn_update(int C, real momentum, real unbias, __global const real *mean,
+                        __global const real *var, __global store_t *running_mean, __global store_t *running_var) {
     int c = get_global_id(0);
     if (c >= C) return;
-    STORE(running_mean, c, (1 - momentum) * LOAD(running_mean, c) + momentum * LOAD(mean, c));
-    STORE(running_var, c, (1 - momentum) * LOAD(running_var, c) + momentum * LOAD(var, c) * unbias);
+    STORE(running_mean, c, (1 - momentum) * LOAD(running_mean, c) + momentum * mean[c]);
+    STORE(running_var, c, (1 - momentum) * LOAD(running_var, c) + momentum * var[c] * unbias);
 }
 
 __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const x_t *x, __global const store_t *g,
-                     __global const store_t *mean, __global const store_t *var, __global const store_t *w,
+                     __global const real *mean, __global const real *var, __global const store_t *w,
                      __global x_t *gx, __global real *part) {
     __local real p1[RED_WG], p2[RED_WG], s1[LN_ROWS], s2[LN_ROWS];
     int X = get_local_size(0), Y = get_local_size(1), x0 = get_local_id(0), y0 = get_local_id(1);
@@ -234,7 +237,7 @@ __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const x_t *
         int r = r0 + rb + y0;
         real a1 = 0, a2 = 0;
         if (rb + y0 < nr) {
-            real mu = LOAD(mean, r), rstd = rsqrt(LOAD(var, r) + eps);
+            real mu = mean[r], rstd = rsqrt(var[r] + eps);
             for (int j = x0; j < D; j += X) {
                 real gw = LOAD(g, (size_t)r * D + j) * weight_at(affine, w, 0, j);
                 a1 += gw;
@@ -260,7 +263,7 @@ __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const x_t *
         real wj = weight_at(affine, w, 0, j), cw = 0, cb = 0;
         for (int k = 0; k < nr; ++k) {
             size_t o = (size_t)(r0 + k) * D + j;
-            real rstd = rsqrt(LOAD(var, r0 + k) + eps), gj = LOAD(g, o), xh = (LOAD_X(x, o) - LOAD(mean, r0 + k)) * rstd;
+            real rstd = rsqrt(var[r0 + k] + eps), gj = LOAD(g, o), xh = (LOAD_X(x, o) - mean[r0 + k]) * rstd;
             STORE_X(gx, o, rstd * fma(gj, wj, -fma(xh, s2[k], s1[k]) / D));
             cw += gj * xh;
             cb += gj;

@@ -16,6 +16,7 @@ from ..validation import require_float, require_number, require_tensor, same_dev
 from ._core import autocast, empty, record
 from .random import dropout_mask
 from .reduce import FOLD, split_chunk
+from .shape import astype
 
 AFF_W, AFF_B, AFF_INNER = (kernels.op_codes("norm.cl", "AFF_")[k] for k in ("w", "b", "inner"))  # affine bits
 LN_ROWS = 64  # layer norm's backward: rows per work-group (each adds its column sums of the weight's gradients)
@@ -24,11 +25,13 @@ NS_STATS, NS_GRAD, NS_SUM = (kernels.op_codes("norm.cl", "NS_")[k] for k in ("st
 
 class _Groups:
     """``x`` viewed as (outer, G, inner) with statistics per group; launches the norm.cl kernels. Everything but
-    ``x`` and its gradient is in ``dtype`` (x's by default; float32 for a half ``x`` under autocast)."""
+    ``x`` and its gradient is in ``dtype`` (x's by default; float32 for a half ``x`` under autocast), except the
+    per-group results (mean, variance, gradient sums), which are in the kernels' ``real`` type (``self.real``)."""
 
     def __init__(self, x: Tensor, outer: int, groups: int, inner: int, affine: int, eps: float,
                  dtype: np.dtype | None = None) -> None:
         self.dt = x.dtype if dtype is None else np.dtype(dtype)
+        self.real = np.dtype(np.float64 if self.dt == np.float64 else np.float32)
         self.x, self.affine, self.eps = x, affine, real_scalar(self.dt, eps)
         self.geometry = (outer, groups, inner)
         self.sizes = tuple(np.int32(v) for v in self.geometry)
@@ -52,10 +55,10 @@ class _Groups:
     def _per_group(self, mode: int, *args: object) -> tuple[Tensor, Tensor]:
         """Per-group results of norm.cl's two stages in ``mode`` (NS_*): partials per chunk, then a finish."""
         dev = self.x.device
-        a, b = (empty((self.groups,), self.dt, dev) for _ in range(2))
+        a, b = (empty((self.groups,), self.real, dev) for _ in range(2))
         parts = self.groups * -(-self.count // self.chunk)
         if self.groups:
-            part = empty((max(parts, 1), 2), np.float64 if self.dt == np.float64 else np.float32, dev)
+            part = empty((max(parts, 1), 2), self.real, dev)
             if parts:
                 kernels.launch(dev, self._kernel("norm_partial"), (parts * self.local,), (self.local,),
                                np.int32(mode), *self.sizes, np.int32(self.chunk), *args, part.data)
@@ -105,7 +108,7 @@ class _Groups:
         gx = empty(self.x.shape, self.x.dtype, dev)
         gw, gb = (empty((d,), self.dt, dev) for _ in range(2))
         blocks = -(-rows // LN_ROWS)
-        part = empty((max(blocks, 1), 2, d), np.float64 if self.dt == np.float64 else np.float32, dev)
+        part = empty((max(blocks, 1), 2, d), self.real, dev)
         if blocks:
             wg = min(group_size(dev), 128)
             cols = min(32, wg, 1 << (d - 1).bit_length())
@@ -120,7 +123,7 @@ def channel_sum(x: Tensor, outer: int, groups: int, inner: int) -> Tensor:
     """Per-group sums of ``x`` viewed as (outer, groups, inner), e.g. the conv bias gradient: (groups,)."""
     grp = _Groups(x, outer, groups, inner, 0, 0.0)
     buf = x.data
-    return grp._per_group(NS_SUM, np.int32(0), grp.eps, buf, buf, buf, buf, buf)[0]
+    return astype(grp._per_group(NS_SUM, np.int32(0), grp.eps, buf, buf, buf, buf, buf)[0], x.dtype)
 
 def _half_under_autocast(x: Any) -> bool:
     return autocast_dtype() is not None and isinstance(x, Tensor) and x.dtype in HALF_DTYPES
@@ -218,14 +221,14 @@ def batch_norm(
             grp.update_running(mean, var, rm, rv, float(momentum))
     else:
         # copies: the backward must see these statistics even if the running buffers change later
-        mean, var = rm.detach().clone(), rv.detach().clone()  # type: ignore[union-attr]
+        mean, var = (astype(t.detach(), grp.real, copy=True) for t in (rm, rv))  # type: ignore[union-attr]
     y = grp.apply(mean, var, w, b, affine)
 
     def grads(g: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         need_wb = (w is not None and w.requires_grad) or (b is not None and b.requires_grad)
         sums = grp.grad_sums(g, mean, var, None) if training or need_wb else None
         gx = grp.grad_input(g, mean, var, w, sums if training else None) if x.requires_grad else None
-        return gx, (sums[1] if sums else None), (sums[0] if sums else None)
+        return gx, (astype(sums[1], dt) if sums else None), (astype(sums[0], dt) if sums else None)
 
     return _record_affine(y, x, w, b, grads, op)
 
