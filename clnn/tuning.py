@@ -139,6 +139,16 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "default": {},
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
     },
+    # attention on CPUs: the blocked GEMMs (ops/attention.py's _attend_rows) from MIN_KEYS keys on (0: never), else
+    # the fused kernels. Causal forward + backward, (batch, heads, keys, head width), ms fused / blocked, Zen 5:
+    # Intel's runtime (32, 4, 64, 32) 4.3 / 5.7, (32, 4, 128, 32) 13.1 / 17.6, (8, 8, 128, 64) 11.6 / 9.8, (4, 8,
+    # 512, 64) 56 / 48; PoCL, whose fused kernels are 4-5x slower at every size: (32, 4, 8, 32) 3.2 / 1.8, (32, 4,
+    # 64, 32) 42 / 9.1, (32, 4, 128, 32) 124 / 27
+    "attention_rows": {
+        "default": {"MIN_KEYS": 0},
+        "cpu": {"MIN_KEYS": 128},
+        "portable computing language": {"MIN_KEYS": 1},
+    },
     "plan": {  # matmul.plan's cost model, in vector FMAs: STAGE, staging a tile's row or column per k; SPLIT,
         # writing, reading and summing one element of a k-split's partial product
         "default": {"STAGE": 0.5, "SPLIT": 1.0},

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import clnn
-from clnn.ops import attention
+from clnn import tuning
 
 F32_TOL = 1e-5
 
@@ -81,9 +81,10 @@ def run_tests_script() -> ModuleType:
 
 @pytest.fixture(params=["fused", "rows"])
 def attention_path(request, monkeypatch) -> str:
-    """Runs a test on each of attention's CPU paths: the blocked GEMMs ("rows", which CPUs take from
-    ``ROWS_MIN_KEYS`` keys on) and the fused kernels (below it, and every other device's only path)."""
+    """Runs a test on each of attention's CPU paths: the blocked GEMMs ("rows", which CPUs take from tuning's
+    ``attention_rows`` MIN_KEYS keys on) and the fused kernels (below it, and every other device's only path)."""
     if request.param == "rows" and clnn.default_device().type != "cpu":
         pytest.skip("the blocked path runs on CPUs only")
-    monkeypatch.setattr(attention, "ROWS_MIN_KEYS", 0 if request.param == "rows" else 1 << 62)
+    for key in tuning.TABLE["attention_rows"]:
+        monkeypatch.setitem(tuning.TABLE["attention_rows"], key, {"MIN_KEYS": 1 if request.param == "rows" else 0})
     return request.param

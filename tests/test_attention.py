@@ -147,7 +147,7 @@ def test_sdpa_forward_memory_is_linear_in_length(lq):
         F.scaled_dot_product_attention(q, k, v)
     out, lse = 2 * lq * 16 * 4, 2 * lq * 4
     expected = out + lse
-    if clnn.default_device().type == "cpu" and lq >= attention.ROWS_MIN_KEYS:  # the blocked path
+    if attention.rows_path(clnn.default_device(), lq):  # the blocked path
         expected += 2 * lq * lq * 4 + (2 * out if lq > attention.ROW_BLOCK else 0)
     assert prof.bytes_allocated == expected
 

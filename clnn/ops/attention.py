@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyopencl.cltypes as cltypes
 
-from .. import kernels
+from .. import kernels, tuning
 from ..device import Device
 from ..kernels import contiguous_strides, defines, descriptor, group_size, real_scalar
 from ..profiler import profiled
@@ -27,7 +27,6 @@ F_FLOAT_MASK, F_BOOL_MASK, F_CAUSAL, F_DROPOUT = (
 HEAD_MAX = 512  # the largest head dimension (E or Ev)
 TILE = 64  # rows per block and tile, at most
 WG = 128  # work-items per work-group, at most
-ROWS_MIN_KEYS = 128  # CPUs take the blocked path from this many keys on (at the GPT example's 64, fused is 3x faster)
 ROW_BLOCK = 128  # the CPU path's query rows per block (128 and 256 measured alike, 64 slower, on Intel)
 ROW_WG = 16  # the CPU path's work-items per score row: one AVX-512 vector (measured best of 4 to 256 on Intel)
 
@@ -179,8 +178,7 @@ def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, i
     """Attention on q, k, v (k and v may be q itself: a packed buffer) in attention.cl's layouts (q's, k's, v's,
     out's: (batch stride, head stride, row stride, offset)), batch index b = (b / nh, b % nh). GPUs (every device
     whose type is not ``"cpu"``) run the fused kernels; CPUs the blocked GEMMs of :func:`_attend_rows` in memory
-    O(ROW_BLOCK S) beyond the inputs' size where there are ROWS_MIN_KEYS keys or more (1.5-2x faster than the
-    fused kernels there; at fewer, the fused kernels win: the GEMMs' copies and launches are not repaid)."""
+    O(ROW_BLOCK S) beyond the inputs' size where :func:`rows_path` says so."""
     q, k, v = qkv
     lq, s = sizes[:2]
     dev, nb = q.device, math.prod(batch)
@@ -195,9 +193,16 @@ def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, i
             flags, fmask = flags | F_FLOAT_MASK, mask
     seed, offset = next_key(None) if p > 0 else (cltypes.make_uint2(0, 0), cltypes.make_uint2(0, 0))
     common = (np.int32(flags), real_scalar(q.dtype, p), seed, offset, (*geometry, fmask.data, bmask.data))
-    run = _attend_rows if dev.type == "cpu" and s >= ROWS_MIN_KEYS else _attend_fused
+    run = _attend_rows if rows_path(dev, s) else _attend_fused
     out, backward = run(qkv, layouts, nh, nb, sizes, out_shape, scale, *common)
     return record(out, (q, k, v), backward, "scaled_dot_product_attention")
+
+
+def rows_path(dev: Device, keys: int) -> bool:
+    """Whether attention over ``keys`` keys takes the blocked GEMMs of :func:`_attend_rows` (CPUs only): from
+    tuning's ``attention_rows`` MIN_KEYS keys on (0: never)."""
+    least = int(tuning.params(dev, "attention_rows")["MIN_KEYS"])
+    return dev.type == "cpu" and least > 0 and keys >= least
 
 
 def _attend_fused(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, int, int], ...], nh: int,
