@@ -1,13 +1,13 @@
 /* elementwise.cl: unary, scalar, binary (broadcasting) and comparison maps, and unary derivatives.
  *
  * Layout: tensors are contiguous. unary, unary_grad and binary_same (operands of the output's shape)
- * map EW_VEC neighbouring elements per work-item: with EW_VEC 4, work-item i takes elements 4i .. 4i+3
- * with vector loads and stores (the one at n / 4 maps the tail of n % 4): wide, coalesced accesses and
- * no index arithmetic; with EW_VEC 1, one element each. binary and compare read a and b through a
- * Bcast descriptor: the output's shape (outermost first, up to MAXD dims after the host merged what it
+ * map EW_VEC neighbouring elements per work-item as one vector (realv): work-item i takes elements
+ * EW_VEC i .. EW_VEC i + EW_VEC - 1 with vector loads and stores (the one at n / EW_VEC the tail): wide,
+ * coalesced accesses, no index arithmetic, and unary.h's maps on whole vectors. binary and compare read a and b
+ * through a Bcast descriptor: the output's shape (outermost first, up to MAXD dims after the host merged what it
  * could) and the element strides of a and b in it, 0 where an operand is broadcast.
- * Defines: the element type (clnn_dtype.h); EW_VEC (1 or 4 elements per work-item, a tuning knob: Intel's
- * CPU compiler vectorizes across work-items and runs four switches per work-item 5x slower); float16
+ * Defines: the element type (clnn_dtype.h); EW_VEC (elements per work-item, a tuning knob: 1 or 4, or 8 or 16
+ * for float32 and float64 storage; Intel's CPU compiler vectorizes across work-items itself); float16
  * runs in half precision (USE_FP16) on devices with cl_khr_fp16, else in float32 between half loads and
  * stores. The op is a run-time code (U_* in unary.h, B_*, C_* below; the host reads their values from
  * these files), uniform across a launch, so one build serves every op; with EW_OP defined (tuning's EW_STATIC,
@@ -16,50 +16,77 @@
  */
 #include "clnn_dtype.h"
 #include "clnn_shape.h"
-#include "unary.h"
-
-typedef struct { int ndim; int shape[MAXD]; int sa[MAXD]; int sb[MAXD]; } Bcast;
 
 #ifndef EW_VEC
 #define EW_VEC 4
 #endif
+#if EW_VEC == 1
+typedef real realv;
+#define LOADV LOAD
+#define STOREV(p, i, v) STORE(p, i, v)
+#elif EW_VEC == 4
+typedef real4 realv;
+#define LOADV LOAD4
+#define STOREV STORE4
+#elif STORE_HALF || STORE_BF16
+#error "EW_VEC 8 or 16 needs float or double storage"
+#else
+typedef CLNN_CAT(REAL_T, EW_VEC) realv;
+#define LOADV(p, i) CLNN_CAT(vload, EW_VEC)(i, p)
+#define STOREV(p, i, v) CLNN_CAT(vstore, EW_VEC)(v, i, p)
+#endif
+#define UNARY_T realv
+#include "unary.h"
+
+typedef struct { int ndim; int shape[MAXD]; int sa[MAXD]; int sb[MAXD]; } Bcast;
+
 #ifdef EW_OP
 #define OP EW_OP
 #else
 #define OP op
 #endif
 
-/* A map over n elements: EXPR4 maps the four elements of group i (vectors), EXPR1 element j. */
-#if EW_VEC == 4
-#define MAP(n, EXPR4, EXPR1)                                          \
-    size_t i = get_global_id(0);                                      \
-    if (i < (n) / 4) {                                                \
-        EXPR4;                                                        \
-    } else if (i == (n) / 4) {                                        \
-        for (size_t j = 4 * i; j < (n); ++j) { EXPR1; }               \
-    }
-#else
-#define MAP(n, EXPR4, EXPR1)                                          \
-    size_t j = get_global_id(0);                                      \
-    if (j < (n)) { EXPR1; }
-#endif
+/* The contiguous maps: work-item i takes elements EW_VEC i .. EW_VEC i + EW_VEC - 1 as one realv; the last one,
+ * i = n / EW_VEC, the n % EW_VEC left (its other lanes compute on zeros and are not stored). */
+inline bool in_map(size_t i, int n) { return i * EW_VEC < (size_t)n; }
 
-#define LANES4(f) (real4)(f(s0), f(s1), f(s2), f(s3))
+inline realv load_group(__global const store_t *p, size_t i, int n) {
+    if ((i + 1) * EW_VEC <= (size_t)n) return LOADV(p, i);
+    real lanes[EW_VEC] = {0};
+    for (size_t j = i * EW_VEC; j < (size_t)n; ++j) lanes[j - i * EW_VEC] = LOAD(p, j);
+#if EW_VEC == 1
+    return lanes[0];
+#else
+    return CLNN_CAT(vload, EW_VEC)(0, lanes);
+#endif
+}
+
+inline void store_group(__global store_t *p, size_t i, int n, realv v) {
+    if ((i + 1) * EW_VEC <= (size_t)n) {
+        STOREV(p, i, v);
+        return;
+    }
+    real lanes[EW_VEC];
+#if EW_VEC == 1
+    lanes[0] = v;
+#else
+    CLNN_CAT(vstore, EW_VEC)(v, 0, lanes);
+#endif
+    for (size_t j = i * EW_VEC; j < (size_t)n; ++j) STORE(p, j, lanes[j - i * EW_VEC]);
+}
 
 __kernel void unary(int op, int n, __global const store_t *x, __global store_t *y, param_t a, param_t b) {
-#define U(s) apply_unary(OP, v.s, (real)a, (real)b)
-    MAP(n, real4 v = LOAD4(x, i); STORE4(y, i, LANES4(U)),
-         STORE(y, j, apply_unary(OP, LOAD(x, j), (real)a, (real)b)))
-#undef U
+    const size_t i = get_global_id(0);
+    if (in_map(i, n)) store_group(y, i, n, apply_unary(OP, load_group(x, i, n), (real)a, (real)b));
 }
 
 /* gx = gy * f'(x) */
 __kernel void unary_grad(int op, int n, __global const store_t *x, __global const store_t *y,
                          __global const store_t *gy, __global store_t *gx, param_t a, param_t b) {
-#define D(s) unary_derivative(OP, v.s, w.s, (real)a, (real)b)
-    MAP(n, real4 v = LOAD4(x, i); real4 w = LOAD4(y, i); STORE4(gx, i, LOAD4(gy, i) * LANES4(D)),
-         STORE(gx, j, LOAD(gy, j) * unary_derivative(OP, LOAD(x, j), LOAD(y, j), (real)a, (real)b)))
-#undef D
+    const size_t i = get_global_id(0);
+    if (in_map(i, n))
+        store_group(gx, i, n, load_group(gy, i, n) * unary_derivative(OP, load_group(x, i, n), load_group(y, i, n),
+                                                                         (real)a, (real)b));
 }
 
 /* binary out = a (op) b */
@@ -90,26 +117,32 @@ inline void bcast_offsets(int i, const Bcast *d, int *ia, int *ib) {
     *ib = ob;
 }
 
-inline real apply_binary(int op, real x, real y) {
-    switch (op) {
-    case B_ADD: return x + y;
-    case B_SUB: return x - y;
-    case B_MUL: return x * y;
-    case B_DIV: return x / y;
-    case B_POW: return pow(x, y);
-    case B_MAX: return isnan(x) || isnan(y) ? x + y : fmax(x, y);
-    case B_MIN: return isnan(x) || isnan(y) ? x + y : fmin(x, y);
+/* out = x (op) y for T, real or realv (with a vector condition, c ? a : b selects per lane) */
+#define BINARY(T, NAME)                                                                 \
+    inline T NAME(int op, T x, T y) {                                                   \
+        switch (op) {                                                                   \
+        case B_ADD: return x + y;                                                       \
+        case B_SUB: return x - y;                                                       \
+        case B_MUL: return x * y;                                                       \
+        case B_DIV: return x / y;                                                       \
+        case B_POW: return pow(x, y);                                                   \
+        case B_MAX: return isnan(x) || isnan(y) ? x + y : fmax(x, y);                   \
+        case B_MIN: return isnan(x) || isnan(y) ? x + y : fmin(x, y);                   \
+        }                                                                               \
+        return (T)NAN;                                                                  \
     }
-    return NAN;
-}
+BINARY(real, apply_binary)
+#if EW_VEC > 1
+BINARY(realv, apply_binary_v)
+#else
+#define apply_binary_v apply_binary
+#endif
 
 /* out = a (op) b for operands of the output's shape */
 __kernel void binary_same(int op, int n, __global const store_t *a, __global const store_t *b,
                           __global store_t *out) {
-#define B(s) apply_binary(OP, v.s, w.s)
-    MAP(n, real4 v = LOAD4(a, i); real4 w = LOAD4(b, i); STORE4(out, i, LANES4(B)),
-         STORE(out, j, apply_binary(OP, LOAD(a, j), LOAD(b, j))))
-#undef B
+    const size_t i = get_global_id(0);
+    if (in_map(i, n)) store_group(out, i, n, apply_binary_v(OP, load_group(a, i, n), load_group(b, i, n)));
 }
 
 __kernel void binary(int op, int n, Bcast d, __global const store_t *a, __global const store_t *b,

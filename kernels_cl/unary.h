@@ -3,6 +3,10 @@
  *
  * The op is a run-time code U_* below (the host reads the values from this file with
  * kernels.op_codes("unary.h", "U_")), uniform across a launch. Needs clnn_dtype.h's `real`.
+ * The maps take and return UNARY_T: `real` unless the includer defines it as a vector of reals (elementwise.cl's
+ * maps of EW_VEC elements per work-item), so a CPU runtime calls its vector exp, erfc, tanh.. on all lanes at
+ * once (PoCL calls the scalar ones once per element). Constants that a selection returns are cast to UNARY_T:
+ * with a vector condition, `c ? a : b` selects per lane, and needs a or b to be a vector.
  */
 #ifndef CLNN_UNARY_H
 #define CLNN_UNARY_H
@@ -33,11 +37,14 @@
 #define U_CLAMP 21       /* min(max(x, alpha), beta) */
 #define U_SQUARE 22
 
+#ifndef UNARY_T
+#define UNARY_T real
+#endif
 #define SQRT1_2 0.70710678118654752440
 #define SQRT2_PI 0.79788456080286535588
 
-inline real softplus(real x, real beta, real threshold) {
-    real bx = beta * x;
+inline UNARY_T softplus(UNARY_T x, real beta, real threshold) {
+    UNARY_T bx = beta * x;
     return bx > threshold ? x : (fmax(bx, (real)0) + log1p(exp(-fabs(bx)))) / beta;
 }
 
@@ -48,12 +55,12 @@ inline real softplus(real x, real beta, real threshold) {
 /* erfc in float32 by the Chebyshev fit of Numerical Recipes (erfcc: fractional error under 1.2e-7), its
  * exp(-z^2) kept exact to a rounding with fma: PoCL's own erfc ran about 26 ns per element, 13x its exp (GELU
  * was half of the GPT example's step there). Tuning's storage ERFC_SOFT; float64 keeps the library's. */
-inline real erfc_(real x) {
-    const real z = fabs(x), t = 1 / (1 + (real)0.5 * z), zz = z * z, lost = fma(z, z, -zz);
-    const real poly = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f +
+inline UNARY_T erfc_(UNARY_T x) {
+    const UNARY_T z = fabs(x), t = 1 / (1 + (real)0.5 * z), zz = z * z, lost = fma(z, z, -zz);
+    const UNARY_T poly = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f +
                       t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f +
                       t * 0.17087277f))))))));
-    const real tail = t * exp(poly - zz) * (1 - lost);
+    const UNARY_T tail = t * exp(poly - zz) * (1 - lost);
     return x >= 0 ? tail : 2 - tail;
 }
 #define ERFC erfc_
@@ -61,13 +68,13 @@ inline real erfc_(real x) {
 #define ERFC erfc
 #endif
 
-inline real sigmoid(real x) {
+inline UNARY_T sigmoid(UNARY_T x) {
     /* stable for large |x|: exp of a non-positive number only */
-    real e = exp(-fabs(x));
+    const UNARY_T e = exp(-fabs(x));
     return x >= 0 ? 1 / (1 + e) : e / (1 + e);
 }
 
-inline real apply_unary(int op, real x, real a, real b) {
+inline UNARY_T apply_unary(int op, UNARY_T x, real a, real b) {
     switch (op) {
     case U_NEG: return -x;
     case U_EXP: return exp(x);
@@ -89,52 +96,52 @@ inline real apply_unary(int op, real x, real a, real b) {
     case U_MUL_S: return x * a;
     case U_RSUB_S: return a - x;
     case U_RDIV_S: return a / x;
-    case U_POW_S: return pow(x, a);
-    case U_RPOW_S: return pow(a, x);
+    case U_POW_S: return pow(x, (UNARY_T)a);
+    case U_RPOW_S: return pow((UNARY_T)a, x);
     case U_CLAMP: return fmin(fmax(x, a), b);
     case U_SQUARE: return x * x;
     }
-    return NAN;
+    return (UNARY_T)NAN;
 }
 
 /* d f(x) / dx given x and y = f(x) */
-inline real unary_derivative(int op, real x, real y, real a, real b) {
+inline UNARY_T unary_derivative(int op, UNARY_T x, UNARY_T y, real a, real b) {
     switch (op) {
-    case U_NEG: return -1;
+    case U_NEG: return (UNARY_T)-1;
     case U_EXP: return y;
     case U_LOG: return 1 / x;
     case U_SQRT: return (real)0.5 / y;
-    case U_ABS: return (real)((x > 0) - (x < 0));
-    case U_RELU: return x > 0 ? 1 : 0;
-    case U_LEAKY_RELU: return x > 0 ? 1 : a;
-    case U_ELU: return x > 0 ? 1 : a * exp(x);
+    case U_ABS: return sign(x);
+    case U_RELU: return x > 0 ? (UNARY_T)1 : (UNARY_T)0;
+    case U_LEAKY_RELU: return x > 0 ? (UNARY_T)1 : (UNARY_T)a;
+    case U_ELU: return x > 0 ? (UNARY_T)1 : a * exp(x);
     case U_GELU: {
-        real cdf = (real)0.5 * ERFC(-x * (real)SQRT1_2);
-        real pdf = exp((real)-0.5 * x * x) * (real)(SQRT2_PI * 0.5);
+        const UNARY_T cdf = (real)0.5 * ERFC(-x * (real)SQRT1_2);
+        const UNARY_T pdf = exp((real)-0.5 * x * x) * (real)(SQRT2_PI * 0.5);
         return cdf + x * pdf;
     }
     case U_GELU_TANH: {
-        real inner = (real)SQRT2_PI * (x + (real)0.044715 * x * x * x);
-        real s = sigmoid(2 * inner), sn = sigmoid(-2 * inner);  /* (1 + tanh) / 2 and (1 - tanh) / 2 */
-        real dinner = (real)SQRT2_PI * (1 + (real)(3 * 0.044715) * x * x);
+        const UNARY_T inner = (real)SQRT2_PI * (x + (real)0.044715 * x * x * x);
+        const UNARY_T s = sigmoid(2 * inner), sn = sigmoid(-2 * inner);  /* (1 + tanh) / 2 and (1 - tanh) / 2 */
+        const UNARY_T dinner = (real)SQRT2_PI * (1 + (real)(3 * 0.044715) * x * x);
         return s + 2 * x * s * sn * dinner;
     }
     /* from x, not y: 1 - y cancels when y is near 1 and loses the small derivatives' digits */
     case U_SIGMOID: return sigmoid(x) * sigmoid(-x);
-    case U_TANH: { real e = exp(-2 * fabs(x)); return 4 * e / ((1 + e) * (1 + e)); }
-    case U_SOFTPLUS: return a * x > b ? 1 : sigmoid(a * x);
+    case U_TANH: { const UNARY_T e = exp(-2 * fabs(x)); return 4 * e / ((1 + e) * (1 + e)); }
+    case U_SOFTPLUS: return a * x > b ? (UNARY_T)1 : sigmoid(a * x);
     case U_SILU: return sigmoid(x) * (1 + x * sigmoid(-x));
-    case U_HARDSWISH: return x < -3 ? 0 : (x > 3 ? 1 : (2 * x + 3) / 6);
-    case U_ADD_S: return 1;
-    case U_MUL_S: return a;
-    case U_RSUB_S: return -1;
+    case U_HARDSWISH: return x < -3 ? (UNARY_T)0 : (x > 3 ? (UNARY_T)1 : (2 * x + 3) / 6);
+    case U_ADD_S: return (UNARY_T)1;
+    case U_MUL_S: return (UNARY_T)a;
+    case U_RSUB_S: return (UNARY_T)-1;
     case U_RDIV_S: return -y / x;
-    case U_POW_S: return a == 0 ? 0 : a * pow(x, a - 1);
+    case U_POW_S: return a == 0 ? (UNARY_T)0 : a * pow(x, (UNARY_T)(a - 1));
     case U_RPOW_S: return y * log(a);
-    case U_CLAMP: return (x >= a && x <= b) ? 1 : 0;
+    case U_CLAMP: return x >= a && x <= b ? (UNARY_T)1 : (UNARY_T)0;
     case U_SQUARE: return 2 * x;
     }
-    return NAN;
+    return (UNARY_T)NAN;
 }
 
 #endif
