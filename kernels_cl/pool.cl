@@ -17,7 +17,12 @@
  * pool_bwd_rows: one work-item per input row (CPUs: 3-4x faster there than pool_bwd) adds the gradient
  *           of every window touching the row into it, windows by kh ascending, then ow descending: for
  *           each pixel the same (kh, kw) order as pool_bwd, so both give the same bits.
- * The host picks the pixel kernels on GPUs, the row kernels elsewhere. No atomics: reruns are bit-identical.
+ * pool_max_bwd_bands: max pooling whose windows do not overlap vertically ((kH - 1) dH + 1 <= sH: LeNet's and
+ *           VGG's 2x2 / 2): one work-item per output row oh owns the input rows of its stride band [oh sH - pH,
+ *           (oh + 1) sH - pH) (the first and last bands stretched to the plane's edges), zeroes them and adds each
+ *           output's gradient at its argmax, ow descending: per pixel the order of pool_bwd again. A pass over
+ *           the outputs instead of pool_bwd_rows's over every (input row, window row) pair: CPUs.
+ * The host picks the pixel kernels on GPUs, the row (or band) kernels elsewhere. No atomics: reruns are bit-identical.
  * Defines: the element type (clnn_dtype.h). Sizes and hyperparameters are run-time (pool_geom).
  */
 #include "clnn_dtype.h"
@@ -200,5 +205,20 @@ __kernel void pool_bwd_rows(int op, int planes, pool_geom g, __global const stor
                 }
             }
         }
+    }
+}
+
+__kernel void pool_max_bwd_bands(int planes, pool_geom g, __global const store_t *gy, __global const int *idx,
+                                 __global store_t *gx) {
+    const int r = get_global_id(0);                    /* r = plane * OH + oh: one output row */
+    if (r >= planes * g.OH) return;
+    const int oh = r % g.OH;
+    const int h0 = oh == 0 ? 0 : max(oh * g.sH - g.pH, 0), h1 = oh == g.OH - 1 ? g.H : min((oh + 1) * g.sH - g.pH, g.H);
+    __global store_t *gxp = gx + (size_t)(r / g.OH) * g.H * g.W;
+    for (int i = h0 * g.W; i < h1 * g.W; ++i) STORE(gxp, i, 0);
+    const size_t row = (size_t)r * g.OW;
+    for (int ow = g.OW - 1; ow >= 0; --ow) {
+        const int b = idx[row + ow];
+        STORE(gxp, b, LOAD(gxp, b) + LOAD(gy, row + ow));
     }
 }

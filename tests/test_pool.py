@@ -24,6 +24,10 @@ CASES = [
     (F.max_pool2d, TF.max_pool2d, (2, 2, 5, 5), dict(kernel_size=2, stride=2, ceil_mode=True)),
     (F.max_pool2d, TF.max_pool2d, (2, 2, 6, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
     (F.max_pool2d, TF.max_pool2d, (1, 2, 10, 7), dict(kernel_size=3, stride=3, dilation=2, ceil_mode=True)),
+    # windows apart in columns, a row between them and one below the last, overlapping along rows (CPUs:
+    # pool_max_bwd_bands), then the same with the first band in the padding and one ending past the input
+    (F.max_pool2d, TF.max_pool2d, (2, 3, 13, 10), dict(kernel_size=(2, 3), stride=(3, 2), padding=(0, 1))),
+    (F.max_pool2d, TF.max_pool2d, (2, 3, 11, 10), dict(kernel_size=(2, 3), stride=(3, 2), padding=1, ceil_mode=True)),
     (F.max_pool2d, TF.max_pool2d, (2, 5, 5), dict(kernel_size=2, stride=1)),  # (C, H, W)
     (F.max_pool2d, TF.max_pool2d, (1, 1, 3, 31), dict(kernel_size=(1, 5), stride=(1, 4), ceil_mode=True)),
     (F.avg_pool2d, TF.avg_pool2d, (2, 3, 8, 8), dict(kernel_size=2)),

@@ -81,6 +81,10 @@ def _pool(op: str, x: Tensor, geom: np.ndarray, name: str) -> Tensor:
 
     def backward(g: Tensor) -> tuple[Tensor]:
         gx = empty(x.shape, x.dtype, dev)
+        if not pixels and op == "max" and (geom["kH"] - 1) * geom["dH"] + 1 <= geom["sH"]:  # windows apart in rows
+            kb = kernels.kernel(dev, "pool.cl", "pool_max_bwd_bands", defines(x.dtype))
+            launch_1d(dev, kb, planes * int(geom["OH"]), np.int32(planes), geom, g.data, idx.data, gx.data)
+            return (gx,)
         kb = kernels.kernel(dev, "pool.cl", "pool_bwd" + suffix, defines(x.dtype))
         idx_arg = (idx if idx is not None else g).data
         items = planes * int(geom["H"]) * (int(geom["W"]) if pixels else 1)
