@@ -546,6 +546,7 @@ STRIDED_COPIES = [
     ((2, 4, 3), (12, 3, 1), (12, 1, 4), 0, 0, False),  # destination rows not contiguous
     ((4, 3), (0, 1), (3, 1), 0, 0, False),  # a broadcast
     ((2, 3, 2, 3), (100, 30, 7, 1), (18, 6, 3, 1), 0, 0, False),  # four dims that do not merge
+    ((2, 2, 2, 9001), (40000, 19000, 9500, 1), (36004, 18002, 9001, 1), 5, 0, False),  # rows of three chunks (CPUs)
 ]
 
 
