@@ -245,6 +245,18 @@ def launch_by_rows(dev: Device, k: cl.Kernel, geometry: tuple[int, int, int], *a
                *(np.int32(v) for v in geometry), *args)
 
 
+ROW_CHUNK = 4096  # launch_runs: the most elements of a row one work-item walks on a CPU
+
+
+def launch_runs(dev: Device, k: cl.Kernel, rows: int, cols: int, unit: bool, *args: object) -> None:
+    """Launch ``k(rows, cols, chunk, *args)`` over runs of up to ``chunk`` consecutive elements of each of ``rows``
+    rows of ``cols`` (clnn_shape.h's row_run): one element per work-item on GPUs (neighbours take neighbours),
+    runs of up to ROW_CHUNK on CPUs where the rows are ``unit``-stride (a loop the compiler vectorizes, the row's
+    offsets found once: 9-25x faster than an element per work-item on PoCL and Intel's runtime)."""
+    chunk = ROW_CHUNK if dev.type == "cpu" and unit else 1
+    launch_1d(dev, k, rows * -(-cols // chunk), np.int32(rows), np.int32(cols), np.int32(chunk), *args)
+
+
 def real_scalar(dtype: np.dtype, value: float) -> np.generic:
     """A scalar kernel argument of the kernel's ``real`` type."""
     return np.float64(value) if np.dtype(dtype) == np.float64 else np.float32(value)

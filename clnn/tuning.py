@@ -42,13 +42,16 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps (1, 4; 8 or 16 for float32 and
         # float64: halves take 4); EW_STATIC, the op built in
         "default": {"EW_VEC": 4, "EW_STATIC": 0},
-        # CPUs: 4 per item, each called lane by lane, ran unary maps 5x slower on Intel's runtime (its own vectorizer)
-        "cpu": {"EW_VEC": 1},
-        # PoCL vectorizes a map only when its op's switch folds: 7M floats, x * 2 7.3 -> 1.6 ms, relu 7.3 -> 1.9;
+        # CPUs: 4 per item, each called lane by lane, ran unary maps 5x slower on Intel's runtime (its own vectorizer).
+        # The op built in: CPUs walk runs of a row in the broadcasting maps (kernels.launch_runs), which Intel's
+        # compiler vectorizes only without the switch: 1.6M floats, x + bias 0.30 ms (0.68 with the switch, 3.9 by
+        # elements), x * a 0-d tensor 0.34 (3.8, 1.3), 262K x + pos 0.07 (1.1, 0.41); unary maps alike
+        "cpu": {"EW_VEC": 1, "EW_STATIC": 1},
+        # PoCL vectorizes a map only when its op's switch folds (7M floats, x * 2 7.3 -> 1.6 ms, relu 7.3 -> 1.9),
         # and calls its exp, erfc, tanh.. once per element unless given vectors: 16-wide groups, 1M floats, GELU
         # forward / backward 7.5 / 10.6 -> 0.42 / 0.58 ms (4-wide 1.7 / 2.2, 8-wide 1.0 / 1.2), sigmoid 3.7 / 6.3 ->
         # 0.26 / 0.52; 4M floats, a + b 1.31 -> 0.89 ms, relu 0.87 -> 0.58. Intel's runtime: the same at 1 and 16
-        "portable computing language": {"EW_STATIC": 1, "EW_VEC": 16},
+        "portable computing language": {"EW_VEC": 16},
     },
     "gemm": {  # gemm.cl: C tile TM x TN, k-slice TK, WM x WN outputs per work-item in VW-wide vectors,
         # VWG-wide global load runs, APAD padding of A's local rows, DB double-buffered local tiles

@@ -1,6 +1,7 @@
 /* clnn_shape.h: MAXD, the most dimensions a kernel's shape descriptor holds after the host merged what
  * it could (included, never built alone; clnn/kernels.py reads the value from here); group_elem, the element of
- * a grouped view a work-item of kernels.launch_by_rows maps.
+ * a grouped view a work-item of kernels.launch_by_rows maps; row_run, the run of a row one of kernels.launch_runs
+ * walks.
  */
 #ifndef CLNN_SHAPE_H
 #define CLNN_SHAPE_H
@@ -19,6 +20,15 @@ inline bool group_elem(int outer, int G, int inner, group_elem_t *e) {
     e->o = inner > 1 ? row / G : row;
     e->c = inner > 1 ? row - e->o * G : col;
     e->j = inner > 1 ? col : 0;
+    return true;
+}
+/* a run of kernels.launch_runs: the work-item's row and its columns [*j0, *j1); false past the grid */
+inline bool row_run(int rows, int cols, int chunk, int *row, int *j0, int *j1) {
+    const int chunks = (cols + chunk - 1) / chunk, item = get_global_id(0);
+    *row = item / chunks;
+    if (*row >= rows) return false;
+    *j0 = (item - *row * chunks) * chunk;
+    *j1 = min(*j0 + chunk, cols);
     return true;
 }
 #endif

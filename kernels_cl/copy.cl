@@ -61,40 +61,24 @@
 
 typedef struct { int ndim; int shape[MAXD]; int ss[MAXD]; int sd[MAXD]; } Strides;
 
-/* launched by rows (kernels.launch_by_rows, geometry (rows, 1, cols)): a row of the innermost dimension's cols
- * elements per row index, so only the row's offsets take divisions (per row, not per element: on CPUs the
- * work-items of one vector share them) */
-__kernel void copy(int rows, int one, int cols, Strides d, __global const SRC_T *src, int src_off,
+/* launched by kernels.launch_runs over the rows of the innermost dimension: the row's offsets found once (no
+ * division per element), its run copied in a loop the compiler vectorizes where both strides are 1 (CPUs) */
+__kernel void copy(int rows, int cols, int chunk, Strides d, __global const SRC_T *src, int src_off,
                    __global DST_T *dst, int dst_off) {
-    group_elem_t e;
-    if (!group_elem(rows, one, cols, &e)) return;
-    const int last = max(d.ndim - 1, 0);
-    int os = src_off + e.j * d.ss[last], od = dst_off + e.j * d.sd[last];
-    for (int k = last - 1, r = e.o; k >= 0; --k) {
-        const int idx = r % d.shape[k];
-        r /= d.shape[k];
-        os += idx * d.ss[k];
-        od += idx * d.sd[k];
-    }
-    WRITE(dst, od, READ(src, os));
-}
-
-/* CPUs, where the innermost dimension is contiguous in both: a work-item per chunk of up to `chunk` elements of a
- * row (chunks per row: ceil(cols / chunk)), its offsets computed once and the run copied in a loop the compiler
- * vectorizes (the head split of attention's q: 1.6 ms -> 62 us on PoCL) */
-__kernel void copy_rows(int rows, int cols, int chunk, Strides d, __global const SRC_T *src, int src_off,
-                        __global DST_T *dst, int dst_off) {
-    const int chunks = (cols + chunk - 1) / chunk, item = get_global_id(0), row = item / max(chunks, 1);
-    if (row >= rows) return;
-    const int j0 = (item - row * chunks) * chunk, j1 = min(j0 + chunk, cols);
+    int row, j0, j1;
+    if (!row_run(rows, cols, chunk, &row, &j0, &j1)) return;
+    const int last = max(d.ndim - 1, 0), ss = d.ss[last], sd = d.sd[last];
     int os = src_off, od = dst_off;
-    for (int k = d.ndim - 2, r = row; k >= 0; --k) {
+    for (int k = last - 1, r = row; k >= 0; --k) {
         const int idx = r % d.shape[k];
         r /= d.shape[k];
         os += idx * d.ss[k];
         od += idx * d.sd[k];
     }
-    for (int j = j0; j < j1; ++j) WRITE(dst, od + j, READ(src, os + j));
+    if (ss == 1 && sd == 1)
+        for (int j = j0; j < j1; ++j) WRITE(dst, od + j, READ(src, os + j));
+    else
+        for (int j = j0; j < j1; ++j) WRITE(dst, od + j * sd, READ(src, os + j * ss));
 }
 
 #ifndef TT

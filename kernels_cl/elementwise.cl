@@ -5,14 +5,15 @@
  * EW_VEC i .. EW_VEC i + EW_VEC - 1 with vector loads and stores (the one at n / EW_VEC the tail): wide,
  * coalesced accesses, no index arithmetic, and unary.h's maps on whole vectors. binary and compare read a and b
  * through a Bcast descriptor: the output's shape (outermost first, up to MAXD dims after the host merged what it
- * could) and the element strides of a and b in it, 0 where an operand is broadcast.
+ * could) and the element strides of a and b in it, 0 where an operand is broadcast; they are launched by runs of
+ * the output's rows (kernels.launch_runs).
  * Defines: the element type (clnn_dtype.h); EW_VEC (elements per work-item, a tuning knob: 1 or 4, or 8 or 16
  * for float32 and float64 storage; Intel's CPU compiler vectorizes across work-items itself); float16
  * runs in half precision (USE_FP16) on devices with cl_khr_fp16, else in float32 between half loads and
  * stores. The op is a run-time code (U_* in unary.h, B_*, C_* below; the host reads their values from
  * these files), uniform across a launch, so one build serves every op; with EW_OP defined (tuning's EW_STATIC,
- * PoCL) the op is that constant instead and the argument is ignored: PoCL vectorizes a map across work-items only
- * when its switch folds away (x * 2 over 7M floats: 7.3 -> 1.6 ms), at one program per op.
+ * CPUs) the op is that constant instead and the argument is ignored: CPU compilers vectorize a map only when its
+ * switch folds away (PoCL, x * 2 over 7M floats: 7.3 -> 1.6 ms), at one program per op.
  */
 #include "clnn_dtype.h"
 #include "clnn_shape.h"
@@ -105,17 +106,41 @@ __kernel void unary_grad(int op, int n, __global const store_t *x, __global cons
 #define C_GT 4
 #define C_GE 5
 
-inline void bcast_offsets(int i, const Bcast *d, int *ia, int *ib) {
+/* the operands' offsets of row `row` of the output's innermost dimension (a run of kernels.launch_runs) and their
+ * strides along it */
+inline void bcast_row(const Bcast *d, int row, int *ia, int *ib, int *sa, int *sb) {
+    const int last = max(d->ndim - 1, 0);
     int oa = 0, ob = 0;
-    for (int k = d->ndim - 1; k >= 0; --k) {
-        int idx = i % d->shape[k];
-        i /= d->shape[k];
+    for (int k = last - 1; k >= 0; --k) {
+        const int idx = row % d->shape[k];
+        row /= d->shape[k];
         oa += idx * d->sa[k];
         ob += idx * d->sb[k];
     }
     *ia = oa;
     *ib = ob;
+    *sa = d->sa[last];
+    *sb = d->sb[last];
 }
+
+/* the run's loops, EXPR on x_ = a and y_ = b of output element i_; the strides common on CPUs are constants, so
+ * those loops vectorize (a row of a with b's, a row of a with one b, and the reverse) */
+#define BCAST_LOOPS(EXPR)                                                                                 \
+    if (sa == 1 && sb == 1)                                                                               \
+        for (int j = j0; j < j1; ++j) { BCAST_AT(ia + j, ib + j); EXPR; }                                 \
+    else if (sa == 1 && sb == 0)                                                                          \
+        for (int j = j0; j < j1; ++j) { BCAST_AT(ia + j, ib); EXPR; }                                     \
+    else if (sa == 0 && sb == 1)                                                                          \
+        for (int j = j0; j < j1; ++j) { BCAST_AT(ia, ib + j); EXPR; }                                     \
+    else                                                                                                  \
+        for (int j = j0; j < j1; ++j) { BCAST_AT(ia + j * sa, ib + j * sb); EXPR; }
+#define BCAST_AT(ka, kb) const real x_ = LOAD(a, ka), y_ = LOAD(b, kb); const size_t i_ = o + j
+/* the run of this work-item (kernels.launch_runs) and the operands' offsets at its row */
+#define BCAST_RUN                                                                                         \
+    int row, j0, j1, ia, ib, sa, sb;                                                                      \
+    if (!row_run(rows, cols, chunk, &row, &j0, &j1)) return;                                              \
+    bcast_row(&d, row, &ia, &ib, &sa, &sb);                                                               \
+    const size_t o = (size_t)row * cols
 
 /* out = x (op) y for T, real or realv (with a vector condition, c ? a : b selects per lane) */
 #define BINARY(T, NAME)                                                                 \
@@ -145,13 +170,10 @@ __kernel void binary_same(int op, int n, __global const store_t *a, __global con
     if (in_map(i, n)) store_group(out, i, n, apply_binary_v(OP, load_group(a, i, n), load_group(b, i, n)));
 }
 
-__kernel void binary(int op, int n, Bcast d, __global const store_t *a, __global const store_t *b,
-                     __global store_t *out) {
-    int i = get_global_id(0);
-    if (i >= n) return;
-    int ia, ib;
-    bcast_offsets(i, &d, &ia, &ib);
-    STORE(out, i, apply_binary(OP, LOAD(a, ia), LOAD(b, ib)));
+__kernel void binary(int rows, int cols, int chunk, int op, Bcast d, __global const store_t *a,
+                     __global const store_t *b, __global store_t *out) {
+    BCAST_RUN;
+    BCAST_LOOPS(STORE(out, i_, apply_binary(OP, x_, y_)))
 }
 
 inline int apply_compare(int op, real x, real y) {
@@ -166,11 +188,8 @@ inline int apply_compare(int op, real x, real y) {
     return 0;
 }
 
-__kernel void compare(int op, int n, Bcast d, __global const store_t *a, __global const store_t *b,
-                      __global uchar *out) {
-    int i = get_global_id(0);
-    if (i >= n) return;
-    int ia, ib;
-    bcast_offsets(i, &d, &ia, &ib);
-    out[i] = (uchar)apply_compare(OP, LOAD(a, ia), LOAD(b, ib));
+__kernel void compare(int rows, int cols, int chunk, int op, Bcast d, __global const store_t *a,
+                      __global const store_t *b, __global uchar *out) {
+    BCAST_RUN;
+    BCAST_LOOPS(out[i_] = (uchar)apply_compare(OP, x_, y_))
 }

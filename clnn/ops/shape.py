@@ -13,14 +13,12 @@ import numpy as np
 
 from .. import kernels
 from ..device import Device, device
-from ..kernels import contiguous_strides, descriptor, launch_1d
+from ..kernels import contiguous_strides, descriptor
 from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
 from ..validation import check_dtype_on, normalize_axis, require_int, require_tensor, same_device, same_dtype
 from ._core import empty, record
 from .creation import tensor, zeros
-
-ROW_CHUNK = 4096  # copy_rows: elements of a row per work-item, at most (a long row spreads over the cores)
 
 
 def _copy_defines(src: np.dtype, dst: np.dtype) -> dict[str, object]:
@@ -67,15 +65,10 @@ def strided_copy(
                        src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
         return
     last = max(int(d["ndim"]) - 1, 0)
-    cols, defs = int(d["shape"][last]) if d["ndim"] else 1, _copy_defines(src.dtype, dst.dtype)
-    if dev.type == "cpu" and d["s0"][last] == d["s1"][last] == 1:  # rows walked in a loop: 9-25x faster on CPUs
-        chunks = -(-cols // ROW_CHUNK)
-        launch_1d(dev, kernels.kernel(dev, "copy.cl", "copy_rows", defs), n // cols * chunks, np.int32(n // cols),
-                  np.int32(cols), np.int32(ROW_CHUNK), d, src.data, np.int32(src_offset), dst.data,
-                  np.int32(dst_offset))
-    else:
-        kernels.launch_by_rows(dev, kernels.kernel(dev, "copy.cl", "copy", defs), (n // cols, 1, cols), d, src.data,
-                               np.int32(src_offset), dst.data, np.int32(dst_offset))
+    cols = int(d["shape"][last]) if d["ndim"] else 1
+    kernels.launch_runs(dev, kernels.kernel(dev, "copy.cl", "copy", _copy_defines(src.dtype, dst.dtype)), n // cols,
+                        cols, d["s0"][last] == d["s1"][last] == 1, d, src.data, np.int32(src_offset), dst.data,
+                        np.int32(dst_offset))
 
 
 def _rect(d: np.ndarray) -> tuple[tuple[int, int, int], tuple[int, int], tuple[int, int]] | None:
