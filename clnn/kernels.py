@@ -248,13 +248,19 @@ def launch_by_rows(dev: Device, k: cl.Kernel, geometry: tuple[int, int, int], *a
 ROW_CHUNK = 4096  # launch_runs: the most elements of a row one work-item walks on a CPU
 
 
-def launch_runs(dev: Device, k: cl.Kernel, rows: int, cols: int, unit: bool, *args: object) -> None:
-    """Launch ``k(rows, cols, chunk, *args)`` over runs of up to ``chunk`` consecutive elements of each of ``rows``
-    rows of ``cols`` (clnn_shape.h's row_run): one element per work-item on GPUs (neighbours take neighbours),
-    runs of up to ROW_CHUNK on CPUs where the rows are ``unit``-stride (a loop the compiler vectorizes, the row's
-    offsets found once: 9-25x faster than an element per work-item on PoCL and Intel's runtime)."""
+def launch_runs(dev: Device, k: cl.Kernel, d: np.ndarray, n: int, *args: object) -> None:
+    """Launch ``k(rows, cols, chunk, d, *args)`` over the ``n`` elements of descriptor ``d``'s shape, as runs of up to
+    ``chunk`` consecutive elements of its rows (the innermost dimension, ``cols`` long; clnn_shape.h's row_run):
+    one element per work-item on GPUs (neighbours take neighbours), up to ROW_CHUNK on CPUs where both strides
+    along a row are 0 or 1 (a loop the compiler vectorizes, the row's offsets found once: 9-25x faster than an
+    element per work-item on PoCL and Intel's runtime)."""
+    if n == 0:
+        return
+    last = max(int(d["ndim"]) - 1, 0)
+    cols = int(d["shape"][last]) if d["ndim"] else 1
+    unit = {int(d["s0"][last]), int(d["s1"][last])} <= {0, 1}
     chunk = ROW_CHUNK if dev.type == "cpu" and unit else 1
-    launch_1d(dev, k, rows * -(-cols // chunk), np.int32(rows), np.int32(cols), np.int32(chunk), *args)
+    launch_1d(dev, k, n // cols * -(-cols // chunk), np.int32(n // cols), np.int32(cols), np.int32(chunk), d, *args)
 
 
 def real_scalar(dtype: np.dtype, value: float) -> np.generic:

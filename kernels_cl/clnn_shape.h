@@ -1,7 +1,7 @@
 /* clnn_shape.h: MAXD, the most dimensions a kernel's shape descriptor holds after the host merged what
  * it could (included, never built alone; clnn/kernels.py reads the value from here); group_elem, the element of
- * a grouped view a work-item of kernels.launch_by_rows maps; row_run, the run of a row one of kernels.launch_runs
- * walks.
+ * a grouped view a work-item of kernels.launch_by_rows maps; desc_t, kernels.descriptor's struct, and desc_row,
+ * its offsets at a row; row_run, the run of a row one of kernels.launch_runs walks.
  */
 #ifndef CLNN_SHAPE_H
 #define CLNN_SHAPE_H
@@ -22,6 +22,26 @@ inline bool group_elem(int outer, int G, int inner, group_elem_t *e) {
     e->j = inner > 1 ? col : 0;
     return true;
 }
+/* kernels.descriptor: a shape (outermost first, adjacent dims merged) and two operands' element strides in it */
+typedef struct { int ndim; int shape[MAXD]; int s0[MAXD]; int s1[MAXD]; } desc_t;
+
+/* the operands' offsets *o0, *o1 at row `row` of the descriptor's innermost dimension (rows: every index of the
+ * outer ones, in order), and their strides *t0, *t1 along it */
+inline void desc_row(const desc_t *d, int row, int *o0, int *o1, int *t0, int *t1) {
+    const int last = max(d->ndim - 1, 0);
+    int a = 0, b = 0;
+    for (int k = last - 1; k >= 0; --k) {
+        const int idx = row % d->shape[k];
+        row /= d->shape[k];
+        a += idx * d->s0[k];
+        b += idx * d->s1[k];
+    }
+    *o0 = a;
+    *o1 = b;
+    *t0 = d->s0[last];
+    *t1 = d->s1[last];
+}
+
 /* a run of kernels.launch_runs: the work-item's row and its columns [*j0, *j1); false past the grid */
 inline bool row_run(int rows, int cols, int chunk, int *row, int *j0, int *j1) {
     const int chunks = (cols + chunk - 1) / chunk, item = get_global_id(0);

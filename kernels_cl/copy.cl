@@ -59,26 +59,17 @@
 #define WRITE(p, i, v) ((p)[i] = (DST_T)(v))
 #endif
 
-typedef struct { int ndim; int shape[MAXD]; int ss[MAXD]; int sd[MAXD]; } Strides;
-
-/* launched by kernels.launch_runs over the rows of the innermost dimension: the row's offsets found once (no
- * division per element), its run copied in a loop the compiler vectorizes where both strides are 1 (CPUs) */
-__kernel void copy(int rows, int cols, int chunk, Strides d, __global const SRC_T *src, int src_off,
+/* launched by kernels.launch_runs over the rows of d's innermost dimension (d.s0: src's strides, d.s1: dst's): the
+ * row's offsets found once (no division per element), its run copied in a loop the compiler vectorizes where both
+ * strides are 1 (CPUs) */
+__kernel void copy(int rows, int cols, int chunk, desc_t d, __global const SRC_T *src, int src_off,
                    __global DST_T *dst, int dst_off) {
-    int row, j0, j1;
+    int row, j0, j1, os, od, ss, sd;
     if (!row_run(rows, cols, chunk, &row, &j0, &j1)) return;
-    const int last = max(d.ndim - 1, 0), ss = d.ss[last], sd = d.sd[last];
-    int os = src_off, od = dst_off;
-    for (int k = last - 1, r = row; k >= 0; --k) {
-        const int idx = r % d.shape[k];
-        r /= d.shape[k];
-        os += idx * d.ss[k];
-        od += idx * d.sd[k];
-    }
-    if (ss == 1 && sd == 1)
-        for (int j = j0; j < j1; ++j) WRITE(dst, od + j, READ(src, os + j));
-    else
-        for (int j = j0; j < j1; ++j) WRITE(dst, od + j * sd, READ(src, os + j * ss));
+    desc_row(&d, row, &os, &od, &ss, &sd);
+    os += src_off;
+    od += dst_off;
+    for (int j = j0; j < j1; ++j) WRITE(dst, od + j * sd, READ(src, os + j * ss));
 }
 
 #ifndef TT

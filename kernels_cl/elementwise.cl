@@ -4,7 +4,7 @@
  * map EW_VEC neighbouring elements per work-item as one vector (realv): work-item i takes elements
  * EW_VEC i .. EW_VEC i + EW_VEC - 1 with vector loads and stores (the one at n / EW_VEC the tail): wide,
  * coalesced accesses, no index arithmetic, and unary.h's maps on whole vectors. binary and compare read a and b
- * through a Bcast descriptor: the output's shape (outermost first, up to MAXD dims after the host merged what it
+ * through a descriptor (desc_t, d.s0 a's strides, d.s1 b's): the output's shape (outermost first, up to MAXD dims after the host merged what it
  * could) and the element strides of a and b in it, 0 where an operand is broadcast; they are launched by runs of
  * the output's rows (kernels.launch_runs).
  * Defines: the element type (clnn_dtype.h); EW_VEC (elements per work-item, a tuning knob: 1 or 4, or 8 or 16
@@ -38,8 +38,6 @@ typedef CLNN_CAT(REAL_T, EW_VEC) realv;
 #endif
 #define UNARY_T realv
 #include "unary.h"
-
-typedef struct { int ndim; int shape[MAXD]; int sa[MAXD]; int sb[MAXD]; } Bcast;
 
 #ifdef EW_OP
 #define OP EW_OP
@@ -106,23 +104,6 @@ __kernel void unary_grad(int op, int n, __global const store_t *x, __global cons
 #define C_GT 4
 #define C_GE 5
 
-/* the operands' offsets of row `row` of the output's innermost dimension (a run of kernels.launch_runs) and their
- * strides along it */
-inline void bcast_row(const Bcast *d, int row, int *ia, int *ib, int *sa, int *sb) {
-    const int last = max(d->ndim - 1, 0);
-    int oa = 0, ob = 0;
-    for (int k = last - 1; k >= 0; --k) {
-        const int idx = row % d->shape[k];
-        row /= d->shape[k];
-        oa += idx * d->sa[k];
-        ob += idx * d->sb[k];
-    }
-    *ia = oa;
-    *ib = ob;
-    *sa = d->sa[last];
-    *sb = d->sb[last];
-}
-
 /* the run's loops, EXPR on x_ = a and y_ = b of output element i_; the strides common on CPUs are constants, so
  * those loops vectorize (a row of a with b's, a row of a with one b, and the reverse) */
 #define BCAST_LOOPS(EXPR)                                                                                 \
@@ -139,7 +120,7 @@ inline void bcast_row(const Bcast *d, int row, int *ia, int *ib, int *sa, int *s
 #define BCAST_RUN                                                                                         \
     int row, j0, j1, ia, ib, sa, sb;                                                                      \
     if (!row_run(rows, cols, chunk, &row, &j0, &j1)) return;                                              \
-    bcast_row(&d, row, &ia, &ib, &sa, &sb);                                                               \
+    desc_row(&d, row, &ia, &ib, &sa, &sb);                                                               \
     const size_t o = (size_t)row * cols
 
 /* out = x (op) y for T, real or realv (with a vector condition, c ? a : b selects per lane) */
@@ -170,7 +151,7 @@ __kernel void binary_same(int op, int n, __global const store_t *a, __global con
     if (in_map(i, n)) store_group(out, i, n, apply_binary_v(OP, load_group(a, i, n), load_group(b, i, n)));
 }
 
-__kernel void binary(int rows, int cols, int chunk, int op, Bcast d, __global const store_t *a,
+__kernel void binary(int rows, int cols, int chunk, desc_t d, int op, __global const store_t *a,
                      __global const store_t *b, __global store_t *out) {
     BCAST_RUN;
     BCAST_LOOPS(STORE(out, i_, apply_binary(OP, x_, y_)))
@@ -188,7 +169,7 @@ inline int apply_compare(int op, real x, real y) {
     return 0;
 }
 
-__kernel void compare(int rows, int cols, int chunk, int op, Bcast d, __global const store_t *a,
+__kernel void compare(int rows, int cols, int chunk, desc_t d, int op, __global const store_t *a,
                       __global const store_t *b, __global uchar *out) {
     BCAST_RUN;
     BCAST_LOOPS(out[i_] = (uchar)apply_compare(OP, x_, y_))

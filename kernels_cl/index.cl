@@ -27,7 +27,8 @@
  *                (each written by one work-item; the host zeroes both first).
  *   mask_positions: out[inc[p] - 1] = p for every p with mask[p], inc the inclusive scan of the mask:
  *                the positions of the true entries, in order.
- *   where_fill:  out[i] = cond[d.s0 . idx] ? a[d.s1 . idx] : out[i] over the shape of d (broadcasting).
+ *   where_fill:  out[i] = cond[d.s0 . idx] ? a[d.s1 . idx] : out[i] over the shape of d (broadcasting), by runs
+ *                of its rows (kernels.launch_runs).
  *   tri:         out = x where (col - row) >= diagonal (upper) or <= diagonal (lower), else 0, for a
  *                batch of (R, C) matrices.
  *   scan:        inclusive prefix sums of rows (row r at (r / I) * L * I + r % I, stride I), in blocks of
@@ -72,7 +73,6 @@
 #define SC_CARRY 2
 #define SC_REVERSE 4
 
-typedef struct { int ndim; int shape[MAXD]; int s0[MAXD]; int s1[MAXD]; } Strides;
 
 __kernel void index_check(int n, __global const long *idx, long lo, long hi, __global int *first) {
     int p = get_global_id(0);
@@ -201,18 +201,15 @@ __kernel void mask_positions(int n, __global const uchar *mask, __global const i
     if (p < n && mask[p]) out[inc[p] - 1] = p;
 }
 
-__kernel void where_fill(int n, Strides d, __global const uchar *cond, __global const store_t *a,
-                         __global store_t *out) {
-    int p = get_global_id(0);
-    if (p >= n) return;
-    int r = p, oc = 0, oa = 0;
-    for (int k = d.ndim - 1; k >= 0; --k) {
-        int c = r % d.shape[k];
-        r /= d.shape[k];
-        oc += c * d.s0[k];
-        oa += c * d.s1[k];
-    }
-    if (cond[oc]) STORE(out, p, LOAD(a, oa));
+/* launched by kernels.launch_runs over the rows of d's innermost dimension (d.s0: cond's strides, d.s1: a's) */
+__kernel void where_fill(int rows, int cols, int chunk, desc_t d, __global const uchar *cond,
+                         __global const store_t *a, __global store_t *out) {
+    int row, j0, j1, oc, oa, sc, sa;
+    if (!row_run(rows, cols, chunk, &row, &j0, &j1)) return;
+    desc_row(&d, row, &oc, &oa, &sc, &sa);
+    __global store_t *o = out + (size_t)row * cols;
+    for (int j = j0; j < j1; ++j)
+        if (cond[oc + j * sc]) STORE(o, j, LOAD(a, oa + j * sa));
 }
 
 __kernel void tri(int n, int R, int C, int diagonal, int upper, __global const store_t *x,

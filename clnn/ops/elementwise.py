@@ -83,12 +83,8 @@ def _binary_launch(op: int, a: Tensor, b: Tensor, out_shape: tuple[int, ...], na
                   np.int32(out.size), a.data, b.data, out.data)
         return out
     d = descriptor(out_shape, broadcast_strides(a.shape, out_shape), broadcast_strides(b.shape, out_shape))
-    if out.size:
-        last = max(int(d["ndim"]) - 1, 0)
-        cols = int(d["shape"][last]) if d["ndim"] else 1
-        k, _ = _kernel(a, name, out.size, op)
-        kernels.launch_runs(a.device, k, out.size // cols, cols, {int(d["s0"][last]), int(d["s1"][last])} <= {0, 1},
-                            np.int32(op), d, a.data, b.data, out.data)
+    kernels.launch_runs(a.device, _kernel(a, name, out.size, op)[0], d, out.size, np.int32(op), a.data, b.data,
+                        out.data)
     return out
 
 

@@ -379,8 +379,8 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     shape = broadcast_shapes("where", broadcast_shapes("where", condition.shape, ta.shape), tb.shape)
     out = _broadcast(tb, shape)
     d = descriptor(shape, broadcast_strides(condition.shape, shape), broadcast_strides(ta.shape, shape))
-    launch_1d(out.device, _kernel(out.device, out.dtype, "where_fill"), out.size, np.int32(out.size), d,
-              condition.data, ta.data, out.data)
+    kernels.launch_runs(out.device, _kernel(out.device, out.dtype, "where_fill"), d, out.size, condition.data, ta.data,
+                        out.data)
     if out.dtype not in FLOAT_DTYPES:
         return out
 

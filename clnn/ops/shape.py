@@ -64,11 +64,8 @@ def strided_copy(
         kernels.launch(dev, k, (-(-q // tt) * tt, -(-p // tt) * tr, batch), (tt, tr, 1), np.int32(p), np.int32(q),
                        src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
         return
-    last = max(int(d["ndim"]) - 1, 0)
-    cols = int(d["shape"][last]) if d["ndim"] else 1
-    kernels.launch_runs(dev, kernels.kernel(dev, "copy.cl", "copy", _copy_defines(src.dtype, dst.dtype)), n // cols,
-                        cols, d["s0"][last] == d["s1"][last] == 1, d, src.data, np.int32(src_offset), dst.data,
-                        np.int32(dst_offset))
+    kernels.launch_runs(dev, kernels.kernel(dev, "copy.cl", "copy", _copy_defines(src.dtype, dst.dtype)), d, n,
+                        src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
 
 
 def _rect(d: np.ndarray) -> tuple[tuple[int, int, int], tuple[int, int], tuple[int, int]] | None:
