@@ -39,6 +39,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # CPUs: 8000 rows of 1000, VW 4 / 8 / 16: 6.1 / 3.3 / 2.2 ms on Intel's runtime, 12 / 7.9 / 4.5 on PoCL
         "cpu": {"VW": 16},
     },
+    "norm_rows": {  # VW: layer norm's forward and backward as norm.cl's *_rows kernels (a work-item per row in
+        # VW-wide vectors), 0: none. Forward / backward, us, float32, Zen 5, (rows, D) (2048, 128), (512, 1024),
+        # (8192, 96): Intel's runtime 447 / 123, 793 / 206, 1181 / 426 -> 62 / 63, 146 / 116, 200 / 223; PoCL 578 /
+        # 865, 1313 / 1636, 1680 / 2337 -> 251 / 308, 560 / 564, 1023 / 930; PyTorch's forward 71, 66, 187
+        "default": {"VW": 0},
+        "cpu": {"VW": 16},
+    },
     "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps (1, 4; 8 or 16 for float32 and
         # float64: halves take 4); EW_STATIC, the op built in
         "default": {"EW_VEC": 4, "EW_STATIC": 0},

@@ -26,6 +26,11 @@
  *                   (one work-item each) gx as norm_bwd_input's and the block's column sums of g xhat and g
  *                   (the weight's and bias's gradients) in part (blocks, 2, D)
  *   ln_bwd_finish   one work-item per column adds the blocks' column sums in order: gw, gb
+ *   ln_fwd_rows     (CPUs, ROW_VW defined: rowvec.h) layer norm's forward in one pass, a work-item per row of D in
+ *                   explicit vectors: the row's mean and M2 (corrected two-pass, as norm_partial's), then y
+ *   ln_bwd_rows     (CPUs, ROW_VW) layer norm's backward, a work-item per block of LN_ROWS rows in explicit
+ *                   vectors: per row s1, s2 and gx as ln_bwd's, the block's column sums of g xhat and g added up
+ *                   row by row in its part (ln_bwd's layout, so ln_bwd_finish ends both)
  * The gradients' a * b + c are explicit fma: a contraction the compiler chose would differ between builds
  * (X_HALF's against float32's) on the values that cancel.
  * Partials are (G, S, 2) reals (ln_bwd's: (blocks, 2, D)), and so are the per-group results (mean, variance,
@@ -34,7 +39,8 @@
  * local size <= RED_WG.
  * Defines: the element type (clnn_dtype.h); X_HALF or X_BF16 (x and gx stored as half or bf16, the rest as
  * float32 storage: clnn.autocast's norms read a half input as it is and write its gradient in its type, with
- * no float32 copy of it); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows per block.
+ * no float32 copy of it); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows per block; ROW_VW
+ * (rowvec.h) for the *_rows kernels.
  */
 #include "clnn_shape.h"
 #include "reduce.h"
@@ -285,3 +291,70 @@ __kernel void ln_bwd_finish(int D, int blocks, __global const real *part, __glob
     STORE(gw, j, a);
     STORE(gb, j, c);
 }
+
+#ifdef ROW_VW
+#include "rowvec.h"
+
+/* w'[j] as a vector of the row's lanes at vector index i (1 without AFF_W), and b[j] (0 without AFF_B) */
+#define W_VEC(i) ((affine & AFF_W) ? RV_LOAD(i, w) : (realrv)1)
+#define B_VEC(i) ((affine & AFF_B) ? RV_LOAD(i, b) : (realrv)0)
+#define W_AT(k) ((affine & AFF_W) ? w[k] : (real)1)
+#define B_AT(k) ((affine & AFF_B) ? b[k] : (real)0)
+
+__kernel void ln_fwd_rows(int rows, int D, int affine, real eps, __global const store_t *x, __global const store_t *w,
+                          __global const store_t *b, __global store_t *y, __global real *mean, __global real *var) {
+    const size_t row = get_global_id(0);
+    if (row >= (size_t)rows) return;
+    __global const store_t *p = x + row * D;
+    __global store_t *q = y + row * D;
+    realrv sv = 0, dv = 0, d2v = 0;
+    real mu, ds, d2;
+    RV_EACH(D, sv += RV_LOAD(i, p), );
+    RV_FOLD(add_, sv, mu);
+    RV_EACH(D, , mu += p[r]);
+    mu /= D;
+    RV_EACH(D, { const realrv t = RV_LOAD(i, p) - mu; dv += t; d2v += t * t; }, );
+    RV_FOLD(add_, dv, ds);
+    RV_FOLD(add_, d2v, d2);
+    RV_EACH(D, , { const real t = p[r] - mu; ds += t; d2 += t * t; });
+    const real v = (d2 - ds * ds / D) / D, rstd = rsqrt(v + eps);
+    mu += ds / D;
+    mean[row] = mu;
+    var[row] = v;
+    RV_EACH(D, RV_STORE((RV_LOAD(i, p) - mu) * rstd * W_VEC(i) + B_VEC(i), i, q),
+            q[r] = (p[r] - mu) * rstd * W_AT(r) + B_AT(r));
+}
+
+__kernel void ln_bwd_rows(int rows, int D, int affine, real eps, __global const store_t *x, __global const store_t *g,
+                          __global const real *mean, __global const real *var, __global const store_t *w,
+                          __global store_t *gx, __global real *part) {
+    const int blk = get_global_id(0), r0 = blk * LN_ROWS;
+    if (r0 >= rows) return;
+    __global real *cw = part + 2 * (size_t)blk * D, *cb = cw + D;
+    RV_EACH(D, { RV_STORE((realrv)0, i, cw); RV_STORE((realrv)0, i, cb); }, cw[r] = cb[r] = 0);
+    for (int k = r0; k < min(rows, r0 + LN_ROWS); ++k) {
+        __global const store_t *xr = x + (size_t)k * D, *gr = g + (size_t)k * D;
+        __global store_t *out = gx + (size_t)k * D;
+        const real mu = mean[k], rstd = rsqrt(var[k] + eps);
+        realrv s1v = 0, s2v = 0;
+        real s1, s2;
+        RV_EACH(D, { const realrv gw = RV_LOAD(i, gr) * W_VEC(i); s1v += gw; s2v += gw * (RV_LOAD(i, xr) - mu) * rstd; }, );
+        RV_FOLD(add_, s1v, s1);
+        RV_FOLD(add_, s2v, s2);
+        RV_EACH(D, , { const real gw = gr[r] * W_AT(r); s1 += gw; s2 += gw * (xr[r] - mu) * rstd; });
+        RV_EACH(D, {
+            const realrv gj = RV_LOAD(i, gr);
+            const realrv xh = (RV_LOAD(i, xr) - mu) * rstd;
+            RV_STORE(rstd * fma(gj, W_VEC(i), -fma(xh, (realrv)s2, (realrv)s1) / D), i, out);
+            RV_STORE(RV_LOAD(i, cw) + gj * xh, i, cw);
+            RV_STORE(RV_LOAD(i, cb) + gj, i, cb);
+        }, {
+            const real gj = gr[r];
+            const real xh = (xr[r] - mu) * rstd;
+            out[r] = rstd * fma(gj, W_AT(r), -fma(xh, s2, s1) / D);
+            cw[r] += gj * xh;
+            cb[r] += gj;
+        });
+    }
+}
+#endif

@@ -12,13 +12,13 @@
  *   *_wg:    one work-group per row; each work-item folds a strided share and a tree in local
  *            memory (reduce.h) combines the shares. The local size is any power of two <= RED_WG,
  *            chosen by the host per launch (shorter rows get smaller groups) without a rebuild.
- *   *_vec:   (softmax, its backward, ce_fwd; CPUs, SOFTMAX_VW defined) one work-item per contiguous row (inner 1,
- *            float32 or float64 storage), SOFTMAX_VW elements at a time in explicit vectors: a work-group's tree
+ *   *_vec:   (softmax, its backward, ce_fwd; CPUs, ROW_VW defined) one work-item per contiguous row (inner 1,
+ *            float32 or float64 storage), ROW_VW elements at a time in explicit vectors: a work-group's tree
  *            runs through barriers and one scalar walk waits on every exp on CPUs (8000 rows of 1000:
  *            softmax 16.5 -> 2.2 ms on Intel's runtime, 55 -> 4.5 ms on PoCL, whose exp only vectorizes so).
  * Every combination happens in a fixed order, so results are bit-identical run after run.
  * Stability: exponentials are of x - max(row) <= 0 only, so inputs of any finite size are safe.
- * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h); SOFTMAX_VW (4, 8 or 16), the *_vec kernels' width.
+ * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h); ROW_VW (4, 8 or 16), the *_vec kernels' width.
  */
 #include "clnn_shape.h"
 #include "reduce.h"
@@ -75,43 +75,20 @@ __kernel void softmax_wg(int log_out, int outer, int R, int inner, __global cons
     write_row(log_out, x + base, y + base, R, inner, t, n, m, s);
 }
 
-#ifdef SOFTMAX_VW
-#if STORE_HALF || STORE_BF16
-#error "the *_vec kernels read float32 or float64 storage"
-#endif
-typedef CLNN_CAT(REAL_T, SOFTMAX_VW) realsv;
-#define SV_LOAD(i, p) CLNN_CAT(vload, SOFTMAX_VW)(i, p)
-#define SV_STORE(v, i, p) CLNN_CAT(vstore, SOFTMAX_VW)(v, i, p)
-
-/* the lanes of v folded by OP (fmax, or + through add_) in a fixed order */
-inline real add_(real a, real b) { return a + b; }
-#define SV_FOLD(OP, v, out)                                                    \
-    do {                                                                       \
-        real l_[SOFTMAX_VW];                                                   \
-        SV_STORE(v, 0, l_);                                                    \
-        out = l_[0];                                                           \
-        _Pragma("unroll") for (int i_ = 1; i_ < SOFTMAX_VW; ++i_) out = OP(out, l_[i_]); \
-    } while (0)
-
-/* for each element of row p (R long): the vector part as realsv v at vector index i, then the tail as real v at r */
-#define SV_EACH(R, VBODY, SBODY)                                               \
-    do {                                                                       \
-        const int nv_ = (R) / SOFTMAX_VW;                                      \
-        for (int i = 0; i < nv_; ++i) { VBODY; }                               \
-        for (int r = nv_ * SOFTMAX_VW; r < (R); ++r) { SBODY; }                \
-    } while (0)
+#ifdef ROW_VW
+#include "rowvec.h"
 
 /* the contiguous row p's max m (shifted) and sum of exp(x - m) s */
 inline void row_stats_vec(__global const store_t *p, int R, real *m_out, real *s_out) {
-    realsv mv = (realsv)(-BIG), sv = 0;
+    realrv mv = (realrv)(-BIG), sv = 0;
     real m, s;
-    SV_EACH(R, mv = fmax(mv, SV_LOAD(i, p)), );
-    SV_FOLD(fmax, mv, m);
-    SV_EACH(R, , m = fmax(m, p[r]));
+    RV_EACH(R, mv = fmax(mv, RV_LOAD(i, p)), );
+    RV_FOLD(fmax, mv, m);
+    RV_EACH(R, , m = fmax(m, p[r]));
     m = shift(m);
-    SV_EACH(R, sv += exp(SV_LOAD(i, p) - m), );
-    SV_FOLD(add_, sv, s);
-    SV_EACH(R, , s += exp(p[r] - m));
+    RV_EACH(R, sv += exp(RV_LOAD(i, p) - m), );
+    RV_FOLD(add_, sv, s);
+    RV_EACH(R, , s += exp(p[r] - m));
     *m_out = m;
     *s_out = s;
 }
@@ -125,9 +102,9 @@ __kernel void softmax_vec(int log_out, int outer, int R, int inner, __global con
     row_stats_vec(p, R, &m, &s);
     const real ls = log(s), inv = 1 / s;
     if (log_out)
-        SV_EACH(R, SV_STORE(SV_LOAD(i, p) - m - ls, i, q), q[r] = p[r] - m - ls);
+        RV_EACH(R, RV_STORE(RV_LOAD(i, p) - m - ls, i, q), q[r] = p[r] - m - ls);
     else
-        SV_EACH(R, SV_STORE(exp(SV_LOAD(i, p) - m) * inv, i, q), q[r] = exp(p[r] - m) * inv);
+        RV_EACH(R, RV_STORE(exp(RV_LOAD(i, p) - m) * inv, i, q), q[r] = exp(p[r] - m) * inv);
 }
 
 __kernel void softmax_bwd_vec(int log_out, int outer, int R, int inner, __global const store_t *y,
@@ -136,18 +113,18 @@ __kernel void softmax_bwd_vec(int log_out, int outer, int R, int inner, __global
     if (row >= (size_t)outer) return;
     __global const store_t *yr = y + row * R, *gr = g + row * R;
     __global store_t *out = gx + row * R;
-    realsv dv = 0;
+    realrv dv = 0;
     real dot;
     if (log_out)
-        SV_EACH(R, dv += SV_LOAD(i, gr), );
+        RV_EACH(R, dv += RV_LOAD(i, gr), );
     else
-        SV_EACH(R, dv += SV_LOAD(i, gr) * SV_LOAD(i, yr), );
-    SV_FOLD(add_, dv, dot);
-    SV_EACH(R, , dot += log_out ? gr[r] : gr[r] * yr[r]);
+        RV_EACH(R, dv += RV_LOAD(i, gr) * RV_LOAD(i, yr), );
+    RV_FOLD(add_, dv, dot);
+    RV_EACH(R, , dot += log_out ? gr[r] : gr[r] * yr[r]);
     if (log_out)
-        SV_EACH(R, SV_STORE(SV_LOAD(i, gr) - exp(SV_LOAD(i, yr)) * dot, i, out), out[r] = gr[r] - exp(yr[r]) * dot);
+        RV_EACH(R, RV_STORE(RV_LOAD(i, gr) - exp(RV_LOAD(i, yr)) * dot, i, out), out[r] = gr[r] - exp(yr[r]) * dot);
     else
-        SV_EACH(R, SV_STORE(SV_LOAD(i, yr) * (SV_LOAD(i, gr) - dot), i, out), out[r] = yr[r] * (gr[r] - dot));
+        RV_EACH(R, RV_STORE(RV_LOAD(i, yr) * (RV_LOAD(i, gr) - dot), i, out), out[r] = yr[r] * (gr[r] - dot));
 }
 #endif
 
@@ -262,7 +239,7 @@ __kernel void ce_fwd_wg(int outer, int C, int inner, real eps, int weighted, lon
     if (t == 0) ce_store(g, C, inner, eps, weighted, ignore, p, target, w, m, ls, ws, wc, loss, rowweight, stats);
 }
 
-#ifdef SOFTMAX_VW
+#ifdef ROW_VW
 __kernel void ce_fwd_vec(int outer, int C, int inner, real eps, int weighted, long ignore,
                          __global const store_t *x, __global const long *target, __global const store_t *w,
                          __global store_t *loss, __global store_t *rowweight, __global store_t *stats) {

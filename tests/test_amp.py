@@ -313,9 +313,12 @@ NORM_KERNELS = {"norm_partial", "norm_finish", "norm_apply", "norm_bwd_input", "
 def test_norms_read_a_half_input_without_a_float32_copy(dev, rng, monkeypatch, half, name, fn, shapes):
     """Under autocast a norm of a half x launches only its own kernels (they read x and write its gradient in
     x's type: no float32 copy of x is made and kept for backward), and its float32 output and all gradients
-    equal, bit for bit, those of the same norm of x cast to float32 first."""
-    from clnn import kernels
+    equal, bit for bit, those of the same norm of x cast to float32 first (by the same kernels: CPUs' own layer norm
+    kernels for float32, norm.cl's *_rows, are off here)."""
+    from clnn import kernels, tuning
 
+    for key in tuning.TABLE["norm_rows"]:
+        monkeypatch.setitem(tuning.TABLE["norm_rows"], key, {"VW": 0})
     values = [rng.standard_normal(s).astype(half if i == 0 else np.float32) for i, s in enumerate(shapes)]
     with clnn.use_device(dev):
         ours, cast = ([clnn.tensor(v, requires_grad=True) for v in values] for _ in range(2))

@@ -120,7 +120,7 @@ def row_launch(
     sizes = (*prefix, np.int32(outer), np.int32(length), np.int32(inner))
     vw = tuning.params(dev, "softmax")["VW"]
     if vw and inner == 1 and name in VEC_KERNELS and np.dtype(dtype) in (np.float32, np.float64):
-        k = kernels.kernel(dev, "softmax.cl", f"{name}_vec", {**d, "SOFTMAX_VW": vw})
+        k = kernels.kernel(dev, "softmax.cl", f"{name}_vec", {**d, "ROW_VW": vw})
         launch_1d(dev, k, outer, *sizes, *args)
         return
     # strided rows (inner > 1): neighbouring work-items read neighbouring addresses, so one work-item

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, tuning
 from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..profiler import profiled
-from ..tensor import HALF_DTYPES, Tensor, autocast_dtype, float16, float32
+from ..tensor import HALF_DTYPES, Tensor, autocast_dtype, float16, float32, float64
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import autocast, empty, record
 from .random import dropout_mask
@@ -38,7 +38,10 @@ class _Groups:
         self.groups, self.count = groups, outer * inner
         wg = group_size(x.device)
         x_type = {} if x.dtype == self.dt else {"X_HALF" if x.dtype == float16 else "X_BF16": 1}
-        self.defines = defines(self.dt, RED_WG=wg, LN_ROWS=LN_ROWS, **x_type)
+        # layer norm's *_rows kernels (CPUs): tuning's norm_rows VW, for float32 or float64 throughout
+        self.row_vw = tuning.params(x.device, "norm_rows")["VW"] if x.dtype == self.dt in (float32, float64) else 0
+        self.defines = defines(self.dt, RED_WG=wg, LN_ROWS=LN_ROWS, **x_type,
+                               **({"ROW_VW": self.row_vw} if self.row_vw else {}))
         m = max(self.count, 1)
         self.local = min(wg, 1 << (-(-m // FOLD) - 1).bit_length())  # each work-item folds >= FOLD
         if x.device.type == "cpu":  # one work-item per chunk, walking it serially: ~5x faster on Intel's CPU runtime
@@ -101,6 +104,15 @@ class _Groups:
                               self._buf(w), s1.data, s2.data, gx.data)
         return gx
 
+    def layer_forward(self, w: Tensor | None, b: Tensor | None, affine: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Layer norm's (outer = 1) mean, variance and output in one pass, a work-item per row (``ln_fwd_rows``)."""
+        dev, (_, rows, d) = self.x.device, self.geometry
+        mean, var = (empty((rows,), self.real, dev) for _ in range(2))
+        y = empty(self.x.shape, self.dt, dev)
+        launch_1d(dev, self._kernel("ln_fwd_rows"), rows, np.int32(rows), np.int32(d), np.int32(affine), self.eps,
+                  self.x.data, self._buf(w), self._buf(b), y.data, mean.data, var.data)
+        return mean, var, y
+
     def layer_grads(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """Layer norm's (outer = 1) dL/dx and the column sums of ``g * xhat`` and ``g`` (the weight's and bias's
         gradients, (D,)): blocks of rows in one launch, then one deterministic reduction over the blocks."""
@@ -109,7 +121,10 @@ class _Groups:
         gw, gb = (empty((d,), self.dt, dev) for _ in range(2))
         blocks = -(-rows // LN_ROWS)
         part = empty((max(blocks, 1), 2, d), self.real, dev)
-        if blocks:
+        if blocks and self.row_vw:
+            launch_1d(dev, self._kernel("ln_bwd_rows"), blocks, np.int32(rows), np.int32(d), np.int32(self.affine),
+                      self.eps, self.x.data, g.data, mean.data, var.data, self._buf(w), gx.data, part.data)
+        elif blocks:
             wg = min(group_size(dev), 128)
             cols = min(32, wg, 1 << (d - 1).bit_length())
             kernels.launch(dev, self._kernel("ln_bwd"), (blocks * cols, wg // cols), (cols, wg // cols),
@@ -268,8 +283,11 @@ def layer_norm(
     rows = x.size // d if d else 0
     affine = AFF_INNER | (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
     grp = _Groups(x, 1, rows, d, affine & (AFF_W | AFF_INNER), eps, dt)
-    mean, var = grp.stats()
-    y = grp.apply(mean, var, w, b, affine)
+    if grp.row_vw:
+        mean, var, y = grp.layer_forward(w, b, affine)
+    else:
+        mean, var = grp.stats()
+        y = grp.apply(mean, var, w, b, affine)
 
     def grads(g: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         gx, gw, gb = grp.layer_grads(g, mean, var, w)
