@@ -107,6 +107,10 @@ inline ushort4 float4_to_bf16(float4 f) {
     }
 #if HALF_SOFT
 HALF_SOFT_CONVERSIONS()
+HALF_SOFT_CONVERSIONS(2)
+HALF_SOFT_CONVERSIONS(4)
+HALF_SOFT_CONVERSIONS(8)
+HALF_SOFT_CONVERSIONS(16)
 #define HALF_LOAD(p, i) half_bits_to_float(((__global const ushort *)(p))[i])
 #define HALF_STORE(p, i, v) (((__global ushort *)(p))[i] = float_to_half_bits((float)(v)))
 #else
@@ -134,11 +138,8 @@ typedef CLNN_CAT(REAL_T, 4) real4;
 #elif STORE_HALF && HALF_SOFT
 #define LOAD HALF_LOAD
 #define STORE HALF_STORE
-#define LOAD4(p, i) ((float4)(HALF_LOAD(p, 4 * (i)), HALF_LOAD(p, 4 * (i) + 1), HALF_LOAD(p, 4 * (i) + 2), \
-                              HALF_LOAD(p, 4 * (i) + 3)))
-#define STORE4(p, i, v) do { float4 half_v_ = (v); HALF_STORE(p, 4 * (i), half_v_.s0); \
-    HALF_STORE(p, 4 * (i) + 1, half_v_.s1); HALF_STORE(p, 4 * (i) + 2, half_v_.s2); \
-    HALF_STORE(p, 4 * (i) + 3, half_v_.s3); } while (0)
+#define LOAD4(p, i) half_bits_to_float4(vload4((i), (__global const ushort *)(p)))
+#define STORE4(p, i, v) vstore4(float_to_half_bits4(v), (i), (__global ushort *)(p))
 #elif STORE_HALF
 #define LOAD(p, i) vload_half((i), (p))
 #define STORE(p, i, v) vstore_half((float)(v), (i), (p))

@@ -8,7 +8,7 @@
  * could) and the element strides of a and b in it, 0 where an operand is broadcast; they are launched by runs of
  * the output's rows (kernels.launch_runs).
  * Defines: the element type (clnn_dtype.h); EW_VEC (elements per work-item, a tuning knob: 1 or 4, or 8 or 16
- * for float32 and float64 storage; Intel's CPU compiler vectorizes across work-items itself); float16
+ * but for bfloat16 storage; Intel's CPU compiler vectorizes across work-items itself); float16
  * runs in half precision (USE_FP16) on devices with cl_khr_fp16, else in float32 between half loads and
  * stores. The op is a run-time code (U_* in unary.h, B_*, C_* below; the host reads their values from
  * these files), uniform across a launch, so one build serves every op; with EW_OP defined (tuning's EW_STATIC,
@@ -29,8 +29,16 @@ typedef real realv;
 typedef real4 realv;
 #define LOADV LOAD4
 #define STOREV STORE4
-#elif STORE_HALF || STORE_BF16
-#error "EW_VEC 8 or 16 needs float or double storage"
+#elif STORE_BF16
+#error "EW_VEC 8 or 16 needs float, double or half storage"
+#elif STORE_HALF && HALF_SOFT
+typedef CLNN_CAT(float, EW_VEC) realv;
+#define LOADV(p, i) CLNN_CAT(half_bits_to_float, EW_VEC)(CLNN_CAT(vload, EW_VEC)(i, (__global const ushort *)(p)))
+#define STOREV(p, i, v) CLNN_CAT(vstore, EW_VEC)(CLNN_CAT(float_to_half_bits, EW_VEC)(v), i, (__global ushort *)(p))
+#elif STORE_HALF
+typedef CLNN_CAT(float, EW_VEC) realv;
+#define LOADV(p, i) CLNN_CAT(vload_half, EW_VEC)(i, p)
+#define STOREV(p, i, v) CLNN_CAT(vstore_half, EW_VEC)(v, i, p)
 #else
 typedef CLNN_CAT(REAL_T, EW_VEC) realv;
 #define LOADV(p, i) CLNN_CAT(vload, EW_VEC)(i, p)

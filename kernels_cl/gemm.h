@@ -123,7 +123,6 @@ inline real round_store(float f) { return bf16_round(f); }
 #endif
 #if STORE_HALF && HALF_SOFT
 #define VEC_CONVERSIONS(n)                                                                                  \
-    HALF_SOFT_CONVERSIONS(n)                                                                                \
     inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) { return CAT(half_bits_to_float, n)(h); }      \
     inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vec_widen, n)(VEC_LOAD_RAW(n, p)); } \
     inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) {                                      \

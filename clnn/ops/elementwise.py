@@ -12,7 +12,7 @@ import numpy as np
 from .. import kernels, tuning
 from ..kernels import broadcast_strides, defines, descriptor, launch_1d, real_scalar
 from ..profiler import profiled
-from ..tensor import FLOAT_DTYPES, HALF_DTYPES, Tensor
+from ..tensor import BFLOAT16, FLOAT_DTYPES, Tensor
 from ..validation import broadcast_shapes, require_float, same_device, same_dtype
 from ._core import empty, promote, record
 from .creation import tensor
@@ -29,7 +29,7 @@ def _kernel(t: Tensor, name: str, n: int, op: int) -> tuple[Any, int]:
     elements per item (the last one takes the tail); float16 arithmetic is native half where the device has fp16;
     the op built in as a constant where tuning's ``EW_STATIC`` says so."""
     knobs = tuning.params(t.device, "elementwise")
-    if t.dtype in HALF_DTYPES:  # elementwise.cl's 8- and 16-wide groups take float32 and float64 storage only
+    if t.dtype == BFLOAT16:  # elementwise.cl's 8- and 16-wide groups take every storage but bfloat16's
         knobs["EW_VEC"] = min(knobs["EW_VEC"], 4)
     vec = knobs["EW_VEC"]
     static = {"EW_OP": op} if knobs["EW_STATIC"] else {}
