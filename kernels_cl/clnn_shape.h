@@ -22,6 +22,7 @@ inline bool group_elem(int outer, int G, int inner, group_elem_t *e) {
     e->j = inner > 1 ? col : 0;
     return true;
 }
+
 /* kernels.descriptor: a shape (outermost first, adjacent dims merged) and two operands' element strides in it */
 typedef struct { int ndim; int shape[MAXD]; int s0[MAXD]; int s1[MAXD]; } desc_t;
 
