@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, contiguous_strides, defines, group_size, launch_1d
 from ..profiler import profiled
-from ..tensor import Tensor
+from ..tensor import Tensor, float32, float64
 from ..validation import (
     broadcast_shapes,
     normalize_axis,
@@ -70,8 +70,11 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     into ``final`` and ``idx``, through as many partial stages as the plan asks for."""
     dev = src.device
     n_out = outer * inner
+    vw = tuning.params(dev, "reduce")["VW"] if op == "sum" and inner == 1 and src.dtype in (float32, float64) else 0
     # CPUs walk contiguous chunks serially ~2-3x faster than a work-group shares them (Intel, PoCL)
-    if inner > 1 or length <= SMALL_AXIS or dev.type == "cpu":  # one work-item per output and chunk
+    if vw:  # contiguous rows (CPUs): a work-item per output and chunk, in vectors
+        name, local = "reduce_sum_rows", 1
+    elif inner > 1 or length <= SMALL_AXIS or dev.type == "cpu":  # one work-item per output and chunk
         name, local = "reduce_item", 1
     else:  # contiguous long rows: one work-group per output and chunk
         name, local = "reduce_group", builtins.min(group_size(dev), 1 << (-(-length // FOLD) - 1).bit_length())
@@ -85,7 +88,8 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
                else final)
     xp, xi = part or (src, idx)  # buffers the kernel won't read stand in for absent ones
     out_vals, out_idx = nxt if out_part else (final, idx)
-    k = kernels.kernel(dev, "reduce.cl", name, defines(src.dtype, RED_WG=group_size(dev)))
+    vec = {"ROW_VW": vw} if vw else {}
+    k = kernels.kernel(dev, "reduce.cl", name, defines(src.dtype, RED_WG=group_size(dev), **vec))
     n = outer * s * inner
     args = (np.int32(OPS[op]), np.int32(flags), np.int32(outer), np.int32(length), np.int32(inner), np.int32(chunk),
             src.data, xp.data, xi.data, final.data, out_vals.data, out_idx.data)
