@@ -47,11 +47,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"VW": 16},
     },
     "reduce": {  # VW: sums over contiguous rows (inner 1) by reduce.cl's reduce_sum_rows in VW-wide vectors, 0: none
-        "default": {"VW": 0},
+        "default": {"VW": 0, "VW_COLS": 0},
         # Intel's runtime, us, reduce_item against VW 16: 8000 sums of 1000 2001 / 354, 64 of 100352 1365 / 222,
         # the sum of 4M 971 / 121 (PyTorch 413, -, 117); PoCL, which vectorizes reduce_item across its chunks: 1138 /
-        # 1354, 833 / 1107, 543 / 700
-        "cpu": {"VW": 16},
+        # 1354, 833 / 1107, 543 / 700. VW_COLS: sums over columns (inner > 1, a bias gradient) by reduce_sum_cols:
+        # (2048, 512) over rows 212 -> 74 us on Intel's runtime (PyTorch 57), 1233 -> 215 on PoCL; (2048, 128) 74 -> 18,
+        # 117 -> 51
+        "cpu": {"VW": 16, "VW_COLS": 16},
         "portable computing language": {"VW": 0},
     },
     "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps (1, 4; 8 or 16 for float32 and

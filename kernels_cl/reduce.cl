@@ -17,8 +17,9 @@
  * real and long elements) instead of x; RF_OUT_PART writes partial results to outp (and idx) instead of
  * out (and idx), so float16 partials keep float32 precision.
  *   reduce_sum_rows: (CPUs, ROW_VW defined: rowvec.h) R_SUM with inner 1, a work-item per (output, chunk) in
- *                 explicit vectors.
- * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h); ROW_VW for reduce_sum_rows.
+ *                 explicit vectors; reduce_sum_cols: R_SUM with inner > 1, a work-item per (output row, chunk,
+ *                 ROW_VW neighbouring columns).
+ * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h); ROW_VW for the *_rows and *_cols kernels.
  */
 #include "reduce.h"
 
@@ -196,5 +197,42 @@ __kernel void reduce_sum_rows(int op, int flags, int outer, int R, int inner, in
     if (flags & RF_IN_PART) ROW_SUM(xp + base + r0, r1 - r0, acc);
     else ROW_SUM(x + base + r0, r1 - r0, acc);
     put(op, flags, out, outp, idx, e, acc, 0);
+}
+/* R_SUM where inner > 1 (CPUs): a work-item per (output row o, chunk s, ROW_VW columns from j0) adds the chunk's
+ * rows in explicit vectors (contiguous loads), where reduce_item's work-items, a column each, rely on the compiler
+ * to vectorize across them; columns past inner (the last vector) one by one */
+__kernel void reduce_sum_cols(int op, int flags, int outer, int R, int inner, int chunk, __global const store_t *x,
+                              __global const real *xp, __global const long *xi, __global store_t *out,
+                              __global real *outp, __global long *idx) {
+    const int nv = (inner + ROW_VW - 1) / ROW_VW, S = chunks(R, chunk), e = get_global_id(0);
+    if (e >= outer * S * nv) return;
+    const int jv = e % nv, os = e / nv, s = os % S, o = os / S, j0 = jv * ROW_VW;
+    const int r0 = s * chunk, r1 = min(R, r0 + chunk);
+    const size_t base = (size_t)o * R * inner + j0, at = (size_t)os * inner + j0;
+    if (j0 + ROW_VW <= inner) {
+        realrv a0 = 0, a1 = 0;  /* even and odd rows: two adds in flight */
+        int r = r0;
+        if (flags & RF_IN_PART) {
+            for (; r + 1 < r1; r += 2) {
+                a0 += RV_LOAD(0, xp + base + (size_t)r * inner);
+                a1 += RV_LOAD(0, xp + base + (size_t)(r + 1) * inner);
+            }
+            if (r < r1) a0 += RV_LOAD(0, xp + base + (size_t)r * inner);
+        } else {
+            for (; r + 1 < r1; r += 2) {
+                a0 += RV_LOAD(0, x + base + (size_t)r * inner);
+                a1 += RV_LOAD(0, x + base + (size_t)(r + 1) * inner);
+            }
+            if (r < r1) a0 += RV_LOAD(0, x + base + (size_t)r * inner);
+        }
+        if (flags & RF_OUT_PART) RV_STORE(a0 + a1, 0, outp + at);
+        else RV_STORE(a0 + a1, 0, out + at);
+        return;
+    }
+    for (int j = 0; j < inner - j0; ++j) {
+        real acc = 0;
+        for (int r = r0; r < r1; ++r) acc += value_at((src_t){x, xp, xi, flags}, base + (size_t)r * inner + j);
+        put(op, flags, out, outp, idx, at + j, acc, 0);
+    }
 }
 #endif

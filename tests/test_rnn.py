@@ -108,9 +108,11 @@ def unrolled(mode: str, ref: torch.nn.Module, x: torch.Tensor, hx: list[torch.Te
     return inp, [torch.stack(f) for f in finals[: 2 if mode == "LSTM" else 1]], steps
 
 
-def _magnitudes(mode: str, ref: torch.nn.Module, steps: dict) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Each parameter gradient's and the layer-0 input gradient's per-element sum of absolute terms."""
-    mags = {}
+def _magnitudes(mode: str, ref: torch.nn.Module, steps: dict
+                ) -> tuple[dict[str, np.ndarray], np.ndarray, dict[tuple[int, int], np.ndarray]]:
+    """Each parameter gradient's, the layer-0 input gradient's and each (layer, direction)'s initial hidden
+    state gradient's per-element sum of absolute terms (the state feeds the first step processed: dgh_0 W_hh)."""
+    mags, h0_mags = {}, {}
     gx_mag = 0
     for (layer, d), rec in steps.items():
         sfx = f"_l{layer}" + ("_reverse" if d else "")
@@ -125,10 +127,11 @@ def _magnitudes(mode: str, ref: torch.nn.Module, steps: dict) -> tuple[dict[str,
         mags["weight_hh" + sfx] = torch.einsum("tbg,tbh->gh", dgh, hs.abs())
         mags["bias_ih" + sfx] = dgx.sum((0, 1))
         mags["bias_hh" + sfx] = dgh.sum((0, 1))
+        h0_mags[(layer, d)] = (dgh[0] @ getattr(ref, "weight_hh" + sfx).abs()).detach().numpy()
         if layer == 0:  # in processing order: reverse direction's steps run backward in time
             rows = dgx @ getattr(ref, "weight_ih" + sfx).abs()
             gx_mag = gx_mag + (rows if d == 0 else rows.flip(0))
-    return {k: v.detach().numpy() for k, v in mags.items()}, gx_mag.detach().numpy()
+    return {k: v.detach().numpy() for k, v in mags.items()}, gx_mag.detach().numpy(), h0_mags
 
 
 def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, bias, rng, unbatched=False, proj=0):
@@ -171,11 +174,15 @@ def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, 
     for f, u in zip(u_fin, ups[1:]):
         loss = loss + (f * torch.tensor(u, dtype=torch.float64).reshape(f.shape)).sum()
     loss.backward()
-    mags, gx_mag = _magnitudes(mode, proxy, steps)
+    mags, gx_mag, h0_mags = _magnitudes(mode, proxy, steps)
     gx_mag = gx_mag[:, 0] if unbatched else gx_mag.transpose(1, 0, 2) if batch_first else gx_mag
     assert_sum_close(cx.grad.numpy(), tx.grad.numpy(), gx_mag + np.abs(tx.grad.numpy()), F32_TOL, "input grad")
-    if with_state:
-        for i, (a, b) in enumerate(zip(cs, ts)):
+    if with_state:  # h0's gradient is a sum (dgh_0 W_hh: its terms may cancel), c0's a product
+        h0_mag = np.stack([h0_mags[(k // d_count, k % d_count)] for k in range(layers * d_count)])
+        h0_ref = ts[0].grad.numpy()
+        assert_sum_close(cs[0].grad.numpy(), h0_ref, h0_mag.reshape(h0_ref.shape) + np.abs(h0_ref), F32_TOL,
+                         "hx[0] grad")
+        for i, (a, b) in enumerate(zip(cs[1:], ts[1:]), 1):
             assert_close(a.grad.numpy(), b.grad.numpy(), F32_TOL, f"hx[{i}] grad")
     names = dict(ref.named_parameters())
     assert sorted(names) == sorted(k for k, _ in mine.named_parameters())

@@ -70,10 +70,11 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     into ``final`` and ``idx``, through as many partial stages as the plan asks for."""
     dev = src.device
     n_out = outer * inner
-    vw = tuning.params(dev, "reduce")["VW"] if op == "sum" and inner == 1 and src.dtype in (float32, float64) else 0
+    knobs = tuning.params(dev, "reduce")
+    vw = knobs["VW" if inner == 1 else "VW_COLS"] if op == "sum" and src.dtype in (float32, float64) else 0
     # CPUs walk contiguous chunks serially ~2-3x faster than a work-group shares them (Intel, PoCL)
-    if vw:  # contiguous rows (CPUs): a work-item per output and chunk, in vectors
-        name, local = "reduce_sum_rows", 1
+    if vw:  # sums (CPUs): a work-item per output, chunk and (inner > 1) vector of columns, in vectors
+        name, local = ("reduce_sum_rows" if inner == 1 else "reduce_sum_cols"), 1
     elif inner > 1 or length <= SMALL_AXIS or dev.type == "cpu":  # one work-item per output and chunk
         name, local = "reduce_item", 1
     else:  # contiguous long rows: one work-group per output and chunk
@@ -90,7 +91,7 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     out_vals, out_idx = nxt if out_part else (final, idx)
     vec = {"ROW_VW": vw} if vw else {}
     k = kernels.kernel(dev, "reduce.cl", name, defines(src.dtype, RED_WG=group_size(dev), **vec))
-    n = outer * s * inner
+    n = outer * s * (inner if name != "reduce_sum_cols" else -(-inner // vw))
     args = (np.int32(OPS[op]), np.int32(flags), np.int32(outer), np.int32(length), np.int32(inner), np.int32(chunk),
             src.data, xp.data, xi.data, final.data, out_vals.data, out_idx.data)
     if local == 1:
