@@ -136,7 +136,17 @@ def data(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype, lo: flo
 
 # ---- families -------------------------------------------------------------------------------------------
 def elementwise(dt: np.dtype, rng: np.random.Generator) -> None:
-    """unary (every op code), unary_grad (through backward), binary with broadcasting, compare."""
+    """unary (every op code), unary_grad (through backward), binary (same shapes, broadcasting), compare: in the
+    device's own groups, then in 16-wide ones (PoCL's, on whole vectors; 21 elements: one group and a tail)."""
+    from clnn import tuning
+
+    for knobs in (None, {"EW_VEC": 16, "EW_STATIC": 0}):
+        if knobs:
+            tuning.TABLE["elementwise"] = {"default": knobs}
+        _elementwise_cases(dt, rng)
+
+
+def _elementwise_cases(dt: np.dtype, rng: np.random.Generator) -> None:
     from clnn.ops import elementwise as ew
 
     xn = data(rng, (3, 7), dt, 0.2, 2.0)  # positive: log, sqrt, pow stay real
@@ -153,6 +163,7 @@ def elementwise(dt: np.dtype, rng: np.random.Generator) -> None:
             "pow": np.power(xn.astype(np.float64), bn), "max": np.maximum(xn, bn), "min": np.minimum(xn, bn)}
     for op, ref in refs.items():
         check(f"binary {op}", ew._binary(op, x, b), ref, dt)
+    check("binary add (same shapes)", ew._binary("add", x, x), xn + xn, dt)
     for op, fn in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
                    "gt": np.greater, "ge": np.greater_equal}.items():
         check(f"compare {op}", ew._compare(op, x, b), fn(xn, bn), dt)
