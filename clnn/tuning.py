@@ -56,8 +56,8 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"VW": 16, "VW_COLS": 16},
         "portable computing language": {"VW": 0},
     },
-    "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps (1, 4; 8 or 16 for float32 and
-        # float64: halves take 4); EW_STATIC, the op built in
+    "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps (1, 4, 8 or 16; bfloat16 takes at
+        # most 4); EW_STATIC, the op built in
         "default": {"EW_VEC": 4, "EW_STATIC": 0},
         # CPUs: 4 per item, each called lane by lane, ran unary maps 5x slower on Intel's runtime (its own vectorizer).
         # The op built in: CPUs walk runs of a row in the broadcasting maps (kernels.launch_runs), which Intel's

@@ -4,9 +4,9 @@
  * map EW_VEC neighbouring elements per work-item as one vector (realv): work-item i takes elements
  * EW_VEC i .. EW_VEC i + EW_VEC - 1 with vector loads and stores (the one at n / EW_VEC the tail): wide,
  * coalesced accesses, no index arithmetic, and unary.h's maps on whole vectors. binary and compare read a and b
- * through a descriptor (desc_t, d.s0 a's strides, d.s1 b's): the output's shape (outermost first, up to MAXD dims after the host merged what it
- * could) and the element strides of a and b in it, 0 where an operand is broadcast; they are launched by runs of
- * the output's rows (kernels.launch_runs).
+ * through a descriptor (desc_t): the output's shape (outermost first, up to MAXD dims after the host merged what
+ * it could) and the element strides of a (d.s0) and b (d.s1) in it, 0 where an operand is broadcast; they are
+ * launched by runs of the output's rows (kernels.launch_runs).
  * Defines: the element type (clnn_dtype.h); EW_VEC (elements per work-item, a tuning knob: 1 or 4, or 8 or 16
  * but for bfloat16 storage; Intel's CPU compiler vectorizes across work-items itself); float16
  * runs in half precision (USE_FP16) on devices with cl_khr_fp16, else in float32 between half loads and

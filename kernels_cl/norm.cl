@@ -132,7 +132,6 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
         }                                                                                           \
     } while (0)
 
-
 __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int affine, real eps,
                            __global const x_t *x, __global const store_t *g, __global const real *mean,
                            __global const real *var, __global const store_t *w, __global real *part) {
@@ -338,7 +337,11 @@ __kernel void ln_bwd_rows(int rows, int D, int affine, real eps, __global const 
         const real mu = mean[k], rstd = rsqrt(var[k] + eps);
         realrv s1v = 0, s2v = 0;
         real s1, s2;
-        RV_EACH(D, { const realrv gw = RV_LOAD(i, gr) * W_VEC(i); s1v += gw; s2v += gw * (RV_LOAD(i, xr) - mu) * rstd; }, );
+        RV_EACH(D, {
+            const realrv gw = RV_LOAD(i, gr) * W_VEC(i);
+            s1v += gw;
+            s2v += gw * (RV_LOAD(i, xr) - mu) * rstd;
+        }, );
         RV_FOLD(add_, s1v, s1);
         RV_FOLD(add_, s2v, s2);
         RV_EACH(D, , { const real gw = gr[r] * W_AT(r); s1 += gw; s2 += gw * (xr[r] - mu) * rstd; });

@@ -198,6 +198,21 @@ __kernel void reduce_sum_rows(int op, int flags, int outer, int R, int inner, in
     else ROW_SUM(x + base + r0, r1 - r0, acc);
     put(op, flags, out, outp, idx, e, acc, 0);
 }
+
+/* acc = the sum of rows r0 .. r1 - 1 (stride inner) of the ROW_VW columns at p, even and odd rows apart (two adds
+ * in flight) */
+#define COL_SUM(p, acc)                                                                    \
+    do {                                                                                   \
+        realrv a0 = 0, a1 = 0;                                                             \
+        int r = r0;                                                                        \
+        for (; r + 1 < r1; r += 2) {                                                       \
+            a0 += RV_LOAD(0, (p) + (size_t)r * inner);                                     \
+            a1 += RV_LOAD(0, (p) + (size_t)(r + 1) * inner);                               \
+        }                                                                                  \
+        if (r < r1) a0 += RV_LOAD(0, (p) + (size_t)r * inner);                             \
+        acc = a0 + a1;                                                                     \
+    } while (0)
+
 /* R_SUM where inner > 1 (CPUs): a work-item per (output row o, chunk s, ROW_VW columns from j0) adds the chunk's
  * rows in explicit vectors (contiguous loads), where reduce_item's work-items, a column each, rely on the compiler
  * to vectorize across them; columns past inner (the last vector) one by one */
@@ -210,23 +225,11 @@ __kernel void reduce_sum_cols(int op, int flags, int outer, int R, int inner, in
     const int r0 = s * chunk, r1 = min(R, r0 + chunk);
     const size_t base = (size_t)o * R * inner + j0, at = (size_t)os * inner + j0;
     if (j0 + ROW_VW <= inner) {
-        realrv a0 = 0, a1 = 0;  /* even and odd rows: two adds in flight */
-        int r = r0;
-        if (flags & RF_IN_PART) {
-            for (; r + 1 < r1; r += 2) {
-                a0 += RV_LOAD(0, xp + base + (size_t)r * inner);
-                a1 += RV_LOAD(0, xp + base + (size_t)(r + 1) * inner);
-            }
-            if (r < r1) a0 += RV_LOAD(0, xp + base + (size_t)r * inner);
-        } else {
-            for (; r + 1 < r1; r += 2) {
-                a0 += RV_LOAD(0, x + base + (size_t)r * inner);
-                a1 += RV_LOAD(0, x + base + (size_t)(r + 1) * inner);
-            }
-            if (r < r1) a0 += RV_LOAD(0, x + base + (size_t)r * inner);
-        }
-        if (flags & RF_OUT_PART) RV_STORE(a0 + a1, 0, outp + at);
-        else RV_STORE(a0 + a1, 0, out + at);
+        realrv acc;
+        if (flags & RF_IN_PART) COL_SUM(xp + base, acc);
+        else COL_SUM(x + base, acc);
+        if (flags & RF_OUT_PART) RV_STORE(acc, 0, outp + at);
+        else RV_STORE(acc, 0, out + at);
         return;
     }
     for (int j = 0; j < inner - j0; ++j) {

@@ -72,9 +72,9 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     n_out = outer * inner
     knobs = tuning.params(dev, "reduce")
     vw = knobs["VW" if inner == 1 else "VW_COLS"] if op == "sum" and src.dtype in (float32, float64) else 0
-    # CPUs walk contiguous chunks serially ~2-3x faster than a work-group shares them (Intel, PoCL)
     if vw:  # sums (CPUs): a work-item per output, chunk and (inner > 1) vector of columns, in vectors
         name, local = ("reduce_sum_rows" if inner == 1 else "reduce_sum_cols"), 1
+    # CPUs walk contiguous chunks serially ~2-3x faster than a work-group shares them (Intel, PoCL)
     elif inner > 1 or length <= SMALL_AXIS or dev.type == "cpu":  # one work-item per output and chunk
         name, local = "reduce_item", 1
     else:  # contiguous long rows: one work-group per output and chunk
