@@ -356,7 +356,8 @@ def _huber_pair(shape, b, rng):
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("shape", HUBER_SHAPES, ids=str)
-@pytest.mark.parametrize("name,fn,ref,key,b", [(*h[:4], b) for h in HUBER for b in h[4]], ids=lambda v: str(v))
+@pytest.mark.parametrize("name,fn,ref,key,b", [(*h[:4], b) for h in HUBER for b in h[4]],
+                         ids=[f"{h[0]}-{h[3]}-{b}" for h in HUBER for b in h[4]])
 def test_huber_family(name, fn, ref, key, b, shape, reduction, rng):
     """Loss, input and target gradients; each gradient element is one term (no sum that could cancel)."""
     check_against_torch(lambda a, t: fn(a, t, reduction=reduction, **{key: b}),
