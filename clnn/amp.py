@@ -39,9 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from . import kernels
-from .kernels import defines, launch_1d, real_scalar
-from .ops import tensor
+from .ops import foreach, tensor
 from .optim import Optimizer
 from .tensor import HALF_DTYPES, Tensor, autocast_mode, float16
 from .validation import require_instance, require_int, require_number
@@ -82,8 +80,8 @@ class GradScaler:
     ``scale(loss)`` multiplies the loss by the scale; ``step(optimizer)`` unscales the gradients (unless
     ``unscale_`` already did) and skips the update when any gradient is inf or NaN; ``update()`` halves
     the scale after a skipped step and doubles it after ``growth_interval`` steps in a row without one.
-    ``unscale_`` is one in-place launch per gradient (``optim.cl``'s ``unscale_check``: no copy of a gradient)
-    that also raises a device-side inf/NaN flag, read back once per step.
+    ``unscale_`` is one in-place launch per ``foreach.MT`` gradients (``optim.cl``'s ``scale_multi``: no copy of a
+    gradient) that also raises a device-side inf/NaN flag, read back once per step.
 
     Example:
         >>> scaler = clnn.amp.GradScaler()
@@ -153,11 +151,10 @@ class GradScaler:
             seen.add(id(p.grad.data))
         found = {}  # device -> its int32 inf/NaN flag
         for p in params:
-            dev = p.grad.device
-            if dev not in found:
-                found[dev] = tensor(np.zeros(1, np.int32), device=dev)
-            launch_1d(dev, kernels.kernel(dev, "optim.cl", "unscale_check", defines(p.grad.dtype)), p.grad.size,
-                      np.int32(p.grad.size), p.grad.data, real_scalar(p.grad.dtype, inv), found[dev].data)
+            if p.grad.device not in found:
+                found[p.grad.device] = tensor(np.zeros(1, np.int32), device=p.grad.device)
+        for dev, flag in found.items():
+            foreach.scale_([p.grad for p in params if p.grad.device is dev], inv, found=flag)
         self._found_inf[key] = any(f.item() for f in found.values())  # the step's one read per device
 
     def step(self, optimizer: Optimizer, *args: Any, **kwargs: Any) -> Any:

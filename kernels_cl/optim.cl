@@ -1,5 +1,15 @@
 /* optim.cl: in-place parameter updates for SGD, Adam, AdamW and RMSprop, as torch.optim computes them,
- * and GradScaler's in-place unscale of a gradient (unscale_check).
+ * and the multi-tensor passes over gradients: GradScaler's unscale and inf/NaN check, clip_grad_norm_'s
+ * norm and scale.
+ *
+ * Multi-tensor launches (torch's _foreach_ ops): each kernel takes up to MT_SLOTS tensors, their sizes in the
+ * int8 `n` (0 for an unused slot, whose pointers repeat slot 0's) and the running totals of their blocks (one
+ * element per work-item of a work-group) in the int8 `ends`: work-group g works on block g - ends[t-1] of the
+ * tensor t whose blocks hold it. One launch so updates a whole group of parameters (an optimizer step of a
+ * 52-parameter model is 7 launches, not 52) with no idle work-groups. Each tensor's code is a case of a switch
+ * on t (MT_DISPATCH), so that every pointer it uses is uniform (Intel's CPU compiler vectorized none of it when
+ * the pointers were chosen by selects). CPUs, whose launches are cheap, build MT_TENSORS 1: a tensor per launch,
+ * one element per work-item, which their compilers vectorize across work-items (see tuning's "foreach" row).
  *
  * Layout: p (parameter), g (its gradient) and the state buffers s0..s2 are contiguous, n elements each.
  * State buffers an optimizer does not use may alias p; they are never touched then.
@@ -34,11 +44,38 @@ inline real lerp_torch(real start, real end, real w) {
     return w < (real)0.5 ? start + w * (end - start) : end - (end - start) * (1 - w);
 }
 
-__kernel void optim_step(int op, int n, int flags, __global store_t *p, __global const store_t *g,
-                         __global store_t *s0, __global store_t *s1, __global store_t *s2,
-                         real lr, real h0, real h1, real h2, real h3, real h4, real h5) {
-    size_t i = get_global_id(0);
-    if (i >= n) return;
+#define MT_SLOTS 8 /* the most tensors a multi-tensor launch takes: MT_ARGS and MT_DISPATCH have as many */
+#ifndef MT_TENSORS
+#define MT_TENSORS MT_SLOTS /* tensors per launch, each an argument per role: MT_SLOTS, or 1 (CPUs: tuning's "foreach") */
+#endif
+#if MT_TENSORS == 1
+#define MT_ARGS(T, x) T x##0
+#define MT_LOCATE(ends, t, i) const int t = 0; const size_t i = get_global_id(0)
+#define MT_DISPATCH(t, BODY) BODY(0)
+#else
+#define MT_ARGS(T, x) T x##0, T x##1, T x##2, T x##3, T x##4, T x##5, T x##6, T x##7
+/* the tensor t this work-group works on, and the index i of this work-item's element in it */
+#define MT_LOCATE(ends, t, i)                                                                               \
+    const int g_ = get_group_id(0);                                                                         \
+    const int t = (g_ >= ends.s0) + (g_ >= ends.s1) + (g_ >= ends.s2) + (g_ >= ends.s3) + (g_ >= ends.s4) +  \
+                  (g_ >= ends.s5) + (g_ >= ends.s6);                                                        \
+    const int i = (g_ - (t == 0 ? 0 : t == 1 ? ends.s0 : t == 2 ? ends.s1 : t == 3 ? ends.s2 : t == 4 ? ends.s3 \
+                         : t == 5 ? ends.s4 : t == 6 ? ends.s5 : ends.s6)) * (int)get_local_size(0) + (int)get_local_id(0)
+/* BODY(j), the code for tensor slot j, for the tensor t of this work-group */
+#define MT_CASE(BODY, j)                                                                                    \
+    case j:                                                                                                 \
+        BODY(j) break;
+#define MT_DISPATCH(t, BODY)                                                                                \
+    switch (t) {                                                                                            \
+        MT_CASE(BODY, 0) MT_CASE(BODY, 1) MT_CASE(BODY, 2) MT_CASE(BODY, 3) MT_CASE(BODY, 4) MT_CASE(BODY, 5) \
+        MT_CASE(BODY, 6) MT_CASE(BODY, 7)                                                                   \
+    }
+#endif
+
+/* element i of one parameter */
+__attribute__((always_inline)) inline void update(int op, int flags, size_t i, __global store_t *p, __global const store_t *g,
+                   __global store_t *s0, __global store_t *s1, __global store_t *s2,
+                   real lr, real h0, real h1, real h2, real h3, real h4, real h5) {
     real param = LOAD(p, i);
     real grad = LOAD(g, i);
     if (flags & F_MAXIMIZE) grad = -grad;
@@ -87,13 +124,55 @@ __kernel void optim_step(int op, int n, int flags, __global store_t *p, __global
     STORE(p, i, param);
 }
 
-/* g *= inv_scale in place; found[0] |= 1 when an element of g was inf or NaN (checked before the multiply,
- * as torch's _amp_foreach_non_finite_check_and_unscale_). The flag is an integer atomic (order-free, so
- * deterministic) taken only on a non-finite element; the host zeroes it once per step, reads it once. */
-__kernel void unscale_check(int n, __global store_t *g, real inv_scale, __global int *found) {
-    size_t i = get_global_id(0);
-    if (i >= n) return;
-    real v = LOAD(g, i);
-    if (!isfinite(v)) atomic_or(found, 1);
-    STORE(g, i, v * inv_scale);
+/* one optimizer step of up to MT_SLOTS parameters sharing their hyperparameters and step count */
+#define OPTIM_BODY(j) \
+    if (i < n.s##j) update(op, flags, i, p##j, g##j, s0_##j, s1_##j, s2_##j, lr, h0, h1, h2, h3, h4, h5);
+__kernel void optim_multi(int op, int flags, int8 n, int8 ends, MT_ARGS(__global store_t *, p),
+                          MT_ARGS(__global const store_t *, g), MT_ARGS(__global store_t *, s0_),
+                          MT_ARGS(__global store_t *, s1_), MT_ARGS(__global store_t *, s2_), real lr, real h0, real h1,
+                          real h2, real h3, real h4, real h5) {
+    MT_LOCATE(ends, t, i);
+    MT_DISPATCH(t, OPTIM_BODY)
+}
+
+/* x *= factor in place for up to MT_SLOTS tensors, and by the device scalar coef[0] too with has_coef (clip_grad_norm_'s
+ * coefficient); with check, found[0] |= 1 when an element was inf or NaN before the multiply, as torch's
+ * _amp_foreach_non_finite_check_and_unscale_ (GradScaler.unscale_). The flag is an integer atomic (order-free,
+ * so deterministic) taken only on a non-finite element; the host zeroes it once per step, reads it once. coef
+ * and found are never read without their flags. */
+#define SCALE_BODY(j)                                                                                       \
+    if (i < n.s##j) {                                                                                       \
+        const real v = LOAD(x##j, i);                                                                       \
+        if (check && !isfinite(v)) atomic_or(found, 1);                                                     \
+        STORE(x##j, i, v * f);                                                                              \
+    }
+__kernel void scale_multi(int8 n, int8 ends, MT_ARGS(__global store_t *, x), real factor, int has_coef,
+                          __global const real *coef, int check, __global int *found) {
+    MT_LOCATE(ends, t, i);
+    const real f = has_coef ? factor * coef[0] : factor;
+    MT_DISPATCH(t, SCALE_BODY)
+}
+
+/* clip_grad_norm_'s first pass: for up to MT_SLOTS tensors, each work-group's sum of |x|^power over its block (x * x
+ * when power is 2; power 0 stands for infinity: the largest |x|) into out[base + get_group_id(0)]; the host
+ * reduces the partials. Work-groups of MT_WG work-items. */
+#ifndef MT_WG
+#define MT_WG 256
+#endif
+#define NAN_MAX(a, b) (isnan(b) || (b) > (a) ? (b) : (a)) /* a NaN wins, as torch's max */
+__kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
+void norm_multi(int8 n, int8 ends, MT_ARGS(__global const store_t *, x), real power, __global real *out, int base) {
+    MT_LOCATE(ends, t, i);
+    real v = 0;
+#define NORM_BODY(j) \
+    if (i < n.s##j) v = fabs(LOAD(x##j, i));
+    MT_DISPATCH(t, NORM_BODY)
+    __local real part[MT_WG];
+    const int lid = get_local_id(0);
+    part[lid] = power == 0 || power == 1 ? v : power == 2 ? v * v : pow(v, power);
+    for (int w = MT_WG / 2; w > 0; w /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < w) part[lid] = power == 0 ? NAN_MAX(part[lid], part[lid + w]) : part[lid] + part[lid + w];
+    }
+    if (lid == 0) out[base + get_group_id(0)] = part[0];
 }

@@ -396,13 +396,15 @@ def test_grad_scaler_matches_torch_on_a_stream_with_infs_and_nans(dev, rng):
 
 @pytest.mark.parametrize("dtype", [clnn.float32, clnn.bfloat16], ids=str)
 @pytest.mark.parametrize("bad", [None, np.inf, np.nan], ids=["finite", "inf", "nan"])
-def test_grad_scaler_unscales_in_place_with_one_launch_per_gradient_and_one_read(dev, rng, monkeypatch, dtype, bad):
-    """unscale_ multiplies each gradient by 1/scale in its own memory (one launch each, no other kernel), reads
-    one flag back, gives gradients that share memory their own copy first (each is unscaled once), and flags an
-    inf or NaN in any of them."""
+def test_grad_scaler_unscales_in_place_in_multi_tensor_launches_and_one_read(dev, rng, monkeypatch, dtype, bad):
+    """unscale_ multiplies each gradient by 1/scale in its own memory (a launch per foreach.MT of them, no other
+    kernel), reads one flag back, gives gradients that share memory their own copy first (each is unscaled once),
+    and flags an inf or NaN in any of them."""
     from clnn import kernels
+    from clnn.ops import foreach
 
-    values = [rng.standard_normal(s).astype(np.float32) * 1e3 for s in ((7, 3), (5,), (1,))]
+    shapes = ((7, 3), (5,), (1,), *((k,) for k in range(2, foreach.MT + 2)))  # more than one launch takes
+    values = [rng.standard_normal(s).astype(np.float32) * 1e3 for s in shapes]
     if bad is not None:
         values[1][rng.integers(5)] = bad
     with clnn.use_device(dev):
@@ -421,7 +423,8 @@ def test_grad_scaler_unscales_in_place_with_one_launch_per_gradient_and_one_read
         monkeypatch.setattr(dev, "download", lambda *a: reads.append(1) or download(*a))
         scaler.unscale_(opt)
         monkeypatch.undo()
-        assert launches.count("unscale_check") == 4 and len(reads) == 1, (launches, reads)
+        runs = -(-(len(shapes) + 1) // foreach.per_launch(dev))
+        assert launches == ["scale_multi"] * runs and len(reads) == 1, launches
         assert all(p.grad.data is m for p, m in zip(params, memory))
         for p, e in zip([*params, shared], [*expect, expect[0]]):
             np.testing.assert_array_equal(np.asarray(p.grad.numpy(), np.float32), e.astype(dtype).astype(np.float32))

@@ -190,20 +190,54 @@ def test_load_state_dict_errors_leave_module_unchanged(dev, rng):
     np.testing.assert_allclose(lin.weight.numpy(), good["weight"].astype(np.float32))
 
 
+# more gradients than one multi-tensor launch takes, one spanning many work-groups, sizes 1 and primes
+CLIP_SHAPES = [(7, 5), (5,), (3, 2, 2), (1,), (301, 43), *((k,) for k in (2, 3, 11, 13, 17, 19, 23))]
+
+
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, math.inf])
 @pytest.mark.parametrize("max_norm", [0.5, 1e3])
-def test_clip_grad_norm_matches_torch(dev, rng, norm_type, max_norm):
-    shapes = [(7, 5), (5,), (3, 2, 2)]
-    grads = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    params = [clnn.zeros(s, device=dev, requires_grad=True) for s in shapes]
-    tparams = [torch.zeros(s, requires_grad=True) for s in shapes]
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_clip_grad_norm_matches_torch(dev, rng, norm_type, max_norm, dtype, monkeypatch):
+    """In place, in two multi-tensor passes whatever the number of gradients; a gradient shared by two leaves is
+    scaled once."""
+    from clnn import kernels
+    from clnn.ops import foreach
+
+    grads = [rng.standard_normal(s).astype(dtype) for s in CLIP_SHAPES]
+    params = [clnn.zeros(s, dtype=dtype, device=dev, requires_grad=True) for s in CLIP_SHAPES]
+    tparams = [torch.zeros(s, dtype=torch.float64 if dtype == np.float64 else torch.float32, requires_grad=True)
+               for s in CLIP_SHAPES]
     for p, tp, g in zip(params, tparams, grads):
         p.grad, tp.grad = clnn.tensor(g, device=dev), torch.tensor(g)
-    total = nn.utils.clip_grad_norm_(params, max_norm, norm_type)
-    ttotal = torch.nn.utils.clip_grad_norm_(tparams, max_norm, norm_type)
-    assert rel_err(total.numpy(), ttotal.numpy()) < 1e-5
-    for p, tp in zip(params, tparams):
+    shared = clnn.zeros(CLIP_SHAPES[0], dtype=dtype, device=dev, requires_grad=True)
+    shared.grad = params[0].grad  # autograd hands one gradient to several leaves (the two inputs of a + b)
+    memory = [p.grad.data for p in params]
+    launches = []
+    launch = kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+    total = nn.utils.clip_grad_norm_([*params, shared], max_norm, norm_type)
+    monkeypatch.undo()
+    tshared = torch.zeros(CLIP_SHAPES[0], dtype=tparams[0].dtype, requires_grad=True)
+    tshared.grad = tparams[0].grad.clone()  # counted twice in the norm, like clnn's, and scaled once
+    ttotal = torch.nn.utils.clip_grad_norm_([*tparams, tshared], max_norm, norm_type)
+    per = foreach.per_launch(dev)  # the norm counts the shared gradient twice, as torch; the scale takes it once
+    assert launches.count("norm_multi") == -(-(len(CLIP_SHAPES) + 1) // per), launches
+    assert launches.count("scale_multi") == -(-len(CLIP_SHAPES) // per), launches
+    assert total.dtype == dtype and rel_err(total.numpy(), ttotal.numpy()) < 1e-5
+    assert all(p.grad.data is m for p, m in zip(params, memory))
+    for p, tp in zip([*params, shared], [*tparams, tshared]):
         assert rel_err(p.grad.numpy(), tp.grad.numpy()) < 1e-5
+
+
+@pytest.mark.parametrize("norm_type", [2.0, math.inf])
+def test_clip_grad_norm_propagates_nan(dev, rng, norm_type):
+    """A NaN anywhere makes the norm NaN (torch's max propagates it too), in any of the partial sums."""
+    grads = [rng.standard_normal(s).astype(np.float32) for s in CLIP_SHAPES]
+    grads[4][rng.integers(301), rng.integers(43)] = np.nan
+    params = [clnn.zeros(s, device=dev, requires_grad=True) for s in CLIP_SHAPES]
+    for p, g in zip(params, grads):
+        p.grad = clnn.tensor(g, device=dev)
+    assert np.isnan(nn.utils.clip_grad_norm_(params, 1.0, norm_type).item())
 
 
 def test_clip_grad_norm_errors(dev):

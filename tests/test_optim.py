@@ -10,7 +10,8 @@ from helpers import rel_err
 import clnn
 from clnn import optim
 
-SHAPES = [(1,), (7, 93), (3, 5, 4)]
+# more parameters than one multi-tensor launch updates (clnn.ops.foreach.MT), sizes 1 and primes
+SHAPES = [(1,), (7, 93), (3, 5, 4), *((k,) for k in (2, 3, 5, 11, 13, 17, 19))]
 
 # (clnn class, torch class, kwargs)
 OPTIMIZERS = [
@@ -36,11 +37,12 @@ def test_optimizer_matches_torch(dev, rng, cls, tcls, kwargs):
     params = [clnn.tensor(a, device=dev, requires_grad=True) for a in init]
     tparams = [torch.tensor(a, requires_grad=True) for a in init]
     opt, topt = cls(params, **kwargs), tcls(tparams, **kwargs)
-    for _ in range(6):
+    for step in range(6):  # some parameters skip some steps: their step counts (and launches) part ways
         grads = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
-        for p, tp, g in zip(params, tparams, grads):
-            p.grad = clnn.tensor(g, device=dev)
-            tp.grad = torch.tensor(g)
+        for i, (p, tp, g) in enumerate(zip(params, tparams, grads)):
+            skip = (step + i) % 4 == 3
+            p.grad = None if skip else clnn.tensor(g, device=dev)
+            tp.grad = None if skip else torch.tensor(g)
         opt.step()
         topt.step()
         ours = np.concatenate([p.numpy().ravel() for p in params])
@@ -177,7 +179,7 @@ def test_state_dict_moves_between_clnn_and_torch(dev, rng, cls, tcls, kwargs):
     sd = opt.state_dict()
     want_keys = {i: sorted(k for k, v in s.items() if v is not None) for i, s in ref_opt.state_dict()["state"].items()}
     assert {i: sorted(s) for i, s in sd["state"].items()} == {i: k for i, k in want_keys.items() if k}
-    assert sd["param_groups"][0]["params"] == [0, 1, 2]
+    assert sd["param_groups"][0]["params"] == list(range(len(SHAPES)))
     back = [torch.tensor(p.numpy(), requires_grad=True) for p in params]
     topt = tcls(back, lr=1.0)
     topt.load_state_dict(_to_torch(sd))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
+from ..ops import foreach
 from ..ops.creation import zeros
 from ..ops.elementwise import clip, maximum
 from ..tensor import Tensor, no_grad
@@ -17,8 +20,10 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
                     error_if_nonfinite: bool = False) -> Tensor:
     """Scale the gradients so their joint ``norm_type``-norm is at most ``max_norm``.
 
-    As PyTorch: ``coef = min(max_norm / (total_norm + 1e-6), 1)`` multiplies every gradient. The norm and
-    the scaling stay on the device (no synchronization) unless ``error_if_nonfinite`` asks to check it.
+    As PyTorch: ``coef = min(max_norm / (total_norm + 1e-6), 1)`` multiplies every gradient, in place. The norm
+    and the scaling stay on the device (no synchronization) unless ``error_if_nonfinite`` asks to check it: a
+    multi-tensor pass of partial norms, their sum and the coefficient, and a multi-tensor scale
+    (:mod:`clnn.ops.foreach`), whatever the number of gradients.
 
     Args:
         parameters: tensors (or one tensor) whose ``.grad`` to clip; those without a gradient are skipped.
@@ -41,22 +46,21 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
         return zeros((), device=params[0].device if params else None)
     with no_grad():
         total: Tensor | None = None
-        for g in grads:
-            if norm_type == math.inf:
-                part = g.abs().max()
-                total = part if total is None else maximum(total, part)
-            else:
-                part = (g.abs() ** norm_type).sum() if norm_type != 2 else (g * g).sum()
-                total = part if total is None else total + part
+        for partials in foreach.norm_partials(grads, norm_type):
+            part = partials.max() if norm_type == math.inf else partials.sum()
+            total = part if total is None else maximum(total, part) if norm_type == math.inf else total + part
         if norm_type != math.inf:
             total = total.sqrt() if norm_type == 2 else total ** (1.0 / norm_type)
+        if len({g.dtype for g in grads}) == 1:
+            total = total.astype(grads[0].dtype)  # torch's norm has its gradients' dtype
         if error_if_nonfinite and not math.isfinite(total.item()):
             raise RuntimeError(
                 f"clip_grad_norm_: the total {norm_type}-norm of the gradients is non-finite ({total.item()}); "
                 "pass error_if_nonfinite=False to clip anyway"
             )
         coef = clip(max_norm / (total + 1e-6), None, 1.0)
-        for p in params:
-            if isinstance(p, Tensor) and p.grad is not None:
-                p.grad = p.grad * coef  # a new tensor: gradients may share memory with each other
+        unique = list({id(g.data): g for g in grads}.values())  # autograd may hand one gradient to several leaves
+        for real in {np.float64 if g.dtype == np.float64 else np.float32 for g in unique}:
+            foreach.scale_([g for g in unique if (g.dtype == np.float64) == (real == np.float64)], 1.0,
+                           coef=coef.astype(real))
     return total

@@ -1,7 +1,8 @@
 """Optimizers with ``torch.optim``'s arguments and arithmetic; every update runs on the device.
 
-Each parameter's update is one launch of ``optim_step`` in ``kernels_cl/optim.cl``: it reads the
-gradient and the state buffers and writes the parameter and the state in place, so no value crosses to
+Updates run as ``optim_multi`` in ``kernels_cl/optim.cl``, one launch per group of up to ``foreach.MT``
+parameters that share their dtype, device and update (hyperparameters, step count, flags): it reads the
+gradients and the state buffers and writes the parameters and the state in place, so no value crosses to
 the host. Hyperparameters are kernel arguments, so changing the learning rate never recompiles.
 """
 
@@ -9,13 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .. import kernels, profiler
+from ..device import Device
 from ..io import to_numpy
-from ..kernels import defines, launch_1d, real_scalar
+from ..kernels import real_scalar
+from ..ops import foreach
 from ..ops.creation import tensor, zeros_like
 from ..tensor import FLOAT_DTYPES, Tensor, enable_grad
 from ..validation import require_number
@@ -86,6 +90,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         with profiler.scope(f"{type(self).__name__}.step"):
+            updates = []
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
@@ -95,10 +100,13 @@ class Optimizer:
                             f"{type(self).__name__}: a gradient of shape {p.grad.shape}, {p.grad.dtype.name} on "
                             f"{p.grad.device} does not match its parameter ({p.shape}, {p.dtype.name} on {p.device})"
                         )
-                    self._update(p, group, self.state.setdefault(id(p), {}))
+                    updates.append((p, self._update(p, group, self.state.setdefault(id(p), {}))))
+            for dev, (dtype, _), run in foreach.groups(updates, lambda u: (u[0].device, (u[0].dtype, u[1].key))):
+                _launch(dev, dtype, run)
         return loss
 
-    def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> _Update:
+        """Advance ``p``'s state (creating it on the first step) and return the launch that updates ``p``."""
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
@@ -177,21 +185,39 @@ class Optimizer:
             out[k] = tensor(arr.astype(p.dtype, copy=False), device=p.device)
         return out
 
-    def _launch(self, op: str, flags: int, p: Tensor, bufs: list[Tensor], lr: float, h: list[float]) -> None:
-        s = [b.data for b in bufs] + [p.data] * (3 - len(bufs))
-        h = h + [0.0] * (6 - len(h))
-        k = kernels.kernel(p.device, "optim.cl", "optim_step", defines(p.dtype))
-        launch_1d(
-            p.device, k, p.size, np.int32(_OPS[op]), np.int32(p.size), np.int32(flags), p.data, p.grad.data,
-            *s, real_scalar(p.dtype, lr), *(real_scalar(p.dtype, v) for v in h),
-        )
-
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
         for i, group in enumerate(self.param_groups):
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
         return "\n".join(lines + [")"])
+
+
+@dataclass(frozen=True)
+class _Update:
+    """One parameter's ``optim_multi`` update: the optimizer code, flags, learning rate and scalars h0..h5 (its
+    launch's key: parameters with equal keys share a launch), and its state buffers s0..s2."""
+
+    op: str
+    flags: int
+    lr: float
+    h: tuple[float, ...]
+    state: tuple[Tensor, ...]
+
+    @property
+    def key(self) -> tuple:
+        return self.op, self.flags, self.lr, self.h, len(self.state)
+
+
+def _launch(dev: Device, dtype: np.dtype, run: list[tuple[Tensor, _Update]]) -> None:
+    """One ``optim_multi`` launch updating the parameters of ``run`` (equal keys; ``foreach.groups``)."""
+    params, u = [p for p, _ in run], run[0][1]
+    states = [[u.state[j] if j < len(u.state) else p for p, u in run] for j in range(3)]  # unused: p, untouched
+    foreach.launch(dev, foreach.kernel(dev, "optim_multi", dtype), params, *foreach.buffers(dev, params),
+                   *foreach.buffers(dev, [p.grad for p in params]),
+                   *(b for state in states for b in foreach.buffers(dev, state)),
+                   real_scalar(dtype, u.lr), *(real_scalar(dtype, v) for v in u.h + (0.0,) * (6 - len(u.h))),
+                   before=(np.int32(_OPS[u.op]), np.int32(u.flags)))
 
 
 def _check(name: str, arg: str, value: float, low: float = 0.0, high: float = math.inf) -> None:
@@ -222,7 +248,7 @@ class SGD(Optimizer):
 
     _STATE_KEYS = frozenset({"momentum_buffer"})
 
-    def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> _Update:
         flags = _OPTION * bool(group["nesterov"]) | _MAXIMIZE * bool(group["maximize"])
         bufs = []
         if group["momentum"] != 0:
@@ -230,7 +256,8 @@ class SGD(Optimizer):
                 state["momentum_buffer"] = zeros_like(p)
                 flags |= _FIRST
             bufs = [state["momentum_buffer"]]
-        self._launch("sgd", flags, p, bufs, group["lr"], [group["momentum"], group["dampening"], group["weight_decay"]])
+        return _Update("sgd", flags, group["lr"], (group["momentum"], group["dampening"], group["weight_decay"]),
+                       tuple(bufs))
 
 
 class Adam(Optimizer):
@@ -258,7 +285,7 @@ class Adam(Optimizer):
                                       amsgrad=amsgrad, maximize=maximize,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
-    def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> _Update:
         if not state:
             state["step"] = 0
             state["exp_avg"] = zeros_like(p)
@@ -270,9 +297,9 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         t = state["step"]
         lr = group["lr"]
-        h = [beta1, beta2, group["eps"], group["weight_decay"], lr / (1 - beta1**t), math.sqrt(1 - beta2**t)]
+        h = (beta1, beta2, group["eps"], group["weight_decay"], lr / (1 - beta1**t), math.sqrt(1 - beta2**t))
         flags = _OPTION * bool(group["amsgrad"]) | _MAXIMIZE * bool(group["maximize"])
-        self._launch("adamw" if group["decoupled_weight_decay"] else "adam", flags, p, bufs, lr, h)
+        return _Update("adamw" if group["decoupled_weight_decay"] else "adam", flags, lr, h, tuple(bufs))
 
 
 class AdamW(Adam):
@@ -307,7 +334,7 @@ class RMSprop(Optimizer):
 
     _STATE_KEYS = frozenset({"step", "square_avg", "momentum_buffer", "grad_avg"})
 
-    def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> _Update:
         if not state:
             state["step"] = 0
             state["square_avg"] = zeros_like(p)
@@ -317,5 +344,5 @@ class RMSprop(Optimizer):
             bufs.append(state.setdefault("grad_avg", zeros_like(p)))
         state["step"] += 1
         flags = _OPTION * bool(group["centered"]) | _MAXIMIZE * bool(group["maximize"])
-        h = [group["alpha"], group["eps"], group["weight_decay"], group["momentum"]]
-        self._launch("rmsprop", flags, p, bufs, group["lr"], h)
+        h = (group["alpha"], group["eps"], group["weight_decay"], group["momentum"])
+        return _Update("rmsprop", flags, group["lr"], h, tuple(bufs))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 
@@ -662,7 +663,13 @@ def optim(dt: np.dtype, rng: np.random.Generator) -> None:
             (p * p).sum().backward()
             o.step()
         finite(f"{type(o).__name__} step", dt, p)
-    if dt != F16:  # GradScaler's in-place unscale and inf/NaN flag (unscale_check); float16 gradients are refused
+    leaves = [_leaf(rng, (k, 3), dt) for k in range(1, 11)]  # clip_grad_norm_'s multi-tensor passes: two launches each
+    for norm_type in (2.0, math.inf):
+        for p in leaves:
+            p.grad = clnn.tensor(data(rng, p.shape, dt))
+        clnn.nn.utils.clip_grad_norm_(leaves, 0.5, norm_type)
+        finite(f"clip_grad_norm_ {norm_type}", dt, leaves[-1].grad)
+    if dt != F16:  # GradScaler's in-place unscale and inf/NaN flag (scale_multi); float16 gradients are refused
         p = _leaf(rng, (5, 7), dt)
         p.grad = clnn.tensor(data(rng, p.shape, dt))
         scaler = clnn.amp.GradScaler(init_scale=4.0)

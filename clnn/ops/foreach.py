@@ -1,0 +1,108 @@
+"""Multi-tensor launches (torch's ``_foreach_`` ops): one kernel over up to ``MT`` tensors at a time.
+
+``optim.cl``'s ``optim_multi``, ``scale_multi`` and ``norm_multi`` take a group of same-dtype tensors as ``MT``
+buffer arguments per role, their sizes and the running totals of their blocks (a work-group's worth of
+elements) as ``int8``s; each work-group finds its tensor and block from those. An optimizer
+step, GradScaler's unscale and ``clip_grad_norm_`` then cost a launch per ``MT`` tensors instead of one (or
+four) per tensor: on GPUs, where each launch costs the host tens of microseconds, that is most of a small
+model's step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.cltypes as cltypes
+
+from .. import kernels, tuning
+from ..device import Device
+from ..tensor import Tensor
+from ._core import empty
+
+T = TypeVar("T")
+MT = kernels.op_codes("optim.cl", "MT_")["slots"]  # tensor arguments per role: the most a launch takes
+
+
+def per_launch(dev: Device) -> int:
+    """How many tensors ``dev``'s multi-tensor launches take (tuning's ``foreach`` row; at most ``MT``)."""
+    return min(MT, int(tuning.params(dev, "foreach")["TENSORS"]))
+
+
+def kernel(dev: Device, name: str, dtype: np.dtype, **extra: object) -> cl.Kernel:
+    """``optim.cl``'s multi-tensor kernel ``name`` for ``dtype``, built for ``dev``'s tensors per launch."""
+    return kernels.kernel(dev, "optim.cl", name, kernels.defines(dtype, MT_TENSORS=per_launch(dev), **extra))
+
+
+def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]]) -> Iterator[tuple[Device, Any, list[T]]]:
+    """``items`` in runs of at most :func:`per_launch` that agree on ``key(item)``, a (device, rest) pair:
+    (device, rest, run) in order of first appearance of each key."""
+    by_key: dict[tuple[Device, Any], list[T]] = {}
+    for item in items:
+        by_key.setdefault(key(item), []).append(item)
+    for (dev, rest), run in by_key.items():
+        size = per_launch(dev)
+        for i in range(0, len(run), size):
+            yield dev, rest, run[i : i + size]
+
+
+def sizes(tensors: Sequence[Tensor], wg: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The ``int8``s of ``tensors``' sizes and of their blocks' running totals (unused slots: 0 and the total)
+    for work-groups of ``wg``, and the number of blocks."""
+    blocks = np.cumsum([math.ceil(t.size / wg) for t in tensors])
+    ends = [*blocks, *[blocks[-1]] * (MT - len(tensors))]
+    n = cltypes.make_int8(*[t.size for t in tensors], *[0] * (MT - len(tensors)))
+    return n, cltypes.make_int8(*ends), int(blocks[-1])
+
+
+def buffers(dev: Device, tensors: Sequence[Tensor]) -> list[cl.Buffer]:
+    """``tensors``' buffers in the :func:`per_launch` slots of ``dev``'s kernels, unused ones repeating the first."""
+    return [t.data for t in tensors] + [tensors[0].data] * (per_launch(dev) - len(tensors))
+
+
+def launch(dev: Device, k: cl.Kernel, tensors: Sequence[Tensor], *args: object, before: Sequence[object] = ()) -> int:
+    """Launch ``k(*before, sizes, ends, *args)`` over ``tensors`` (at most :func:`per_launch`); the number of
+    work-groups."""
+    wg = kernels.group_size(dev)
+    n, ends, blocks = sizes(tensors, wg)
+    kernels.launch(dev, k, (blocks * wg,), (wg,), *before, n, ends, *args)
+    return blocks
+
+
+def _real(dtype: np.dtype) -> np.dtype:
+    """The arithmetic type of ``dtype``'s kernels (clnn_dtype.h's ``real``)."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def scale_(tensors: Sequence[Tensor], factor: float, coef: Tensor | None = None,
+           found: Tensor | None = None) -> None:
+    """Multiply every tensor of ``tensors`` (contiguous, none sharing memory) in place by ``factor`` (and by the
+    0-d ``coef``, a device scalar of each tensor's ``real`` type, when given); with ``found`` (an int32 tensor
+    of one element), set it to 1 when an element was inf or NaN before the multiply."""
+    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
+        spare = run[0].data  # stands for the coefficient or the flag where there is none: never read
+        launch(dev, kernel(dev, "scale_multi", dtype), run, *buffers(dev, run), kernels.real_scalar(dtype, factor),
+               np.int32(coef is not None), spare if coef is None else coef.data, np.int32(found is not None),
+               spare if found is None else found.data)
+
+
+def norm_partials(tensors: Sequence[Tensor], power: float) -> list[Tensor]:
+    """Per (device, dtype) of ``tensors``, the partial sums of ``|x| ** power`` (``power`` math.inf: partial
+    maxima of ``|x|``) over those tensors, in a 1-D tensor of their ``real`` type for the caller to sum (or max)."""
+    runs: dict[tuple[Device, np.dtype], list[list[Tensor]]] = {}
+    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
+        runs.setdefault((dev, dtype), []).append(run)
+    out = []
+    for (dev, dtype), these in runs.items():
+        wg = kernels.group_size(dev)
+        partials = empty((sum(sizes(run, wg)[2] for run in these),), _real(dtype), dev)
+        k = kernel(dev, "norm_multi", dtype, MT_WG=wg)
+        base = 0
+        for run in these:
+            code = kernels.real_scalar(dtype, 0.0 if power == math.inf else power)
+            base += launch(dev, k, run, *buffers(dev, run), code, partials.data, np.int32(base))
+        out.append(partials)
+    return out
