@@ -82,15 +82,19 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # against 346 / 345 for 128x128 (NumPy 260). 8x32 blocks ran 5 % faster but take twice as long to build
         # (2.4 s against 1.0 for gemm.cl), which the test suite, with its hundreds of programs, could not afford
         "cpu intel": {"TM": 256},
-        # unmeasured: a 128x128 tile of 8x8 blocks (256 work-items, 34 KB double-buffered), as the
-        # fast CUDA/OpenCL SGEMMs use on big GPUs; `clnn tune` replaces it with a measured winner
-        "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
+        # a 128x128 tile of 8x8 blocks (256 work-items), as the fast CUDA/OpenCL SGEMMs use on big GPUs. NVIDIA H200
+        # (OpenCL 3.0 CUDA 13.0, 2026-11-26), 4096^3 float32: 31.8 TFLOP/s single-buffered against 20.4 with DB 1
+        # (twice the local memory: fewer resident work-groups), 30.3 in 8-wide vectors; cuBLAS 50.8. Only NVIDIA
+        # has been measured: `clnn tune` stores a device's own winner
+        "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
     },
     "gemm_small": {  # the same kernel with a smaller tile, for products with few rows or columns
         "default": {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
         "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
         "cpu simd16": {"WN": 32, "VW": 16, "VWG": 16},
-        "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
+        # H200, 64x100352x288 (a convolution's few-row product): 8x8 blocks 15.6 TFLOP/s against 13.7 in 4x4, 14.3
+        # single-buffered, 14.0 for 32x128
+        "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
     # laid over every tile kind for float16 and bfloat16 storage. PoCL: its software half conversions (HALF_SOFT)
     # in 16-wide tiles took twice as long to build as in 8-wide ones (test_amp's rounding products: 116 s
@@ -106,6 +110,8 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # PoCL, Zen 5: 256 rows, 256 against 241 GFLOP/s on 8x256->256 28x28
         "cpu simd16": {"TM": 256},
         "cpu intel": {"TM": 256, "WM": 4},
+        # H200, 32x64->128 56x56 (TFLOP/s): 32-deep k-slices 17.5 against 16.3 for 16, 14.5 for 8
+        "gpu": {"TK": 32},
     },
     "conv_bwd_weight": {
         "default": {},
@@ -120,6 +126,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # Intel's runtime: 141 for 128x96 in 8x32 blocks against 108 for 64x64 (78 with 8-wide vectors; LeNet's
         # conv2 89 against 75); Zen 5, 8x256->256 28x28: 256x96 331 against 287 for 128x96
         "cpu intel": {"TM": 256, "TN": 96, "WM": 8},
+        # H200, 32x64->128 56x56 (TFLOP/s, 62 tiles timed): 128x64 in 8x8 blocks, k-slices of 32: 20.5 against 16.0
+        # for gemm's 128x128 of 16, 17.4 for 128x128 of 32, 11.7 for 64x64
+        "gpu": {"TM": 128, "TN": 64, "TK": 32},
     },
     # conv_direct_fwd's outputs per work-item along a row (unit strides): OV neighbours in explicit arrays, for
     # runtimes that vectorize a kernel across work-items only when it has no loops (PoCL). MAX_K: an input
