@@ -175,7 +175,15 @@ VEC_CONVERSIONS(VWG)
 VEC_CONVERSIONS(VW)
 #endif
 
-#if C_F32
+/* C_REAL = 1: C is a k-split's buffer of `real` partials, stored unrounded (gemm_sum rounds their sum once) */
+#ifndef C_REAL
+#define C_REAL 0
+#endif
+#if C_REAL
+typedef real c_t;
+#define STORE_C(p, i, v) ((p)[i] = (v))
+#define STORE_C_VEC(p, v) (*(__global realv *)(p) = (v))
+#elif C_F32
 typedef float c_t;
 #define STORE_C(p, i, v) ((p)[i] = round_store((float)(v)))
 #define STORE_C_VEC(p, v) (*(__global realv *)(p) = CAT(vec_round, VW)(v))

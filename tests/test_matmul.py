@@ -180,6 +180,29 @@ def test_split_k(dev, rng, monkeypatch, dtype, batch, m, n, k):
     np.testing.assert_array_equal(run(), out)
 
 
+@pytest.mark.parametrize("dtype, tol", [(clnn.float16, 2**-10), (clnn.bfloat16, 2**-7)], ids=["float16", "bfloat16"])
+def test_half_split_k_keeps_float32_partials(dev, rng, dtype, tol):
+    """A half product split along k sums float32 partials and rounds once: the two ranges of A = [P, P],
+    B = [Q; -Q + R/1000] give partials of the size of P Q that cancel to a result a thousand times smaller, which
+    partials rounded to half would bury (elementwise error about 1e-1 of the result). The planner splits half
+    products too."""
+    m, n, k0 = 37, 29, 64
+    tile = {**_tile(dev), "DB": 0}
+    p, q, r = (rng.standard_normal(s) for s in ((m, k0), (k0, n), (k0, n)))
+    a = np.concatenate([p, p], axis=1).astype(dtype)
+    b = np.concatenate([q, -q + r / 1000], axis=0).astype(dtype)
+    how = GemmPlan("tiled", tile, 2, kernels.round_up(k0, tile["TK"]))
+    assert k0 % tile["TK"] == 0
+    out = gemm_raw(clnn.tensor(a, device=dev), (0, 2 * k0, 1), clnn.tensor(b, device=dev), (0, n, 1), 1, m, n,
+                   2 * k0, how=how).numpy().astype(np.float64)
+    exact = (_ref(a) @ _ref(b)).numpy()
+    # within a rounding of each element (plus float32's sum over 2 k0 terms of P Q's size)
+    bound = tol * np.abs(exact) + 2 * k0 * 2**-23 * (np.abs(_ref(a)) @ np.abs(_ref(b))).numpy()
+    assert np.all(np.abs(out - exact) <= bound), np.max(np.abs(out - exact) / bound)
+    monkey = dataclasses.replace(dev, type="gpu", compute_units=132, max_work_group_size=1024, local_mem_size=49152)
+    assert plan(monkey, np.dtype(dtype), 1, 64, 64, 100352).splits > 1
+
+
 GRAD_MATMUL = [((7,), (7,)), ((5,), (5, 3)), ((4, 5), (5,)), ((13, 9), (9, 6)), ((2, 1, 5, 7), (3, 7, 4))]
 
 
@@ -266,7 +289,7 @@ def test_other_tunings_are_correct(dev, rng, monkeypatch, row):
         assert_close(out.numpy(), ref.numpy(), TOL["float32"], f"{row} ta={ta} tb={tb}")
 
 
-GPU_ROW = tuning.TABLE["gemm"]["gpu"]  # 128x128, 8x8 per work-item, double-buffered
+GPU_ROW = tuning.TABLE["gemm"]["gpu"]  # 128x128, 8x8 per work-item
 SMALL_DB = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "APAD": 1, "DB": 1}  # fits wg=64
 FORCED = {  # name: (kind, tile, k-splits); the tile also builds the direct kernel
     "direct": ("direct", SMALL_DB, 1),

@@ -25,12 +25,12 @@ from .. import kernels, profiler, tuning
 from ..device import Device
 from ..kernels import contiguous_strides, defines, launch_1d
 from ..profiler import profiled
-from ..tensor import HALF_DTYPES, Tensor
+from ..tensor import Tensor
 from ..validation import require_float, require_ints, require_tensor, same_device, same_dtype
 from . import winograd
 from ._core import autocast, autocast_loads, empty, record
 from .creation import zeros
-from .matmul import act_backward, check_act, epilogue, keeps_pre, plan, rounding, sum_partials
+from .matmul import act_backward, check_act, epilogue, keeps_pre, partials, plan, rounding, sum_partials
 from .norm import channel_sum
 from .shape import strided_copy
 
@@ -234,25 +234,28 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
         return winograd.weight_grad(x, gy, (g.ph, g.pw), dt, store)
     gw = empty(shape, dt if store is None else store, dev)
     how = plan(dev, dt, g.groups, og, ncol, nq, big="conv_bwd_weight", cfgs=None if cfg is None else [cfg])
-    half = np.dtype(dt) in HALF_DTYPES  # half partials would round
+    real_size = max(dt.itemsize, 4)  # partials are `real` (matmul.partials)
     if cfg is None and (how.kernel == "direct" or og <= THIN):
-        want = 1 if half else -(-(16 * dev.compute_units * 256) // gw.size)
-        splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, dt.itemsize)
-        part = gw if splits == 1 else empty((splits, gw.size), dt, dev)
-        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defines(dt, **rounding(dt, A=gy, B=x, C=gw)))
+        want = -(-(16 * dev.compute_units * 256) // gw.size)
+        splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, real_size)
+        part, into = (gw, rounding(dt, C=gw)) if splits == 1 else partials(dt, (splits, gw.size), dev)
+        defs = defines(dt, **rounding(dt, A=gy, B=x), **into)
+        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defs)
         launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
     else:
         cfg = how.cfg if cfg is not None else _fit_runs(how.cfg, g)
-        splits, ks = _splits(nq, cfg["TK"], how.splits, gw.size, dt.itemsize)
-        part = gw if splits == 1 else empty((g.groups, splits, og, ncol), dt, dev)
+        splits, ks = _splits(nq, cfg["TK"], how.splits, gw.size, real_size)
+        part, into = (gw, rounding(dt, C=gw)) if splits == 1 else partials(dt, (g.groups, splits, og, ncol), dev)
         rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
+        defs = defines(dt, **cfg, **rounding(dt, A=gy, B=x), **into)
         kernels.launch(
-            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defines(dt, **cfg, **rounding(dt, A=gy, B=x, C=gw))),
+            dev, kernels.kernel(dev, "conv.cl", "conv_bwd_weight", defs),
             (-(-ncol // cfg["TN"]) * rtn, -(-og // cfg["TM"]) * rtm, g.groups * splits), (rtn, rtm, 1), *g.args(),
             np.int32(ks), np.int32(splits), x.data, gy.data, part.data,
         )
     if splits > 1:
-        sum_partials(part, gw, splits, gw.size // (1 if part.ndim == 2 else g.groups), 1, defines(dt))
+        rows = gw.size // (1 if part.ndim == 2 else g.groups)
+        sum_partials(part, gw, splits, rows, 1, defines(dt, **rounding(dt, C=gw)))
     return gw
 
 

@@ -114,7 +114,8 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     long k (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
     tile. GPUs hide memory latency with several resident work-groups per compute unit: there, plans
     that give each unit at least two are taken whenever one exists, and among the rest fewer groups
-    count as proportionally slower. Half storage is never split (its partials would round to half).
+    count as proportionally slower. A split's partials are kept in ``real`` (float32 for half storage:
+    :func:`partials`), so half products split too.
     """
     if cfgs is None:
         if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
@@ -129,7 +130,7 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     for cfg in cfgs:
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
         tiles = batch * _ceil(m, tm) * _ceil(n, tn)
-        for s in _SPLITS if np.dtype(dtype) not in HALF_DTYPES else (1,):
+        for s in _SPLITS:
             ks = max(tk, kernels.round_up(_ceil(k, s), tk))
             splits = max(1, _ceil(k, ks))
             if s > max_splits or (ks == tk and splits < s):  # more splits than asked for, or than k-slices
@@ -200,6 +201,13 @@ def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
     return unary_grad(act, y if pre is None else pre, y, g)
 
 
+def partials(dtype: np.dtype, shape: tuple[int, ...], dev: Device) -> tuple[Tensor, dict[str, int]]:
+    """A k-split's buffer of partial products for ``dtype`` results, in ``real`` (float64 for float64, else
+    float32: half partials would round before their sum), and the tiled kernels' define that stores into it."""
+    real = np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+    return empty(shape, real, dev), {"C_REAL": 1} if np.dtype(dtype) in HALF_DTYPES else {}
+
+
 def rounding(dtype: np.dtype, **operands: Tensor) -> dict[str, int]:
     """gemm.h's ``<name>_F32`` define for each operand (A, B, C, D) stored as float32 where the kernel computes
     in the half ``dtype``: an input rounded to it as it is loaded, a result widened as it is stored."""
@@ -259,9 +267,11 @@ def gemm_raw(
         return out
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
-    part = out if splits == 1 else empty((batch, splits, m, n), dtype, dev)
+    part, into_part = (out, rounded) if splits == 1 else partials(dtype, (batch, splits, m, n), dev)
+    if splits > 1:
+        into_part = {**rounding(dtype, A=a, B=b), **into_part}  # the partials: no addend, no rounded C
     kernels.launch(
-        dev, kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **rounded)),
+        dev, kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **into_part)),
         (groups_n * rtn, groups_m * rtm, batch * splits),
         (rtn, rtm, 1), np.int32(m), np.int32(n), np.int32(k), np.int32(ks), np.int32(splits),
         real_scalar(dtype, alpha if splits == 1 else 1.0), real_scalar(dtype, beta if splits == 1 else 0.0),

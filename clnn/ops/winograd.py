@@ -113,7 +113,7 @@ def _product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: t
     """``into`` (+)= the products a[xi] (m x k) @ b[xi] (k x n) over a's first axis (``into``'s), as one batched
     GEMM in ``winograd``'s tile with k-splits whose partials fit PARTIAL_BYTES."""
     dev, dt, batch = a.device, a.dtype, into.shape[0]
-    most = max(1, PARTIAL_BYTES // (batch * m * n * dt.itemsize))
+    most = max(1, PARTIAL_BYTES // (batch * m * n * max(dt.itemsize, 4)))  # partials are `real`
     how = plan(dev, dt, batch, m, n, k, max_splits=most, big="winograd")
     gemm_raw(a, a_strides, b, b_strides, batch, m, n, k, beta=1.0 if add else 0.0, c=into, how=how, into=into)
 

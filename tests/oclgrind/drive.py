@@ -318,6 +318,13 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
             out = gemm_raw(clnn.tensor(xn), (0, 16, 1), clnn.tensor(wn), (0, 1, 16), 1, 17, 20, 16, how=how,
                            dtype=dt, store=F32)  # a float32 parameter's gradient: dt's result stored float32
             check(f"gemm {how.kernel} stored float32", out, (xr @ wr.T)[None], dt)
+    if dt in (F16, BF16):  # a half k-split: float32 partials (C_REAL), rounded once by gemm_sum, stored float32
+        xn, wn = data(rng, (17, 40), F32), data(rng, (40, 20), F32)
+        want = (xn.astype(dt).astype(np.float64) @ wn.astype(dt).astype(np.float64))[None]
+        for store in (None, F32):
+            out = gemm_raw(clnn.tensor(xn), (0, 40, 1), clnn.tensor(wn), (0, 20, 1), 1, 17, 20, 40,
+                           how=GemmPlan("tiled", tile, 3, 16), dtype=dt, store=store)
+            check(f"gemm half k-split stored {store or dt}", out, want, dt)
 
 
 def _t(x: np.ndarray) -> clnn.Tensor:
