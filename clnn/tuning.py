@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,54 @@ import platformdirs
 from . import __version__
 from .device import Device
 from .files import atomic_write
+
+
+class _Watched(dict):
+    """A dict that reports every change to itself or to the dicts inside it, so that :func:`params` may keep its
+    merged rows until ``TABLE`` changes (a tuner adds rows; tests patch them, in place too)."""
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__()
+        for key, value in dict(items).items():
+            super().__setitem__(key, _watched(value))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, _watched(value))
+        _forget()
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        _forget()
+
+    def __ior__(self, other: Any) -> _Watched:
+        self.update(other)
+        return self
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def pop(self, *args: Any) -> Any:
+        _forget()
+        return super().pop(*args)
+
+    def popitem(self) -> Any:
+        _forget()
+        return super().popitem()
+
+    def clear(self) -> None:
+        _forget()
+        super().clear()
+
+
+def _watched(value: Any) -> Any:
+    return _Watched(value) if isinstance(value, dict) and not isinstance(value, _Watched) else value
+
 
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "storage": {  # defined for every program on the device: clnn_dtype.h's conversions, unary.h's erfc
@@ -204,19 +253,29 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)
     },
 }
+TABLE = _Watched(TABLE)
 
-_cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+_cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}  # database path -> (file stamp, devices)
+_checked: dict[str, float] = {}  # database path -> when its stamp was last read (time.monotonic)
+RECHECK_S = 0.25  # a database written by another process is seen within this long; this one's stores at once
+_merged: dict[tuple[str, int, str], tuple[Device, dict[str, Any]]] = {}  # params' results while nothing changes
+memo: dict[tuple, Any] = {}  # what planners derive from params (keyed by their arguments), dropped with them
 
 
-@functools.cache
-def _default_db() -> Path:
-    return Path(platformdirs.user_cache_dir("clnn")) / "tuning.json"
+def _forget() -> None:
+    """Drop :func:`params`' kept results and :data:`memo`: the table or the database changed."""
+    _merged.clear()
+    memo.clear()
+
+
+@functools.lru_cache(maxsize=16)
+def _db_at(env: str | None) -> Path:
+    return Path(env) if env else Path(platformdirs.user_cache_dir("clnn")) / "tuning.json"
 
 
 def db_path() -> Path:
     """The tuning database: ``$CLNN_TUNING_DB`` if set, else ``tuning.json`` in the user's cache directory."""
-    env = os.environ.get("CLNN_TUNING_DB")
-    return Path(env) if env else _default_db()
+    return _db_at(os.environ.get("CLNN_TUNING_DB"))
 
 
 @functools.cache
@@ -230,20 +289,29 @@ def device_key(dev: Device) -> str:
 
 
 def load_db(path: Path | None = None) -> dict[str, Any]:
-    """The database's ``{device key: {kernel: entry}}`` (empty when there is none); re-read when it changes."""
+    """The database's ``{device key: {kernel: entry}}`` (empty when there is none); re-read when it changes (its
+    stamp is read at most every ``RECHECK_S`` seconds: it is asked for on every op)."""
     path = path or db_path()
+    key, now = str(path), time.monotonic()
+    hit = _cache.get(key)
+    if now - _checked.get(key, -RECHECK_S) < RECHECK_S:
+        return hit[1] if hit is not None else {}
+    _checked[key] = now
     try:
-        st = os.stat(path)  # cheaper than Path.stat: it runs on every elementwise op
+        st = os.stat(path)
     except FileNotFoundError:
+        if _cache.pop(key, None) is not None:
+            _forget()
         return {}
     stamp = (st.st_mtime_ns, st.st_size)
-    hit = _cache.get(str(path))
     if hit is None or hit[0] != stamp:
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as err:
+            del _checked[key]
             raise ValueError(f"tuning database {path} is unreadable ({err}); `clnn tune --reset` clears it") from None
-        hit = _cache[str(path)] = (stamp, data.get("devices", {}))
+        hit = _cache[key] = (stamp, data.get("devices", {}))
+        _forget()
     return hit[1]
 
 
@@ -255,12 +323,15 @@ def store(dev: Device, kernel: str, entry: dict[str, Any], path: Path | None = N
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path, text=True) as f:
         json.dump({"format": 1, "devices": devices}, f, indent=1, sort_keys=True)
+    _checked.pop(str(path), None)  # read again at the next op
 
 
 def reset(path: Path | None = None) -> bool:
     """Delete the database; whether there was one."""
     path = path or db_path()
     _cache.pop(str(path), None)
+    _checked.pop(str(path), None)
+    _forget()
     try:
         path.unlink()
     except FileNotFoundError:
@@ -269,7 +340,19 @@ def reset(path: Path | None = None) -> bool:
 
 
 def params(dev: Device, kernel: str) -> dict[str, Any]:
-    """The parameters for ``kernel`` on ``dev``: the table's merged rows, overridden by a database entry."""
+    """The parameters for ``kernel`` on ``dev``: the table's merged rows, overridden by a database entry (kept
+    until the table or the database changes: planners ask on every op)."""
+    db = load_db()
+    key = (kernel, id(dev), dev.type)
+    hit = _merged.get(key)
+    if hit is not None and hit[0] is dev:
+        return dict(hit[1])
+    out = _params(dev, kernel, db)
+    _merged[key] = (dev, out)
+    return dict(out)
+
+
+def _params(dev: Device, kernel: str, db: dict[str, Any]) -> dict[str, Any]:
     rows = TABLE[kernel]
     out = dict(rows["default"])
     vendor = dev.vendor.lower()
@@ -283,7 +366,6 @@ def params(dev: Device, kernel: str) -> dict[str, Any]:
             if name not in applied and name in key:
                 out.update(row)
                 applied.add(name)
-    db = load_db()
     entry = db.get(device_key(dev), {}).get(kernel) if db else None  # the key costs a driver query
     if entry is not None:
         out.update(entry["params"])

@@ -117,6 +117,21 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     count as proportionally slower. A split's partials are kept in ``real`` (float32 for half storage:
     :func:`partials`), so half products split too.
     """
+    if cfgs is None:  # a product's plan depends on its shape, the device and the tuning choices only
+        tuning.load_db()  # drops the memo if the database changed
+        key = ("plan", id(dev), dev.type, dev.compute_units, dev.max_work_group_size, dev.local_mem_size,
+               np.dtype(dtype).str, batch, m, n, k, max_splits, big)
+        hit = tuning.memo.get(key)
+        if hit is not None and hit[0] is dev:
+            return hit[1]
+        how = _plan(dev, dtype, batch, m, n, k, max_splits, big, None)
+        tuning.memo[key] = (dev, how)
+        return how
+    return _plan(dev, dtype, batch, m, n, k, max_splits, big, cfgs)
+
+
+def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int, big: str,
+          cfgs: Sequence[dict[str, int]] | None) -> GemmPlan:
     if cfgs is None:
         if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
             return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
