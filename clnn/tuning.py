@@ -240,14 +240,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     },
     # multi-tensor launches (ops/foreach.py: optimizer steps, GradScaler's unscale, clip_grad_norm_): TENSORS per
     # launch, at most optim.cl's MT_SLOTS. GPUs: a launch costs the host 30-45 us through NVIDIA's OpenCL (H200),
-    # where the GPT example's step made 553 launches for 5.5 ms of kernels. AdamW over 49 tensors of 1.8M floats
-    # (ms of kernels, one tensor per launch / 8): Intel's runtime 1.0 / 1.8 (its vectorizer takes the one-tensor
-    # kernel only), PoCL 3.6 / 3.2 (and its launches cost 24 us)
-    "foreach": {
-        "default": {"TENSORS": 8},
-        "cpu": {"TENSORS": 1},
-        "portable computing language": {"TENSORS": 8},
-    },
+    # where the GPT example's step made 553 launches for 5.5 ms of kernels. CPUs vectorize the one-tensor kernel
+    # only (ms, one tensor per launch / 8): AdamW over 49 tensors of 1.8M floats, Intel's runtime 1.0 / 1.8, PoCL
+    # 3.6 / 3.2; an in-place scale of AlexNet's 57M gradient floats, PoCL 15 / 38
+    "foreach": {"default": {"TENSORS": 8}, "cpu": {"TENSORS": 1}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

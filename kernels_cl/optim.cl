@@ -135,30 +135,30 @@ __kernel void optim_multi(int op, int flags, int8 n, int8 ends, MT_ARGS(__global
     MT_DISPATCH(t, OPTIM_BODY)
 }
 
-/* x *= factor in place for up to MT_SLOTS tensors, and by the device scalar coef[0] too with has_coef (clip_grad_norm_'s
- * coefficient); with check, found[0] |= 1 when an element was inf or NaN before the multiply, as torch's
- * _amp_foreach_non_finite_check_and_unscale_ (GradScaler.unscale_). The flag is an integer atomic (order-free,
- * so deterministic) taken only on a non-finite element; the host zeroes it once per step, reads it once. coef
- * and found are never read without their flags. */
+/* x *= factor in place for up to MT_SLOTS tensors, and by the device scalar coef[0] too with has_coef
+ * (clip_grad_norm_'s coefficient); with check, found[0] |= 1 when an element was inf or NaN before the multiply,
+ * as torch's _amp_foreach_non_finite_check_and_unscale_ (GradScaler.unscale_). The flag is an integer atomic
+ * (order-free, so deterministic) taken only on a non-finite element; the host zeroes it once per step, reads it
+ * once. coef and found are never read without their flags. */
+__kernel void scale_multi(int8 n, int8 ends, MT_ARGS(__global store_t *, x), real factor, int has_coef,
+                          __global const real *coef, int check, __global int *found) {
+    MT_LOCATE(ends, t, i);
+    const real f = has_coef ? factor * coef[0] : factor;
 #define SCALE_BODY(j)                                                                                       \
     if (i < n.s##j) {                                                                                       \
         const real v = LOAD(x##j, i);                                                                       \
         if (check && !isfinite(v)) atomic_or(found, 1);                                                     \
         STORE(x##j, i, v * f);                                                                              \
     }
-__kernel void scale_multi(int8 n, int8 ends, MT_ARGS(__global store_t *, x), real factor, int has_coef,
-                          __global const real *coef, int check, __global int *found) {
-    MT_LOCATE(ends, t, i);
-    const real f = has_coef ? factor * coef[0] : factor;
     MT_DISPATCH(t, SCALE_BODY)
 }
 
-/* clip_grad_norm_'s first pass: for up to MT_SLOTS tensors, each work-group's sum of |x|^power over its block (x * x
- * when power is 2; power 0 stands for infinity: the largest |x|) into out[base + get_group_id(0)]; the host
- * reduces the partials. Work-groups of MT_WG work-items. */
 #ifndef MT_WG
 #define MT_WG 256
 #endif
+/* clip_grad_norm_'s first pass: for up to MT_SLOTS tensors, each work-group's sum of |x|^power over its block (x * x
+ * when power is 2; power 0 stands for infinity: the largest |x|) into out[base + get_group_id(0)]; the host
+ * reduces the partials. Work-groups of MT_WG work-items. */
 #define NAN_MAX(a, b) (isnan(b) || (b) > (a) ? (b) : (a)) /* a NaN wins, as torch's max */
 __kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
 void norm_multi(int8 n, int8 ends, MT_ARGS(__global const store_t *, x), real power, __global real *out, int base) {
