@@ -26,7 +26,7 @@ NAMED = [
     ("elementwise.cl", "B_", elementwise.BINARY, ("_binary",)),
     ("elementwise.cl", "C_", elementwise.COMPARE, ("_compare",)),
     ("reduce.cl", "R_", reduce.OPS, ("_reduce", "_arg")),
-    ("optim.cl", "OPT_", optimizers._OPS, ("_launch", "_op")),
+    ("optim.cl", "OPT_", optimizers._OPS, ("_Update",)),
     ("pool.cl", "P_", pool.OPS, ("_pool",)),
 ]
 # Flag bits, named by module constants on the host: (kernels_cl file, define prefix, module, constant prefix).

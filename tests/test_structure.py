@@ -15,7 +15,7 @@ import clnn
 PACKAGE = Path(clnn.__file__).resolve().parent
 # clnn/ops/ from the bottom up (DEVELOPERS.md, "Layout"): a module imports only modules before it. (Tensor's
 # operators reach every op through the one late binding at the end of clnn/tensor.py, not an import.)
-LAYERS = ["_core", "random", "creation", "shape", "reduce", "elementwise", "sort", "index", "scan", "matmul",
+LAYERS = ["_core", "foreach", "random", "creation", "shape", "reduce", "elementwise", "sort", "index", "scan", "matmul",
           "einsum", "activation", "pool", "signal", "norm", "loss", "winograd", "conv", "rnn", "attention"]
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
