@@ -191,7 +191,7 @@ def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, i
             flags, bmask = flags | F_BOOL_MASK, mask
         else:
             flags, fmask = flags | F_FLOAT_MASK, mask
-    seed, offset = next_key(None) if p > 0 else (cltypes.make_uint2(0, 0), cltypes.make_uint2(0, 0))
+    seed, offset = next_key(None) if p > 0 else (kernels.cl_vector(cltypes.uint2, 0, 0),) * 2
     common = (np.int32(flags), real_scalar(q.dtype, p), seed, offset, (*geometry, fmask.data, bmask.data))
     run = _attend_rows if rows_path(dev, s) else _attend_fused
     out, backward = run(qkv, layouts, nh, nb, sizes, out_shape, scale, *common)
@@ -212,7 +212,7 @@ def _attend_fused(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, 
     q, k, v = qkv
     lq, s, e, ev = sizes
     dev = q.device
-    lay = [cltypes.make_long4(*x) for x in layouts]
+    lay = [kernels.cl_vector(cltypes.long4, *x) for x in layouts]
     args = (flags, np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale), p, seed,
             offset, *mask_args, np.int32(nh), *lay)
     d = _plan(dev, q.dtype, e, ev, max(lq, s))

@@ -54,8 +54,8 @@ def sizes(tensors: Sequence[Tensor], wg: int) -> tuple[np.ndarray, np.ndarray, i
     for work-groups of ``wg``, and the number of blocks."""
     blocks = np.cumsum([math.ceil(t.size / wg) for t in tensors])
     ends = [*blocks, *[blocks[-1]] * (MT - len(tensors))]
-    n = cltypes.make_int8(*[t.size for t in tensors], *[0] * (MT - len(tensors)))
-    return n, cltypes.make_int8(*ends), int(blocks[-1])
+    n = kernels.cl_vector(cltypes.int8, *[t.size for t in tensors], *[0] * (MT - len(tensors)))
+    return n, kernels.cl_vector(cltypes.int8, *ends), int(blocks[-1])
 
 
 def buffers(dev: Device, tensors: Sequence[Tensor]) -> list[cl.Buffer]:

@@ -51,8 +51,8 @@ def next_key(seed: int | None) -> tuple[np.ndarray, np.ndarray]:
     """(seed, offset) for one draw: an explicit ``seed`` starts at offset 0; else the global state advances."""
     s, offset = (int(seed) & (2**64 - 1), 0) if seed is not None else advance()
     return (
-        cltypes.make_uint2(s & 0xFFFFFFFF, s >> 32),
-        cltypes.make_uint2(offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF),
+        kernels.cl_vector(cltypes.uint2, s & 0xFFFFFFFF, s >> 32),
+        kernels.cl_vector(cltypes.uint2, offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF),
     )
 
 
