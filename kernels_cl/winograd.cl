@@ -165,8 +165,19 @@ __kernel void wino_filter(int O, int C, int FLIP, __global const a_t *restrict w
     if (c >= C || o >= O) return;
     __global const a_t *wf = w + ((size_t)o * C + c) * 9;
     real g[3][3], f[AL][AL];
+#if A_F32 && STORE_HALF && VW == 8 && !HALF_SOFT
+    /* float32 taps rounded to half: eight in one vector (one at a time, Intel's runtime ran AlexNet's filters 11x
+     * slower than float32's, 67 against 5 ms). bf16's rounding is integer arithmetic that vectorizes across
+     * work-items as it is (49 ms through this vector), and PoCL's software half rounding ran 51-62 ms through
+     * it against 37 */
+    union { realv v; real s[8]; } lo = {CAT(vec_round, 8)(vload8(0, wf))};
+    const real last = LOAD_A(wf, 8);
+#pragma unroll
+    for (int i = 0; i < 9; ++i) g[i / 3][i % 3] = FLIP ? (i == 0 ? last : lo.s[8 - i]) : (i == 8 ? last : lo.s[i]);
+#else
 #pragma unroll
     for (int i = 0; i < 9; ++i) g[i / 3][i % 3] = LOAD_A(wf, FLIP ? 8 - i : i);
+#endif
     SANDWICH(f, real, ROW, GM, g, AL, 3);
     const size_t at = FLIP ? (size_t)c * O + o : (size_t)o * C + c, plane = (size_t)O * C;
 #pragma unroll
@@ -250,7 +261,16 @@ __kernel void wino_filter_grad(int O, int C, __global const real *restrict m, __
 #pragma unroll
     for (int xi = 0; xi < AL * AL; ++xi) f[xi / AL][xi % AL] = m[xi * plane + at];
     SANDWICH(out, real, COL, GM, f, 3, AL);
+#if C_F32 && STORE_HALF && VW == 8 && !HALF_SOFT
+    /* a float32 gradient holding half-rounded taps: eight rounded in one vector, as wino_filter's loads */
+    union { realv v; real s[8]; } lo;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) lo.s[i] = out[i / 3][i % 3];
+    vstore8(CAT(vec_round, 8)(lo.v), 0, gw + at * 9);
+    STORE_C(gw, at * 9 + 8, out[2][2]);
+#else
 #pragma unroll
     for (int i = 0; i < 9; ++i) STORE_C(gw, at * 9 + i, out[i / 3][i % 3]);
+#endif
 }
 #endif
