@@ -1,0 +1,41 @@
+#!/bin/bash
+# The GPU checks of one lease of a lent NVIDIA machine, in one command (DEVELOPERS.md, "On a lent GPU"): installs
+# the PyOpenCL wheels carried in .whl, points OpenCL at NVIDIA's driver, then runs the steps named in $STEPS in
+# order, each cut off so that all of them end within $LIMIT seconds; logs go to $OUT (the device tool's folder).
+#
+#   STEPS="tests tune gemm conv steps precision gpt profile" LIMIT=500 bash scripts/gpu_check.sh
+#
+# A step a later one depends on comes first: "tune" stores its winners in $OUT/tuning.json, which the benchmarks
+# after it use (CLNN_TUNING_DB). NVIDIA builds OpenCL slowly (seconds per GEMM tile): the first step that builds
+# a program pays for it, later processes read pyopencl's cache.
+set -u
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+START=$(date +%s)
+LIMIT=${LIMIT:-500}
+left() { echo $((LIMIT - ($(date +%s) - START))); }
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+mkdir -p /tmp/icd && echo /usr/local/nvidia/lib64/libnvidia-opencl.so > /tmp/icd/nvidia.icd
+export PYTHONPATH=/tmp/site:$PWD OCL_ICD_VENDORS=/tmp/icd CLNN_DEVICE=${CLNN_DEVICE:-nvidia} PYTHONUNBUFFERED=1
+export CLNN_TUNING_DB=$OUT/tuning.json
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/bench.log"
+python3 -m clnn devices | tee -a "$OUT/bench.log"
+for step in ${STEPS:-tests gemm conv steps precision gpt}; do
+  t=$(left)
+  if [ "$t" -lt 20 ]; then echo "skipped $step: $t s left" | tee -a "$OUT/bench.log"; continue; fi
+  echo "=== $step ($t s left)" | tee -a "$OUT/bench.log"
+  run() { timeout $((t - 5)) "$@" 2>&1 | tee -a "$OUT/bench.log"; }
+  case $step in
+    tests) timeout $((t - 5)) python3 -m pytest -n 8 -q -p no:cacheprovider tests > "$OUT/tests.log" 2>&1
+           tail -15 "$OUT/tests.log" ;;
+    tune) run python3 -m clnn tune --budget $((t / 3)) ;;
+    gemm) run python3 benchmarks/bench_gemm.py ;;
+    conv) for layer in 0 1 2; do run python3 benchmarks/bench_conv.py --layer $layer; done ;;
+    steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5 ;;
+    precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
+    gpt) run python3 benchmarks/bench_gpt.py --steps 100 ;;
+    profile) run python3 benchmarks/profile_steps.py ;;
+    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt profile" ;;
+  esac
+done
+echo "done, $(left) s left"
