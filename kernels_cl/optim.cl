@@ -46,7 +46,7 @@ inline real lerp_torch(real start, real end, real w) {
 
 #define MT_SLOTS 8 /* the most tensors a multi-tensor launch takes: MT_ARGS and MT_DISPATCH have as many */
 #ifndef MT_TENSORS
-#define MT_TENSORS MT_SLOTS /* tensors per launch, each an argument per role: MT_SLOTS, or 1 (CPUs: tuning's "foreach") */
+#define MT_TENSORS MT_SLOTS /* tensors per launch (an argument per role each): MT_SLOTS, or 1 (tuning's foreach) */
 #endif
 #if MT_TENSORS == 1
 #define MT_ARGS(T, x) T x##0
@@ -59,8 +59,9 @@ inline real lerp_torch(real start, real end, real w) {
     const int g_ = get_group_id(0);                                                                         \
     const int t = (g_ >= ends.s0) + (g_ >= ends.s1) + (g_ >= ends.s2) + (g_ >= ends.s3) + (g_ >= ends.s4) +  \
                   (g_ >= ends.s5) + (g_ >= ends.s6);                                                        \
-    const int i = (g_ - (t == 0 ? 0 : t == 1 ? ends.s0 : t == 2 ? ends.s1 : t == 3 ? ends.s2 : t == 4 ? ends.s3 \
-                         : t == 5 ? ends.s4 : t == 6 ? ends.s5 : ends.s6)) * (int)get_local_size(0) + (int)get_local_id(0)
+    const int first_ = t == 0 ? 0 : t == 1 ? ends.s0 : t == 2 ? ends.s1 : t == 3 ? ends.s2 : t == 4 ? ends.s3    \
+                       : t == 5 ? ends.s4 : t == 6 ? ends.s5 : ends.s6;                                     \
+    const int i = (g_ - first_) * (int)get_local_size(0) + (int)get_local_id(0)
 /* BODY(j), the code for tensor slot j, for the tensor t of this work-group */
 #define MT_CASE(BODY, j)                                                                                    \
     case j:                                                                                                 \
@@ -73,9 +74,11 @@ inline real lerp_torch(real start, real end, real w) {
 #endif
 
 /* element i of one parameter */
-__attribute__((always_inline)) inline void update(int op, int flags, size_t i, __global store_t *p, __global const store_t *g,
-                   __global store_t *s0, __global store_t *s1, __global store_t *s2,
-                   real lr, real h0, real h1, real h2, real h3, real h4, real h5) {
+/* always inlined: PoCL left it a call per element and ran the multi-tensor step 2x slower */
+__attribute__((always_inline)) inline void update(int op, int flags, size_t i, __global store_t *p,
+                                                  __global const store_t *g, __global store_t *s0,
+                                                  __global store_t *s1, __global store_t *s2, real lr, real h0,
+                                                  real h1, real h2, real h3, real h4, real h5) {
     real param = LOAD(p, i);
     real grad = LOAD(g, i);
     if (flags & F_MAXIMIZE) grad = -grad;

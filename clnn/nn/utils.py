@@ -60,7 +60,8 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
             )
         coef = clip(max_norm / (total + 1e-6), None, 1.0)
         unique = list({id(g.data): g for g in grads}.values())  # autograd may hand one gradient to several leaves
-        for real in {np.float64 if g.dtype == np.float64 else np.float32 for g in unique}:
-            foreach.scale_([g for g in unique if (g.dtype == np.float64) == (real == np.float64)], 1.0,
-                           coef=coef.astype(real))
+        for real in (np.float32, np.float64):  # scale_ reads the coefficient in each gradient's `real` type
+            these = [g for g in unique if (g.dtype == np.float64) == (real is np.float64)]
+            if these:
+                foreach.scale_(these, 1.0, coef=coef.astype(real))
     return total

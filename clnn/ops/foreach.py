@@ -49,7 +49,7 @@ def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]]) -> Iterat
             yield dev, rest, run[i : i + size]
 
 
-def sizes(tensors: Sequence[Tensor], wg: int) -> tuple[np.ndarray, np.ndarray, int]:
+def sizes(tensors: Sequence[Tensor], wg: int) -> tuple[np.generic, np.generic, int]:
     """The ``int8``s of ``tensors``' sizes and of their blocks' running totals (unused slots: 0 and the total)
     for work-groups of ``wg``, and the number of blocks."""
     blocks = np.cumsum([math.ceil(t.size / wg) for t in tensors])
