@@ -80,8 +80,8 @@ class GradScaler:
     ``scale(loss)`` multiplies the loss by the scale; ``step(optimizer)`` unscales the gradients (unless
     ``unscale_`` already did) and skips the update when any gradient is inf or NaN; ``update()`` halves
     the scale after a skipped step and doubles it after ``growth_interval`` steps in a row without one.
-    ``unscale_`` is one in-place launch per ``foreach.MT`` gradients (``optim.cl``'s ``scale_multi``: no copy of a
-    gradient) that also raises a device-side inf/NaN flag, read back once per step.
+    ``unscale_`` is one in-place launch per ``foreach.per_launch`` gradients (8 on GPUs, 1 on CPUs; ``optim.cl``'s
+    ``scale_multi``: no copy of a gradient) that also raises a device-side inf/NaN flag, read back once per step.
 
     Example:
         >>> scaler = clnn.amp.GradScaler()

@@ -5,7 +5,8 @@ buffer arguments per role, their sizes and the running totals of their blocks (a
 elements) as ``int8``s; each work-group finds its tensor and block from those. An optimizer
 step, GradScaler's unscale and ``clip_grad_norm_`` then cost a launch per ``MT`` tensors instead of one (or
 four) per tensor: on GPUs, where each launch costs the host tens of microseconds, that is most of a small
-model's step.
+model's step. CPUs, whose launches are cheap and whose compilers vectorize only the one-tensor kernel, take a
+tensor per launch (:func:`per_launch`, tuning's ``foreach`` row).
 """
 
 from __future__ import annotations
