@@ -3,7 +3,8 @@
 Updates run as ``optim_multi`` in ``kernels_cl/optim.cl``, one launch per group of up to
 ``foreach.per_launch`` parameters (8 on GPUs, 1 on CPUs) that share their dtype, device and update
 (hyperparameters, step count, flags): it reads the gradients and the state buffers and writes the parameters
-and the state in place, so no value crosses to the host. Hyperparameters are kernel arguments, so changing the learning rate never recompiles.
+and the state in place, so no value crosses to the host. Hyperparameters are kernel arguments, so changing the
+learning rate never recompiles.
 """
 
 from __future__ import annotations
