@@ -155,3 +155,19 @@ def test_candidates_try_the_current_choices_neighbours_first(dev):
     firsts = 1 + sum(len(tuning.TABLE[k]) for k in ("gemm", "gemm_small"))  # at most this many before the space
     distances = [tune._distance(c, cands[0]) for c in cands[firsts:]]
     assert distances == sorted(distances) and distances[0] <= 1, distances[:20]
+
+
+def test_kept_parameters_and_plans_follow_every_change_of_the_table(dev, monkeypatch):
+    """params and matmul.plan keep their results between calls: a row patched in place, replaced, or added
+    must reach them at once (tests and the Oclgrind drive patch rows so)."""
+    f32 = np.dtype("float32")
+    before = plan(dev, f32, 1, 1, 1, 1)
+    assert before.kernel == "direct" and tuning.params(dev, "gemm_direct") == tuning.params(dev, "gemm_direct")
+    rows = tuning.TABLE["gemm_direct"]
+    key = max((k for k in rows if k in ("default", dev.type)), key=lambda k: k != "default")  # the row that applies
+    monkeypatch.setitem(rows[key], "MAX_MACS", 0)  # in place, inside a row
+    assert tuning.params(dev, "gemm_direct")["MAX_MACS"] == 0 and plan(dev, f32, 1, 1, 1, 1).kernel == "tiled"
+    monkeypatch.setitem(rows, key, {"MAX_MACS": 1 << 30})  # a row replaced
+    assert plan(dev, f32, 1, 64, 64, 64).kernel == "direct"
+    monkeypatch.setitem(rows, f"{dev.type} {dev.vendor.lower()}", {"MAX_MACS": 0})  # a row added, for this device
+    assert plan(dev, f32, 1, 64, 64, 64).kernel == "tiled"
