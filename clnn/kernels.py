@@ -269,9 +269,15 @@ def cl_vector(cltype: np.dtype, *values: int) -> np.generic:
     return np.array(values, cltype.fields["s0"][0]).view(cltype)[0]
 
 
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """The arithmetic type (clnn_dtype.h's ``real``) of ``dtype``'s kernels: float64's own, float32 for the
+    others (partial sums and planes of half data are kept in it)."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
 def real_scalar(dtype: np.dtype, value: float) -> np.generic:
     """A scalar kernel argument of the kernel's ``real`` type."""
-    return np.float64(value) if np.dtype(dtype) == np.float64 else np.float32(value)
+    return real_dtype(dtype).type(value)
 
 
 MAXD = op_codes("clnn_shape.h", "")["maxd"]  # most dimensions a kernel's shape descriptor holds

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import numpy as np
-
 from ..ops import foreach
 from ..ops.creation import zeros
 from ..ops.elementwise import clip, maximum
@@ -60,8 +58,5 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
             )
         coef = clip(max_norm / (total + 1e-6), None, 1.0)
         unique = list({id(g.data): g for g in grads}.values())  # autograd may hand one gradient to several leaves
-        for real in (np.float32, np.float64):  # scale_ reads the coefficient in each gradient's `real` type
-            these = [g for g in unique if (g.dtype == np.float64) == (real is np.float64)]
-            if these:
-                foreach.scale_(these, 1.0, coef=coef.astype(real))
+        foreach.scale_(unique, 1.0, coef=coef)
     return total

@@ -216,7 +216,7 @@ def _attend_fused(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, 
     args = (flags, np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale), p, seed,
             offset, *mask_args, np.int32(nh), *lay)
     d = _plan(dev, q.dtype, e, ev, max(lq, s))
-    acc = np.float64 if q.dtype == np.float64 else np.float32
+    acc = kernels.real_dtype(q.dtype)
 
     def run(name: str, rows: int, *buffers: Any) -> None:
         t, x, y = (int(d[n]) for n in ("ATT_T", "ATT_X", "ATT_Y"))
@@ -253,7 +253,7 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
     q, k, v = qkv
     lq, s, e, ev = sizes
     dev, lay_q, lay_k, lay_v, lay_o = q.device, *layouts
-    acc = np.dtype(np.float64 if q.dtype == np.float64 else np.float32)
+    acc = kernels.real_dtype(q.dtype)
     causal = bool(int(flags) & F_CAUSAL)
     d = defines(q.dtype, RED_WG=group_size(dev, ROW_WG))
 

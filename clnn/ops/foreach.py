@@ -73,21 +73,19 @@ def launch(dev: Device, k: cl.Kernel, tensors: Sequence[Tensor], *args: object, 
     return blocks
 
 
-def _real(dtype: np.dtype) -> np.dtype:
-    """The arithmetic type of ``dtype``'s kernels (clnn_dtype.h's ``real``)."""
-    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
-
-
 def scale_(tensors: Sequence[Tensor], factor: float, coef: Tensor | None = None,
            found: Tensor | None = None) -> None:
     """Multiply every tensor of ``tensors`` (contiguous, none sharing memory) in place by ``factor`` (and by the
-    0-d ``coef``, a device scalar of each tensor's ``real`` type, when given); with ``found`` (an int32 tensor
-    of one element), set it to 1 when an element was inf or NaN before the multiply."""
+    0-d device scalar ``coef`` when given); with ``found`` (an int32 tensor of one element), set it to 1 when an
+    element was inf or NaN before the multiply."""
+    coefs = {}  # coef in each tensor's `real` type, as the kernel reads it
     for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
         spare = run[0].data  # stands for the coefficient or the flag where there is none: never read
+        if coef is not None and (real := kernels.real_dtype(dtype)) not in coefs:
+            coefs[real] = coef if coef.dtype == real else coef.astype(real)
         launch(dev, kernel(dev, "scale_multi", dtype), run, *buffers(dev, run), kernels.real_scalar(dtype, factor),
-               np.int32(coef is not None), spare if coef is None else coef.data, np.int32(found is not None),
-               spare if found is None else found.data)
+               np.int32(coef is not None), spare if coef is None else coefs[kernels.real_dtype(dtype)].data,
+               np.int32(found is not None), spare if found is None else found.data)
 
 
 def norm_partials(tensors: Sequence[Tensor], power: float) -> list[Tensor]:
@@ -99,7 +97,7 @@ def norm_partials(tensors: Sequence[Tensor], power: float) -> list[Tensor]:
     out = []
     for (dev, dtype), these in runs.items():
         wg = kernels.group_size(dev)
-        partials = empty((sum(sizes(run, wg)[2] for run in these),), _real(dtype), dev)
+        partials = empty((sum(sizes(run, wg)[2] for run in these),), kernels.real_dtype(dtype), dev)
         k = kernel(dev, "norm_multi", dtype, MT_WG=wg)
         base = 0
         for run in these:

@@ -334,7 +334,7 @@ def _huber(op: str, input: Any, target: Any, reduction: str, b: float, w: float)
         local = min(group_size(dev), 1 << (-(-max(n, 1) // FOLD) - 1).bit_length())
         chunk = split_chunk(dev, 1, n, local)
         groups = max(-(-n // chunk), 1)
-        part = empty((groups,), np.float64 if x.dtype == np.float64 else np.float32, dev)  # the kernel's real
+        part = empty((groups,), kernels.real_dtype(x.dtype), dev)
         kernels.launch(dev, kernels.kernel(dev, "huber.cl", "huber_sum", d), (groups * local,), (local,), args[0],
                        np.int32(chunk), *args[1:], x.data, y.data, part.data)
         loss = (part.sum() if groups > 1 else part.reshape(())).astype(x.dtype)

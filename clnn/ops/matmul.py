@@ -219,8 +219,7 @@ def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
 def partials(dtype: np.dtype, shape: tuple[int, ...], dev: Device) -> tuple[Tensor, dict[str, int]]:
     """A k-split's buffer of partial products for ``dtype`` results, in ``real`` (float64 for float64, else
     float32: half partials would round before their sum), and the tiled kernels' define that stores into it."""
-    real = np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
-    return empty(shape, real, dev), {"C_REAL": 1} if np.dtype(dtype) in HALF_DTYPES else {}
+    return empty(shape, kernels.real_dtype(dtype), dev), {"C_REAL": 1} if np.dtype(dtype) in HALF_DTYPES else {}
 
 
 def rounding(dtype: np.dtype, **operands: Tensor) -> dict[str, int]:

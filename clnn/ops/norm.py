@@ -31,7 +31,7 @@ class _Groups:
     def __init__(self, x: Tensor, outer: int, groups: int, inner: int, affine: int, eps: float,
                  dtype: np.dtype | None = None) -> None:
         self.dt = x.dtype if dtype is None else np.dtype(dtype)
-        self.real = np.dtype(np.float64 if self.dt == np.float64 else np.float32)
+        self.real = kernels.real_dtype(self.dt)
         self.x, self.affine, self.eps = x, affine, real_scalar(self.dt, eps)
         self.geometry = (outer, groups, inner)
         self.sizes = tuple(np.int32(v) for v in self.geometry)

@@ -84,7 +84,7 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     out_part = s > 1
     flags = (RF_IN_PART if part else 0) | (RF_OUT_PART if out_part else 0)
     if out_part:
-        acc = np.float64 if src.dtype == np.float64 else np.float32  # float16 partials stay float32
+        acc = kernels.real_dtype(src.dtype)  # float16 partials stay float32
         nxt = (empty((outer * s * inner,), acc, dev), empty((outer * s * inner,), np.int64, dev) if op in ARG
                else final)
     xp, xi = part or (src, idx)  # buffers the kernel won't read stand in for absent ones

@@ -29,11 +29,6 @@ FILTER_BYTES = 36 << 20  # most bytes of transformed filters (or of the weight g
 PARTIAL_BYTES = 8 << 20  # most bytes of a batched GEMM's k-split partial products
 
 
-def _plane(dtype: np.dtype) -> np.dtype:
-    """The planes' element type for products in ``dtype``: float64's own, float32 for the others."""
-    return np.dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32)
-
-
 def positions(m: int) -> int:
     """Positions of F(mxm, 3x3)'s transformed window: the batched GEMM's batch."""
     return (m + 2) ** 2
@@ -56,7 +51,7 @@ def suits(c: int, o: int, width: int, pad: tuple[int, int], dtype: np.dtype) -> 
     the planes of one row of tiles (the least a chunk takes) within a plane buffer. Then a layer's extra memory
     stays under 64 MiB at any batch: at most FILTER_BYTES of filters or weight-gradient planes, WORKSPACE and
     PARTIAL_BYTES."""
-    item = _plane(dtype).itemsize
+    item = kernels.real_dtype(dtype).itemsize
     row = max(positions(m) * -(-width // m) for m in (2, 4)) * item
     return max(pad) <= 2 and positions(4) * item * o * c <= FILTER_BYTES and row * max(c, o) <= WORKSPACE // 2
 
@@ -65,7 +60,7 @@ def _workspace(dev: Device, dtype: np.dtype, elements: int) -> tuple[Tensor, Ten
     """Two plane buffers of at least ``elements`` each: a power of two of them, at most WORKSPACE / 2 bytes, so
     layers share a few sizes that the memory pool reuses (per-layer sizes left it holding 128 MiB more after an
     AlexNet step) and small layers take small buffers."""
-    pt = _plane(dtype)
+    pt = kernels.real_dtype(dtype)
     n = min(WORKSPACE // 2 // pt.itemsize, 1 << (elements - 1).bit_length())
     return empty((n,), pt, dev), empty((n,), pt, dev)
 
@@ -78,7 +73,7 @@ def _planes(buf: Tensor, shape: tuple[int, int, int]) -> Tensor:
 def _chunk(tile_rows: int, tw: int, rows: int, m: int, dtype: np.dtype) -> int:
     """Tile rows (of ``tw`` tiles) per chunk: planes of F(mxm)'s positions with up to ``rows`` rows in half of
     WORKSPACE, the tile rows shared out evenly (no short last chunk: its GEMM would be inefficient)."""
-    most = max(1, WORKSPACE // 2 // (positions(m) * rows * tw * _plane(dtype).itemsize))
+    most = max(1, WORKSPACE // 2 // (positions(m) * rows * tw * kernels.real_dtype(dtype).itemsize))
     return -(-tile_rows // -(-tile_rows // most))
 
 
@@ -122,7 +117,7 @@ def _filters(w: Tensor, o: int, c: int, m: int, dtype: np.dtype, flip: bool) -> 
     """F(mxm)'s transformed filters (positions, O, C) of w (O, C, 3, 3) in ``dtype``, or with ``flip``
     (positions, C, O) of w transposed and reversed (the input gradient's)."""
     dev, p = w.device, positions(m)
-    u = empty((p, c, o) if flip else (p, o, c), _plane(dtype), dev)
+    u = empty((p, c, o) if flip else (p, o, c), kernels.real_dtype(dtype), dev)
     k = kernels.kernel(dev, "winograd.cl", "wino_filter", defines(dtype, WINO_M=m, **rounding(dtype, A=w)))
     kernels.launch(dev, k, (o, c) if flip else (c, o), None, np.int32(o), np.int32(c), np.int32(flip), w.data, u.data)
     return u
@@ -176,7 +171,7 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
     stored as ``store``: per chunk of tiles, the transformed gy tiles (positions, O, T) times the transformed
     input windows (positions, C, T) transposed, summed over the chunks in order."""
     (n, c), (o, oh, ow) = x.shape[:2], gy.shape[1:]
-    dev, pt, m = x.device, _plane(dtype), tile_size(oh, ow, x.device)
+    dev, pt, m = x.device, kernels.real_dtype(dtype), tile_size(oh, ow, x.device)
     th, tw, p = -(-oh // m), -(-ow // m), positions(m)
     vt = _vt(dev, tw)
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
