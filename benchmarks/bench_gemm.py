@@ -19,6 +19,7 @@ import numpy as np
 from common import best_time, header, peer_name, torch_peer, torch_sync
 
 import clnn
+from clnn.ops.matmul import plan
 
 
 def clblast_runner(dev: clnn.Device, a: np.ndarray, b: np.ndarray) -> tuple[Callable[[], object] | None, str]:
@@ -65,9 +66,10 @@ def main() -> None:
         f"numpy {np.__version__}, peer {peer_name(tdev)}, {os.cpu_count()} CPUs, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
-    print(f"GFLOP/s, best of {args.reps}; ratios are clnn / peer")
-    columns = ("clnn", "numpy", "torch", "clblast", "/numpy", "/torch", "/clblast")
-    print(f"{'MxNxK':>15}" + "".join(f"{c:>9}" for c in columns))
+    print(f"GFLOP/s, best of {args.reps}; ratios are clnn / peer; 'kernels': clnn's rate over its kernels' own time "
+          "(the profiler's; far above 'clnn' when launches bound it); 'plan': matmul.plan's choice")
+    columns = ("clnn", "numpy", "torch", "clblast", "/numpy", "/torch", "/clblast", "kernels")
+    print(f"{'MxNxK':>15}" + "".join(f"{c:>9}" for c in columns) + "  plan")
     notes = set()
     rng = np.random.default_rng(0)
     for size in sizes:
@@ -101,12 +103,22 @@ def main() -> None:
             rates["clblast"] = float("nan")
         else:
             rates["clblast"] = flops / best_time(blast, args.reps) / 1e9
+        kernel_ns = []
+        for _ in range(3):
+            with clnn.profiler.profile(dev) as prof:
+                run_clnn()
+            kernel_ns.append(sum(k.device_ns for k in prof.kernels))
+        kernel_rate = flops / (min(kernel_ns) / 1e9) / 1e9
+        how = plan(dev, np.dtype(np.float32), 1, m, n, k)
+        tile = f"{how.cfg['TM']}x{how.cfg['TN']}x{how.cfg['TK']} in {how.cfg['WM']}x{how.cfg['WN']}"
         r = rates["clnn"]
         peers = ("numpy", "torch", "clblast")
         print(
             f"{m}x{n}x{k}".rjust(15)
             + "".join(f"{rates[c]:>9.1f}" for c in ("clnn", *peers))
             + "".join(f"{r / rates[c]:>9.2f}" for c in peers)
+            + f"{kernel_rate:>9.1f}  {how.kernel}"
+            + (f" {tile}, {how.splits} k-ranges" if how.kernel == "tiled" else "")
         )
     for note in sorted(notes):
         print("note:", note)
