@@ -18,35 +18,21 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-from common import header, median_time
+from common import POLICIES, header, image_step, median_time
 
 import clnn
-import clnn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from alexnet import alexnet  # noqa: E402
 
-POLICIES = {"float32": None, "mixed_float16": clnn.float16, "mixed_bfloat16": clnn.bfloat16}
 
-
-def run(dev: clnn.Device, half, batch: int, steps: int, warmup: int) -> tuple[float, int]:
-    """(median step seconds, peak bytes) of the AlexNet step under ``half`` (None: float32)."""
+def run(dev: clnn.Device, policy: str, batch: int, steps: int, warmup: int) -> tuple[float, int]:
+    """(median step seconds, peak bytes) of the AlexNet step under ``policy``."""
     clnn.manual_seed(0)
-    model = alexnet().to(dev)
-    opt = clnn.optim.Adam(model.parameters(), lr=1e-4)
-    scaler = clnn.amp.GradScaler(enabled=half == clnn.float16)
-    rng = np.random.default_rng(0)
-    x = clnn.tensor(rng.standard_normal((batch, 3, 224, 224)).astype(np.float32), device=dev)
-    y = clnn.tensor(rng.integers(0, 10, batch), device=dev)
+    unsynced = image_step(dev, alexnet().to(dev), (3, 224, 224), batch, policy)
 
     def step() -> None:
-        with clnn.autocast(half or clnn.float16, enabled=half is not None):
-            loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
+        unsynced()
         dev.synchronize()
 
     step()  # the optimizer's state exists from here on, as in training
@@ -65,7 +51,7 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     dev = clnn.device(args.device)
-    results = {name: run(dev, half, args.batch, args.steps, args.warmup) for name, half in POLICIES.items()}
+    results = {name: run(dev, name, args.batch, args.steps, args.warmup) for name in POLICIES}
     base_t, base_m = results["float32"]
     print(header(dev))
     print(f"AlexNet-style step (Adam), batch {args.batch}, 3x224x224, median of {args.steps} steps\n")

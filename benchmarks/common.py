@@ -7,7 +7,10 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 import clnn
+import clnn.functional as F
 
 # Seconds to wait before timing a library: the worker threads of the one timed before it keep spinning after
 # its last call (OpenBLAS's for about 100 ms, PyTorch's and Intel's runtime's for about 50) and, on a 2-core
@@ -73,3 +76,28 @@ def peer_name(device) -> str:
     if device.type == "cuda":
         return f"PyTorch {torch.__version__} CUDA ({torch.cuda.get_device_name()}, TF32 off)"
     return f"PyTorch {torch.__version__} CPU ({torch.get_num_threads()} threads)"
+
+
+POLICIES = {"float32": None, "mixed_float16": clnn.float16, "mixed_bfloat16": clnn.bfloat16}  # precision policies
+
+
+def image_step(dev: clnn.Device, model: clnn.nn.Module, shape: tuple[int, ...], batch: int,
+               policy: str = "float32") -> Callable[[], None]:
+    """One Adam step of ``model`` on a fixed random batch of ``shape`` images and 10 classes under ``policy``, as
+    ``compile(precision=...)`` runs it: autocast to the half type, a GradScaler for float16 (not synchronized)."""
+    half = POLICIES[policy]
+    opt = clnn.optim.Adam(model.parameters(), lr=1e-4)
+    scaler = clnn.amp.GradScaler(enabled=half == clnn.float16)
+    rng = np.random.default_rng(0)
+    x = clnn.tensor(rng.standard_normal((batch, *shape)).astype(np.float32), device=dev)
+    y = clnn.tensor(rng.integers(0, 10, batch), device=dev)
+
+    def step() -> None:
+        with clnn.autocast(half or clnn.float16, enabled=half is not None):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    return step

@@ -24,36 +24,13 @@ from pathlib import Path
 
 import numpy as np
 from bench_lenet import lenet
-from common import header
+from common import POLICIES, header, image_step
 
 import clnn
-import clnn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from alexnet import alexnet  # noqa: E402
 from train_gpt import CONFIG, gpt, load_corpus, windows  # noqa: E402
-
-HALVES = {"float32": None, "mixed_float16": clnn.float16, "mixed_bfloat16": clnn.bfloat16}
-
-
-def image_step(dev: clnn.Device, model: clnn.nn.Module, shape: tuple[int, ...], batch: int, policy: str) -> Callable:
-    """One Adam step of ``model`` on a random batch of ``shape`` images under ``policy``."""
-    half = HALVES[policy]
-    opt = clnn.optim.Adam(model.parameters(), lr=1e-4)
-    scaler = clnn.amp.GradScaler(enabled=half == clnn.float16)
-    rng = np.random.default_rng(0)
-    x = clnn.tensor(rng.standard_normal((batch, *shape)).astype(np.float32), device=dev)
-    y = clnn.tensor(rng.integers(0, 10, batch), device=dev)
-
-    def step() -> None:
-        with clnn.autocast(half or clnn.float16, enabled=half is not None):
-            loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-
-    return step
 
 
 def gpt_step(dev: clnn.Device) -> Callable:
@@ -106,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="alexnet,gpt,lenet")
     parser.add_argument("--batch", type=int, default=64, help="AlexNet's and LeNet's batch")
-    parser.add_argument("--policy", choices=sorted(HALVES), default="float32")
+    parser.add_argument("--policy", choices=sorted(POLICIES), default="float32")
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
