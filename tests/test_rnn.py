@@ -134,6 +134,19 @@ def _magnitudes(mode: str, ref: torch.nn.Module, steps: dict
     return {k: v.detach().numpy() for k, v in mags.items()}, gx_mag.detach().numpy(), h0_mags
 
 
+def _projection_magnitudes(ref: torch.nn.Module, steps: dict, layers: int) -> tuple[np.ndarray, np.ndarray]:
+    """With a projection, each output's and each final h's sum of absolute terms ``|W_hr| |h'_t|``: the output
+    time-major (T, B, D * P), the final states (L * D, B, P)."""
+    outs, finals = [], []
+    for (layer, d), rec in sorted(steps.items()):  # (layer, direction) in h_n's order
+        w = getattr(ref, f"weight_hr_l{layer}" + ("_reverse" if d else "")).detach().abs()
+        terms = [hf.detach().abs() @ w.T for hf, _ in (r[4] for r in rec)]
+        finals.append(terms[-1])
+        if layer == layers - 1:  # the reverse direction's steps run backward in time
+            outs.append(torch.stack(terms if d == 0 else terms[::-1]))
+    return torch.cat(outs, 2).numpy(), torch.stack(finals).numpy()
+
+
 def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, bias, rng, unbatched=False, proj=0):
     ref, mine = _pair(mode, n_in, hid, layers, bidir, batch_first, bias, proj)
     d_count = 2 if bidir else 1
@@ -152,10 +165,6 @@ def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, 
     ups = [rng.standard_normal(tuple(t.shape)).astype(np.float32) for t in [t_out, *t_fin]]
     sum(((a * torch.tensor(u, dtype=torch.float64)).sum() for a, u in zip([t_out, *t_fin], ups))).backward()
     sum((a * clnn.tensor(u)).sum() for a, u in zip([c_out, *c_fin], ups)).backward()
-    for what, a, b in zip(["output", "h_n", "c_n"], [c_out, *c_fin], [t_out, *t_fin]):
-        assert a.shape == tuple(b.shape), f"{what}: shape {a.shape} != {tuple(b.shape)}"
-        assert_close(a.numpy(), b.detach().numpy(), F32_TOL, what)
-
     # the twin, time-major and batched, with the same upstream gradients
     twin = {k: v.detach().clone().requires_grad_() for k, v in ref.named_parameters()}
     tm = tx.detach().clone()
@@ -175,6 +184,17 @@ def _run(mode, t_len, batch, n_in, hid, layers, bidir, batch_first, with_state, 
         loss = loss + (f * torch.tensor(u, dtype=torch.float64).reshape(f.shape)).sum()
     loss.backward()
     mags, gx_mag, h0_mags = _magnitudes(mode, proxy, steps)
+    if proj:  # h_t = W_hr h'_t is a sum of signed terms: checked against their magnitude
+        out_mag, hn_mag = _projection_magnitudes(proxy, steps, layers)
+        out_mag = out_mag[:, 0] if unbatched else out_mag.transpose(1, 0, 2) if batch_first else out_mag
+        hn_mag = hn_mag[:, 0] if unbatched else hn_mag
+    for i, (what, a, b) in enumerate(zip(["output", "h_n", "c_n"], [c_out, *c_fin], [t_out, *t_fin])):
+        assert a.shape == tuple(b.shape), f"{what}: shape {a.shape} != {tuple(b.shape)}"
+        b = b.detach().numpy()
+        if proj and i < 2:
+            assert_sum_close(a.numpy(), b, (out_mag, hn_mag)[i] + np.abs(b), F32_TOL, what)
+        else:
+            assert_close(a.numpy(), b, F32_TOL, what)
     gx_mag = gx_mag[:, 0] if unbatched else gx_mag.transpose(1, 0, 2) if batch_first else gx_mag
     assert_sum_close(cx.grad.numpy(), tx.grad.numpy(), gx_mag + np.abs(tx.grad.numpy()), F32_TOL, "input grad")
     if with_state:  # h0's gradient is a sum (dgh_0 W_hh: its terms may cancel), c0's a product
