@@ -19,7 +19,7 @@ import argparse
 import os
 
 import numpy as np
-from common import best_time, header, peer_name, torch_peer, torch_sync
+from common import add_tile_option, best_time, header, override_tiles, peer_name, torch_peer, torch_sync
 
 import clnn
 import clnn.functional as F
@@ -36,12 +36,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    add_tile_option(ap)
     args = ap.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
     dev = clnn.device(args.device)
+    override_tiles(dev, args.tile)
     tdev = torch_peer(dev)
     n, c, o, s, kk, st, pad = LAYERS[args.layer]
     n = args.batch or n

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 
 import numpy as np
-from common import best_time, header, peer_name, torch_peer, torch_sync
+from common import add_tile_option, best_time, header, override_tiles, peer_name, torch_peer, torch_sync
 
 import clnn
 from clnn.ops.matmul import plan
@@ -53,11 +53,13 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", default=None, help="n or MxNxK (default: the issue's sizes)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default=None)
+    add_tile_option(ap)
     args = ap.parse_args()
 
     import torch
 
     dev = clnn.device(args.device)
+    override_tiles(dev, args.tile)
     tdev = torch_peer(dev)
     gpu_sizes = ["1024", "2048", "4096", "8192", "127x253x61", "1000", "4096x4096x256", "64x100352x288"]
     sizes = args.sizes or (gpu_sizes if tdev.type == "cuda" else ["1024", "2048"])
@@ -110,7 +112,8 @@ def main() -> None:
             kernel_ns.append(sum(k.device_ns for k in prof.kernels))
         kernel_rate = flops / (min(kernel_ns) / 1e9) / 1e9
         how = plan(dev, np.dtype(np.float32), 1, m, n, k)
-        tile = f"{how.cfg['TM']}x{how.cfg['TN']}x{how.cfg['TK']} in {how.cfg['WM']}x{how.cfg['WN']}"
+        tile = f"{how.cfg['TM']}x{how.cfg['TN']}x{how.cfg['TK']} in {how.cfg['WM']}x{how.cfg['WN']}" + (
+            f" (A k-major, VWA {how.cfg['VWA']})" if how.cfg["VWA"] > 1 else "")
         r = rates["clnn"]
         peers = ("numpy", "torch", "clblast")
         print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import statistics
 import time
@@ -101,3 +102,39 @@ def image_step(dev: clnn.Device, model: clnn.nn.Module, shape: tuple[int, ...], 
         scaler.update()
 
     return step
+
+
+TILE_KINDS = ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight", "winograd")  # tuning kinds holding gemm.h tiles
+
+
+def add_tile_option(parser: argparse.ArgumentParser) -> None:
+    """``--tile KEY=VALUE ...``, for :func:`override_tiles`."""
+    parser.add_argument("--tile", nargs="*", default=None, metavar="KEY=VALUE",
+                        help="laid over every tuned tile on this device (gemm.h's keys, e.g. VWA=4): a variant timed "
+                             "without storing it")
+
+
+def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
+    """Lay ``KEY=VALUE`` settings of gemm.h's tile keys over every tile kind on ``dev`` for this process (a row
+    named after the device, the last one applied): a variant of the tuned tiles timed without storing it
+    (``--tile VWA=4``). A setting that a kind's tile cannot take on ``dev`` (gemm_config would shrink it) is refused."""
+    from clnn import tuning
+    from clnn.ops.matmul import _KEYS, gemm_config
+
+    if not settings:
+        return
+    pairs = {}
+    for item in settings:
+        key, _, value = item.partition("=")
+        if key not in _KEYS or not value.isdigit():
+            raise SystemExit(f"--tile expects KEY=INTEGER with KEY one of {list(_KEYS)}; got {item!r}")
+        pairs[key] = int(value)
+    if "vendor" in dev.real:
+        raise SystemExit("--tile needs a real device: a posed one (CLNN_LIMITS) matches no row by its name")
+    name = dev.name.lower()
+    for kind in TILE_KINDS:
+        tuning.TABLE[kind] = {**tuning.TABLE[kind], name: {**tuning.TABLE[kind].get(name, {}), **pairs}}
+        cfg = gemm_config(dev, np.float32, kind)  # shrunk to fit the device where it does not
+        if any(cfg[key] != value for key, value in pairs.items()):
+            raise SystemExit(f"--tile {' '.join(settings)}: {kind}'s tile would run as {cfg} on {dev}")
+

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_lenet import lenet
-from common import POLICIES, header, image_step
+from common import POLICIES, add_tile_option, header, image_step, override_tiles
 
 import clnn
 
@@ -86,8 +86,10 @@ def main() -> None:
     parser.add_argument("--policy", choices=sorted(POLICIES), default="float32")
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--device", default=None)
+    add_tile_option(parser)
     args = parser.parse_args()
     dev = clnn.set_default_device(clnn.device(args.device))
+    override_tiles(dev, args.tile)
     print(header(dev))
     clnn.manual_seed(0)
     for name in args.models.split(","):

@@ -23,7 +23,7 @@ import numpy as np
 import pyopencl as cl
 import torch
 from bench_lenet import lenet
-from common import header, median_time, peer_name, torch_peer, torch_sync
+from common import add_tile_option, header, median_time, override_tiles, peer_name, torch_peer, torch_sync
 
 import clnn
 import clnn.functional as F
@@ -226,8 +226,10 @@ def main() -> None:
     parser.add_argument("--only", default=None,
                         help="comma-separated subset of sum,softmax,batch_norm,max_pool,transpose,elementwise,host,"
                              "lenet,alexnet")
+    add_tile_option(parser)
     args = parser.parse_args()
     dev = clnn.device(args.device)
+    override_tiles(dev, args.tile)
     tdev = torch_peer(dev)
     full = (args.size or ("full" if dev.type == "gpu" else "small")) == "full"
     only = None if args.only is None else {s.strip() for s in args.only.split(",")}

@@ -38,7 +38,7 @@ Printer = Callable[[str], None]
 _SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations
     "TM": (16, 32, 64, 128, 256), "TN": (16, 32, 64, 96, 128, 192), "TK": (8, 16, 32, 64),
     "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 32), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
-    "APAD": (0, 1), "DB": (0, 1),
+    "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1),
 }
 _MAX_ACC = 128  # accumulators per work-item; more spills registers on every device
 
@@ -58,6 +58,19 @@ def _conv_shape(dev: Device) -> tuple[int, int, int, int, int]:
     return (32, 64, 56, 56, 128) if dev.type != "cpu" else (8, 32, 28, 28, 64)
 
 
+def _space() -> Iterator[dict[str, int]]:
+    """The tiles of _SPACE whose rows and columns divide into the work-items' blocks and vectors, with at most
+    _MAX_ACC accumulators per work-item (those checks first: the whole product is ~10^6 tiles)."""
+    rows = [r for r in itertools.product(_SPACE["TM"], _SPACE["WM"], _SPACE["VWA"]) if r[0] % r[1] == r[1] % r[2] == 0]
+    cols = [c for c in itertools.product(_SPACE["TN"], _SPACE["WN"], _SPACE["VW"]) if c[0] % c[1] == c[1] % c[2] == 0]
+    rest = list(itertools.product(*(_SPACE[key] for key in ("TK", "VWG", "APAD", "DB"))))
+    for (tm, wm, vwa), (tn, wn, vw) in itertools.product(rows, cols):
+        if wm * wn <= _MAX_ACC:
+            for tk, vwg, apad, db in rest:
+                yield {"TM": tm, "TN": tn, "TK": tk, "WM": wm, "WN": wn, "VW": vw, "VWG": vwg, "VWA": vwa,
+                       "APAD": apad, "DB": db}
+
+
 def _distance(cfg: dict[str, int], to: dict[str, int]) -> float:
     """How far apart two tiles are: the sum over their sizes of |log2 of the ratio| (one per doubling), plus the
     flags (APAD, DB) that differ."""
@@ -73,8 +86,7 @@ def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]
     current = gemm_config(dev, np.float32, kind)
     firsts = [current] + [{**current, **row} for rows in (tuning.TABLE["gemm"], tuning.TABLE["gemm_small"])
                           for row in rows.values()]
-    rest = [dict(zip(_KEYS, values)) for values in itertools.product(*(_SPACE[key] for key in _KEYS))]
-    rest = [c for c in rest if c["WM"] * c["WN"] <= _MAX_ACC and config_problem(c) is None]
+    rest = [c for c in _space() if config_problem(c) is None]
     random.Random(seed).shuffle(rest)
     rest.sort(key=lambda c: _distance(c, current))  # stable: the shuffle orders the tiles of each distance
     seen = set()

@@ -30,7 +30,7 @@
  * runtimes that vectorize only loop-free kernels across work-items, needs a unit stride) and conv_direct_bwd_weight (one
  * work-item per (s, weight element), summing the s-th of S ranges of NQ = N*P pixels into partials).
  *
- * Defines: the element type (clnn_dtype.h), gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, APAD) and its A_F32,
+ * Defines: the element type (clnn_dtype.h), gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, VWA, APAD) and its A_F32,
  * B_F32: the GEMM's first operand (w in fwd, gy in bwd_weight) or second (x) is float32, rounded to store_t
  * as it is loaded (clnn.autocast's half convolutions, no cast pass); C_F32: the output (y and pre, gw or its
  * partials) is float32 holding store_t's rounded result (a float32 gradient under autocast, with no half
@@ -73,7 +73,7 @@ inline void zero_acc(realv acc[WM][NV]) {
 /* for each of the work-item's outputs (tile row r, tile column c, value) inside rows x cols: BODY */
 #define EACH_OUTPUT(rows, cols, BODY)                                           \
     _Pragma("unroll") for (int i = 0; i < WM; ++i) {                            \
-        const int r = ty + i * RTM;                                             \
+        const int r = ROW(i);                                                   \
         if (row0 + r >= (rows)) break;                                          \
         _Pragma("unroll") for (int v = 0; v < NV; ++v) {                        \
             const real *t_ = (const real *)&acc[i][v];                          \
@@ -89,7 +89,7 @@ TILED_KERNEL
 void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
               __global const store_t *restrict bias, int has_bias, int act, int keep, __global c_t *pre,
               __global c_t *y) {
-    __local real As[TM][LDA];
+    __local a_tile As;
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN], qy[TN]; /* per column (n, p): x offset, top-left tap, y offset */
     __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one contiguous run of a row */
@@ -119,7 +119,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
     zero_acc(acc);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int k0 = 0; k0 < K; k0 += TK) {
-        stage_a(&As[0][0], k0, kend, Og, row0, w, K, 1, a_vec, lid);
+        stage_a((__local real *)As, k0, kend, Og, row0, w, K, 1, a_vec, lid);
         __local real *bs = (__local real *)&Bs[0][0];
         const int kn = min(TK, K - k0);
         for (int e = lid; e < kn * (TN / VWG); e += WG) {
@@ -153,7 +153,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
 TILED_KERNEL
 void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __global const a_t *restrict gy,
                      __global c_t *restrict gw) {
-    __local real As[TM][LDA];
+    __local a_tile As;
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN];         /* per column (c, i, j): x offset, tap offsets */
     __local int ko[TK], kh[TK], kw[TK], ka[TK]; /* per k-row (n, p): x offset, top-left tap, gy offset */
@@ -199,7 +199,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
                 GATHER(A, t, gy, kk + q < kn, ka[kk + q] + (row0 + r) * P);
             }
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) As[r][kk + q] = t[q];
+            for (int q = 0; q < VWG; ++q) ((__local real *)As)[AS_AT(r, kk + q)] = t[q];
         }
         __local real *bs = (__local real *)&Bs[0][0];
         for (int e = lid; e < TN * (TK / VWG); e += WG) {

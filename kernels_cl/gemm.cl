@@ -10,9 +10,10 @@
  * gemm's partials take act < 0, keep 0; gemm_sum applies them.
  *
  * gemm (tiled): each work-group computes a TM x TN tile of C. Per TK-deep slice of the k axis it
- * stages op(A)'s TM x TK block (As[m][k], rows padded by APAD against bank conflicts) and op(B)'s
- * TK x TN block (Bs[k][n]) in local memory, zero-padded past the matrix edges, so every shape is
- * correct. Each work-item accumulates a WM x WN block of C in registers: rows ty + i*RTM, and VW-wide
+ * stages op(A)'s TM x TK block (As: row-major As[m][k], rows padded by APAD against bank conflicts, or with
+ * VWA > 1 k-major in VWA-row vectors, gemm.h's a_tile) and op(B)'s TK x TN block (Bs[k][n]) in local memory,
+ * zero-padded past the matrix edges, so every shape is correct. Each work-item accumulates a WM x WN block of
+ * C in registers: rows ty + i*RTM (VWA > 1: VWA-row runs at (ty + u*RTM)*VWA, gemm.h's ROW), and VW-wide
  * vectors at columns (tx + v*RTN)*VW, so neighbouring work-items read neighbouring local vectors (no
  * bank conflicts on GPUs) and a CPU compiler emits whole-vector FMAs. Staging walks each operand's
  * contiguous axis fastest; blocks of a row- or column-contiguous operand that lie inside its rows (A)
@@ -42,8 +43,9 @@
  * Defines: the element type (clnn_dtype.h), A_F32, B_F32, D_F32 (gemm.h: a float32 operand rounded to the
  * element type as it is loaded), C_F32 (gemm.h: C and P float32, holding results rounded to the element
  * type); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per work-item), VW (vector width 1, 2, 4, 8
- * or 16), VWG (global load run 1, 2, 4, 8 or 16), APAD (As row padding), DB (0 or 1: double-buffered
- * local tiles). Requires TM % WM == TN % WN == WN % VW == 0, TM % VWG == TN % VWG == TK % VWG == 0 and
+ * or 16), VWG (global load run 1, 2, 4, 8 or 16), VWA (A's local vectors: 1, 2, 4, 8 or 16 rows), APAD (As
+ * row padding, in VWA-vectors), DB (0 or 1: double-buffered local tiles). Requires TM % WM == TN % WN ==
+ * WN % VW == WM % VWA == 0, TM % VWG == TN % VWG == TK % VWG == 0 and
  * KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM,
  * batch*S); gemm_sum: one work-item per element of the (batch, M, N) result; gemm_direct: global
  * (N, M, batch), any work-group.
@@ -64,7 +66,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
           __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
           __global c_t *P, __global c_t *C) {
-    __local real As[DB + 1][TM][LDA]; /* op(A) blocks, row-major */
+    __local a_tile As[DB + 1]; /* op(A) blocks (gemm.h's a_tile) */
     __local realv Bs[DB + 1][TK][TN / VW]; /* op(B) blocks, row-major; realv keeps them vector-aligned */
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * RTN + tx;
@@ -84,20 +86,20 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
         for (int v = 0; v < NV; ++v) acc[i][v] = (realv)0;
 
 #if DB
-    stage(&As[0][0][0], (__local real *)&Bs[0][0][0], 0, kend, M, N, row0, col0, A, a_rs, a_cs, a_vec, B, b_rs,
+    stage((__local real *)As[0], (__local real *)&Bs[0][0][0], 0, kend, M, N, row0, col0, A, a_rs, a_cs, a_vec, B, b_rs,
           b_cs, b_vec, lid);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int k0 = 0; k0 < KS; k0 += TK) {
         const int cur = (k0 / TK) & 1;
         if (k0 + TK < KS) /* the next slice into the other buffer, read after this slice's barrier */
-            stage(&As[cur ^ 1][0][0], (__local real *)&Bs[cur ^ 1][0][0], k0 + TK, kend, M, N, row0, col0, A, a_rs,
+            stage((__local real *)As[cur ^ 1], (__local real *)&Bs[cur ^ 1][0][0], k0 + TK, kend, M, N, row0, col0, A, a_rs,
                   a_cs, a_vec, B, b_rs, b_cs, b_vec, lid);
         MULTIPLY(As[cur], Bs[cur], k0);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #else
     for (int k0 = 0; k0 < KS; k0 += TK) {
-        stage(&As[0][0][0], (__local real *)&Bs[0][0][0], k0, kend, M, N, row0, col0, A, a_rs, a_cs, a_vec, B,
+        stage((__local real *)As[0], (__local real *)&Bs[0][0][0], k0, kend, M, N, row0, col0, A, a_rs, a_cs, a_vec, B,
               b_rs, b_cs, b_vec, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         MULTIPLY(As[0], Bs[0], k0);
@@ -111,7 +113,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #endif
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
-        const int gi = row0 + ty + i * RTM;
+        const int gi = row0 + ROW(i);
         if (gi >= M) break;
 #pragma unroll
         for (int v = 0; v < NV; ++v) {

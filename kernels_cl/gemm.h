@@ -1,7 +1,7 @@
 /* gemm.h: the tiled GEMM's building blocks, shared by gemm.cl and conv.cl: the tunables and their
  * defaults, the staging of a row- or column-strided operand's tile into local memory (stage_a,
  * stage_b) and the register-blocked multiply of one staged k-slice (MULTIPLY). gemm.cl's banner
- * describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, APAD, DB); and the fused
+ * describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, VWA, APAD, DB); and the fused
  * epilogue's store (store_act), which applies an activation given as a unary.h code and writes C's type
  * (c_t: store_t, or float32 with C_F32).
  */
@@ -31,6 +31,9 @@
 #ifndef VWG
 #define VWG VW
 #endif
+#ifndef VWA
+#define VWA 1
+#endif
 #ifndef APAD
 #define APAD 0
 #endif
@@ -52,6 +55,9 @@
 #define NV (WN / VW)  /* vectors per work-item row */
 #define WG (RTM * RTN)
 #define LDA (TK + APAD) /* As row length */
+#if WM % VWA
+#error "VWA must divide WM"
+#endif
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -61,6 +67,23 @@ typedef real realv;
 #else
 typedef CAT(REAL_T, VW) realv;
 #endif
+/* A's local tile (a_tile), element (r, kk) of it seen as `__local real *` (AS_AT), and the tile row of a
+ * work-item's i-th accumulator row (ROW(i)). VWA = 1: row-major, TM x LDA, rows ty + i*RTM, each read alone
+ * per k. VWA > 1: k-major, TK x (TM/VWA + APAD) vectors of VWA neighbouring rows, rows (ty + u*RTM)*VWA + q
+ * for i = u*VWA + q: the multiply reads a work-item's WM rows in WM/VWA vector loads, as it reads B's columns
+ * VW at a time (local-memory load instructions per k: WM/VWA + NV instead of WM + NV). */
+#if VWA > 1
+typedef CAT(REAL_T, VWA) reala;
+#define LDA_V (TM / VWA + APAD) /* k-row length in vectors */
+typedef reala a_tile[TK][LDA_V];
+#define AS_AT(r, kk) ((kk) * (LDA_V * VWA) + (r))
+#define ROW(i) ((ty + (i) / VWA * RTM) * VWA + (i) % VWA)
+#else
+typedef real a_tile[TM][LDA];
+#define AS_AT(r, kk) ((r) * LDA + (kk))
+#define ROW(i) (ty + (i) * RTM)
+#endif
+
 /* Built-ins such as vloadN and mad are out-of-line calls on some CPU runtimes (PoCL), so the hot
  * paths use plain loads and `a * b + c`, which the compiler contracts to an FMA where it has one. */
 #pragma OPENCL FP_CONTRACT ON
@@ -277,7 +300,7 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
 #define runs_aligned(p, stride) runs_aligned_to(p, stride, VWG) /* for LOAD_RUN */
 #define stores_aligned(p, stride) runs_aligned_to(p, stride, VW) /* for STORE_C_VEC, LOAD_D_VEC */
 
-/* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (TM x LDA), zeros past the
+/* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (an a_tile), zeros past the
  * edges; only the first kn columns of a short last slice are read by the multiply. */
 inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
                     __global const a_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
@@ -294,7 +317,7 @@ inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
                 for (int q = 0; q < VWG; ++q) t[q] = 0;
             }
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) as[r * LDA + kk + q] = t[q];
+            for (int q = 0; q < VWG; ++q) as[AS_AT(r, kk + q)] = t[q];
         }
     } else if (a_rs == 1) { /* runs along the rows; one that M cuts is gathered element by element */
         for (int e = lid; e < kn * (TM / VWG); e += WG) {
@@ -305,17 +328,17 @@ inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
             else
                 GATHER(A, t, p, row0 + r + q < M, q);
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) as[(r + q) * LDA + kk] = t[q];
+            for (int q = 0; q < VWG; ++q) as[AS_AT(r + q, kk)] = t[q];
         }
     } else if (a_cs == 1) {
         for (int e = lid; e < TM * TK; e += WG) {
             const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
-            as[r * LDA + kk] = (gi < M && gk < kend) ? LOAD_A(A, gi * a_rs + gk) : (real)0;
+            as[AS_AT(r, kk)] = (gi < M && gk < kend) ? LOAD_A(A, gi * a_rs + gk) : (real)0;
         }
     } else {
         for (int e = lid; e < TM * kn; e += WG) {
             const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
-            as[r * LDA + kk] = gi < M ? LOAD_A(A, gi * a_rs + gk * a_cs) : (real)0;
+            as[AS_AT(r, kk)] = gi < M ? LOAD_A(A, gi * a_rs + gk * a_cs) : (real)0;
         }
     }
 }
@@ -357,7 +380,21 @@ inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
     }
 }
 
-/* acc += As[rows][kk] * Bs[kk][columns] for the work-item's WM x WN block */
+/* acc += A's rows at k-column kk * Bs[kk][columns] for the work-item's WM x WN block */
+#if VWA > 1
+#define MAC_STEP(As, Bs, kk)                                                  \
+    do {                                                                      \
+        realv b[NV];                                                          \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) b[v] = Bs[kk][tx + v * RTN]; \
+        _Pragma("unroll") for (int u = 0; u < WM / VWA; ++u) {                \
+            union { reala v; real s[VWA]; } a_ = {As[kk][ty + u * RTM]};      \
+            _Pragma("unroll") for (int q = 0; q < VWA; ++q) {                 \
+                const realv a = (realv)a_.s[q];                               \
+                _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[u * VWA + q][v] += a * b[v]; \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+#else
 #define MAC_STEP(As, Bs, kk)                                                  \
     do {                                                                      \
         realv b[NV];                                                          \
@@ -367,6 +404,7 @@ inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
             _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] += a * b[v]; \
         }                                                                     \
     } while (0)
+#endif
 
 /* one staged k-slice: a constant trip count for full slices (a run-time one costs ~20 % on PoCL) */
 #define MULTIPLY(As, Bs, k0)                                                  \

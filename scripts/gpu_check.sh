@@ -5,6 +5,9 @@
 #
 #   STEPS="tests tune gemm conv steps precision gpt profile" LIMIT=500 bash scripts/gpu_check.sh
 #
+# "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
+# every tuned tile, the benchmarks' --tile; default: A's tile row-major, then k-major in 2- and 4-row vectors).
+#
 # A step a later one depends on comes first: "tune" stores its winners in $OUT/tuning.json, which the benchmarks
 # after it use (CLNN_TUNING_DB). NVIDIA builds OpenCL slowly (seconds per GEMM tile): the first step that builds
 # a program pays for it, later processes read pyopencl's cache.
@@ -24,7 +27,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
   t=$(left)
   if [ "$t" -lt 20 ]; then echo "skipped $step: $t s left" | tee -a "$OUT/bench.log"; continue; fi
   echo "=== $step ($t s left)" | tee -a "$OUT/bench.log"
-  run() { timeout $((t - 5)) "$@" 2>&1 | tee -a "$OUT/bench.log"; }
+  run() { timeout $(($(left) > 10 ? $(left) - 5 : 5)) "$@" 2>&1 | tee -a "$OUT/bench.log"; }
   case $step in
     tests) timeout $((t - 5)) python3 -m pytest -n 8 -q -p no:cacheprovider tests > "$OUT/tests.log" 2>&1
            tail -15 "$OUT/tests.log" ;;
@@ -35,7 +38,11 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
     gpt) run python3 benchmarks/bench_gpt.py --steps 100 ;;
     profile) run python3 benchmarks/profile_steps.py ;;
-    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt profile" ;;
+    variants) for v in ${VARIANTS:-VWA=1 VWA=2 VWA=4}; do
+                run python3 benchmarks/bench_gemm.py --sizes 4096 1024 --reps 3 --tile $v
+                for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --tile $v; done
+              done ;;
+    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt profile variants" ;;
   esac
 done
 echo "done, $(left) s left"

@@ -111,6 +111,26 @@ def test_against_torch(op, xs, ws, kw, rng, monkeypatch):
     check(op, xs, ws, kw, rng)
 
 
+# A's tile k-major, read in VWA-row vectors (gemm.h), in every tile kind; 64 work-items. The second is
+# double-buffered where gemm.cl runs it (conv.cl's tiles are single-buffered whatever DB says)
+K_MAJOR = [{"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 0},
+           {"TM": 64, "TN": 16, "TK": 16, "WM": 8, "WN": 2, "VW": 2, "VWG": 4, "VWA": 8, "APAD": 0, "DB": 1}]
+
+
+@pytest.mark.parametrize("tile", K_MAJOR, ids=["vwa2", "vwa8"])
+@pytest.mark.parametrize("op, xs, ws, kw", [CASES[i] for i in (11, 14, 15, 17, 28)],
+                         ids=[f"{CASES[i][0]}-{i}" for i in (11, 14, 15, 17, 28)])
+def test_k_major_a_tiles(op, xs, ws, kw, tile, rng, monkeypatch):
+    """The implicit-GEMM kernels and gemm with A's tile k-major (gemm.h's VWA): forward, input and weight
+    gradients, groups, strides, dilation, a weight gradient split along N*P, and the kernels did run."""
+    for kind in ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight"):
+        monkeypatch.setitem(tuning.TABLE, kind, {"default": tile})
+    set_direct_conv_max_k(monkeypatch, 0)
+    with profiler.profile() as prof:
+        check(op, xs, ws, kw, rng)
+    assert {"conv_fwd", "conv_bwd_weight"} <= {k.name for k in prof.kernels}, [k.name for k in prof.kernels]
+
+
 SHORT = [  # unit-stride products whose input gradient (conv_transpose2d: forward too) MAX_K sends to conv_direct_fwd
     ("conv2d", (3, 16, 13, 11), (24, 16, 3, 3), {"padding": 1}),
     ("conv2d", (2, 20, 9, 7), (36, 10, 3, 3), {"groups": 2, "padding": 1, "dilation": (1, 2)}),

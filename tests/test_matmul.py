@@ -273,6 +273,7 @@ def test_reruns_are_bit_identical(dev, rng, dtype):
     [
         pytest.param({"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "APAD": 1}, id="old-gpu-row"),
         pytest.param({"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "APAD": 1}, id="scalar"),
+        pytest.param({"TM": 32, "TN": 24, "TK": 8, "WM": 4, "WN": 3, "VW": 1, "VWA": 2, "APAD": 1}, id="k-major"),
     ],
 )
 def test_other_tunings_are_correct(dev, rng, monkeypatch, row):
@@ -280,7 +281,7 @@ def test_other_tunings_are_correct(dev, rng, monkeypatch, row):
     monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
     monkeypatch.setitem(tuning.TABLE, "gemm_small", {"default": row})
     if (row["TM"] // row["WM"]) * (row["TN"] // row["WN"]) <= dev.max_work_group_size:  # else it shrinks
-        assert gemm_config(dev, np.dtype("float32")) == {**row, "VWG": row["VW"], "DB": 0}  # the old keys' defaults
+        assert gemm_config(dev, np.dtype("float32")) == {"VWG": row["VW"], "VWA": 1, "DB": 0, **row}  # defaults
     for ta, tb, (m, n, k) in [(False, False, (67, 61, 37)), (True, True, (67, 61, 37)), (False, True, (64, 48, 32))]:
         a, b = _rand(rng, (k, m) if ta else (m, k)), _rand(rng, (n, k) if tb else (k, n))
         out = clnn.gemm(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), trans_a=ta, trans_b=tb)
@@ -297,6 +298,9 @@ FORCED = {  # name: (kind, tile, k-splits); the tile also builds the direct kern
     "gpu-row-split": ("tiled", GPU_ROW, 3),
     "small-db": ("tiled", SMALL_DB, 1),
     "small-db-split": ("tiled", SMALL_DB, 4),
+    # A's tile k-major, read in 4-row (GPU row) and 2-row vectors (gemm.h's VWA), double-buffered and split
+    "gpu-row-k-major": ("tiled", {**GPU_ROW, "VWA": 4}, 1),
+    "small-db-k-major-split": ("tiled", {**SMALL_DB, "VWA": 2}, 4),
 }
 FORCED_SHAPES = [  # (a shape, b shape): batches broadcast as in matmul
     ((127, 61), (61, 253)),  # the issue's small product
@@ -352,7 +356,7 @@ def test_planner_picks_by_shape(dev):
     f32 = np.dtype("float32")
     assert plan(gpu, f32, 1, 127, 253, 61).kernel == "direct"
     big = plan(gpu, f32, 1, 4096, 4096, 4096)
-    assert (big.kernel, big.cfg, big.splits) == ("tiled", {**GPU_ROW}, 1)
+    assert (big.kernel, big.cfg, big.splits) == ("tiled", {"VWA": 1, **GPU_ROW}, 1)
     assert plan(gpu, f32, 1, 64, 64, 100352).splits > 1
     assert plan(dev, f32, 1, 1, 1, 1).kernel == "direct"
     if dev.type == "cpu":
@@ -370,7 +374,7 @@ def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
     cpu = dataclasses.replace(dev, type="cpu", compute_units=2, max_work_group_size=1024, local_mem_size=1 << 20)
     assert [c["TM"] for c in _fewer_rows(row, 16)] == [128, 64]
     assert [c["TM"] for c in _fewer_rows(row, 128)] == [128]
-    assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**row, "TM": 64}
+    assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**row, "VWA": 1, "TM": 64}
     # 3 tiles of 256 x 64 over a long k on 2 units: a split in two evens the units out unless it costs too much
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1.0}})
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits > 1
@@ -397,16 +401,23 @@ def test_big_short_products_take_a_short_k_slice(dev, rng):
     assert_sum_close(out.numpy(), ref.numpy(), mag.numpy(), TOL["float32"], "short k")
 
 
+@pytest.mark.parametrize("vwa", [1, 4])
 @pytest.mark.parametrize(
     "wg, local, dtype",
     [(64, 16384, "float32"), (64, 16384, "float64"), (256, 32768, "float32"), (16, 1024, "float32")],
 )
-def test_config_fits_small_devices(dev, wg, local, dtype):
+def test_config_fits_small_devices(dev, wg, local, dtype, vwa, monkeypatch):
+    """The tile shrinks to the device's work-group and local memory, A's tile k-major (VWA 4: TK rows of TM plus
+    APAD vectors) or not (TM rows of TK + APAD)."""
+    monkeypatch.setitem(tuning.TABLE["gemm"], "default", {**tuning.TABLE["gemm"]["default"], "VWA": vwa})
     small = dataclasses.replace(dev, max_work_group_size=wg, local_mem_size=local)
     cfg = gemm_config(small, np.dtype(dtype))
     itemsize = np.dtype(dtype).itemsize
     assert (cfg["TM"] // cfg["WM"]) * (cfg["TN"] // cfg["WN"]) <= wg
-    assert (1 + cfg["DB"]) * (cfg["TM"] * (cfg["TK"] + cfg["APAD"]) + cfg["TK"] * cfg["TN"]) * itemsize <= local
+    assert cfg["WM"] % cfg["VWA"] == 0 and cfg["VWA"] <= vwa
+    tm, tk, apad = cfg["TM"], cfg["TK"], cfg["APAD"]
+    a_tile = tk * (tm + apad * cfg["VWA"]) if cfg["VWA"] > 1 else tm * (tk + apad)
+    assert (1 + cfg["DB"]) * (a_tile + cfg["TK"] * cfg["TN"]) * itemsize <= local
     assert config_problem(cfg, small, itemsize) is None
 
 

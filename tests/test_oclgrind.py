@@ -207,6 +207,13 @@ def test_every_kernel_ran_under_oclgrind(runs):
     )
 
 
+def test_k_major_tiles_ran_under_oclgrind(runs):
+    """gemm.h's k-major A tile (VWA > 1) ran in each kernel that stages one: gemm, conv_fwd, conv_bwd_weight."""
+    ran = {(f["file"], f["kernel"]) for fam in ("gemm", "conv") for lim in LIMIT_PASSES for f in runs(fam, lim).fetched
+           if int(f["defines"].get("VWA", 1)) > 1}
+    assert {("gemm.cl", "gemm"), ("conv.cl", "conv_fwd"), ("conv.cl", "conv_bwd_weight")} <= ran, sorted(ran)
+
+
 _BROKEN_SCRIPT = """
 import sys
 import numpy as np

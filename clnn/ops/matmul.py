@@ -23,29 +23,38 @@ from .reduce import broadcast_to, sum_to_shape
 from .shape import reshape
 
 FUSED_ACTS = ("relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu")  # activations a GEMM or conv store applies
-_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "APAD", "DB")
-_FALLBACK = {"TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "APAD": 0, "DB": 0}  # 16 work-items
+_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "VWA", "APAD", "DB")
+_FALLBACK = {  # 16 work-items
+    "TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "VWA": 1, "APAD": 0, "DB": 0}
 
 
 def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int = 4) -> str | None:
     """Why ``cfg`` is not a valid ``gemm.cl`` tile, or does not fit ``dev``'s work-group and local memory
     (for ``itemsize``-byte arithmetic; limits unchecked without ``dev``); None when it is fine."""
-    tm, tn, tk, wm, wn, vw, vwg, apad, db = (cfg[key] for key in _KEYS)
-    if min(tm, tn, tk, wm, wn, vw, vwg) <= 0 or apad < 0 or db not in (0, 1):
+    cfg = {"VWA": 1, **cfg}  # the kernel's default: tiles written before VWA existed (tests, stored entries)
+    tm, tn, tk, wm, wn, vw, vwg, vwa, apad, db = (cfg[key] for key in _KEYS)
+    if min(tm, tn, tk, wm, wn, vw, vwg, vwa) <= 0 or apad < 0 or db not in (0, 1):
         return "parameters must be positive (APAD >= 0, DB 0 or 1)"
-    if tm % wm or tn % wn or wn % vw or tm % vwg or tn % vwg or tk % vwg:
-        return "needs TM % WM == TN % WN == WN % VW == 0 and TM, TN, TK multiples of VWG"
-    if vw not in (1, 2, 4, 8, 16) or vwg not in (1, 2, 4, 8, 16):
-        return "VW and VWG must be 1, 2, 4, 8 or 16"
+    if tm % wm or tn % wn or wn % vw or wm % vwa or tm % vwg or tn % vwg or tk % vwg:
+        return "needs TM % WM == TN % WN == WN % VW == WM % VWA == 0 and TM, TN, TK multiples of VWG"
+    if any(v not in (1, 2, 4, 8, 16) for v in (vw, vwg, vwa)):
+        return "VW, VWG and VWA must be 1, 2, 4, 8 or 16"
     if dev is None:
         return None
     wg = (tm // wm) * (tn // wn)
     if wg > dev.max_work_group_size:
         return f"work-group of {wg} exceeds the device's {dev.max_work_group_size}"
-    local = (1 + db) * (tm * (tk + apad) + tk * tn) * itemsize
+    local = (1 + db) * (a_tile_elements(cfg) + tk * tn) * itemsize
     if local > dev.local_mem_size:
         return f"{local} bytes of local memory exceed the device's {dev.local_mem_size}"
     return None
+
+
+def a_tile_elements(cfg: dict[str, int]) -> int:
+    """Elements of ``gemm.h``'s local A tile: TM rows of TK + APAD, or with VWA > 1, TK k-rows of TM + APAD * VWA."""
+    if cfg["VWA"] > 1:
+        return cfg["TK"] * (cfg["TM"] + cfg["APAD"] * cfg["VWA"])
+    return cfg["TM"] * (cfg["TK"] + cfg["APAD"])
 
 
 def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, int]:
@@ -67,12 +76,14 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
     cfg = {key: int(p.get(key, 0)) for key in _KEYS}
     if "VWG" not in p:
         cfg["VWG"] = cfg["VW"]
+    cfg["VWA"] = int(p.get("VWA", 1))
     itemsize = 8 if np.dtype(dtype) == np.float64 else 4  # local memory holds `real`
     while config_problem(cfg, dev, itemsize) and min(cfg["TM"], cfg["TN"], cfg["TK"]) >= 2 * _FALLBACK["TM"]:
         tm, tn, tk = cfg["TM"] // 2, cfg["TN"] // 2, cfg["TK"] // 2
         wn = math.gcd(tn, cfg["WN"])  # a 96-column tile halves to 48: blocks of 32 columns become 16
-        cfg = {**cfg, "TM": tm, "TN": tn, "TK": tk, "WM": math.gcd(tm, cfg["WM"]), "WN": wn,
-               "VW": math.gcd(wn, cfg["VW"]), "VWG": max(1, math.gcd(tm, tn, tk, cfg["VWG"]))}
+        wm = math.gcd(tm, cfg["WM"])
+        cfg = {**cfg, "TM": tm, "TN": tn, "TK": tk, "WM": wm, "WN": wn, "VW": math.gcd(wn, cfg["VW"]),
+               "VWG": max(1, math.gcd(tm, tn, tk, cfg["VWG"])), "VWA": math.gcd(wm, cfg["VWA"])}
     if config_problem(cfg, dev, itemsize):
         cfg = dict(_FALLBACK)
     if config_problem(cfg, dev, itemsize):

@@ -287,7 +287,7 @@ def random(dt: np.dtype, rng: np.random.Generator) -> None:
 def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     """gemm with every transpose flag and beta, batched broadcast matmul, both backward products and a
     k-split product (gemm_sum), all tiled; then the direct kernel and a double-buffered tile with vector
-    loads, forced, transposed and batched."""
+    loads (A's tile row-major, then k-major: VWA), forced, transposed and batched."""
     saved = dict(tuning.TABLE["gemm_direct"]["default"])
     tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the planner would pick the direct kernel here
     try:
@@ -298,12 +298,12 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     an, bn, cn = data(rng, (2, 17, 16), dt), data(rng, (16, 20), dt), data(rng, (2, 17, 20), dt)
     ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
     a, b, c = clnn.tensor(an), clnn.tensor(bn), clnn.tensor(cn)
-    for how in (GemmPlan("direct", tile), GemmPlan("tiled", tile, 1, 16)):
+    for how in (GemmPlan("direct", tile), GemmPlan("tiled", tile, 1, 16), GemmPlan("tiled", {**tile, "VWA": 2}, 1, 16)):
         for a_st, b_st, x, y in (((272, 16, 1), (0, 20, 1), a, b),  # rows of 16 and 20: aligned vector loads
                                  ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):  # both read transposed
             pre = clnn.empty((2, 17, 20), dtype=dt)
             out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how, act="relu", pre=pre)
-            check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st} + relu", out, np.maximum(ref, 0), dt)
+            check(f"gemm {how.kernel} {how.cfg} strides {a_st} {b_st} + relu", out, np.maximum(ref, 0), dt)
             check(f"gemm {how.kernel} pre-activation", pre, ref, dt)
             for beta, want in ((2.0, ref), (0.0, ref - 2.0 * cn)):  # plain stores: whole vectors in full tiles
                 out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=beta, c=c, how=how)
@@ -552,6 +552,16 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled, strided", dt, y, *_grads(x, w, b))
         _conv_autocast(dt, rng, "tiled")
+        rows = {kind: tuning.TABLE[kind] for kind in ("conv_fwd", "conv_bwd_weight")}
+        k_major = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0}
+        tuning.TABLE.update({kind: {"default": k_major} for kind in rows})
+        try:  # A's tiles k-major: the weights (forward), gy (weight gradient)
+            x.grad = w.grad = b.grad = None
+            y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
+            (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+            finite("conv2d tiled, A k-major", dt, y, *_grads(x, w, b))
+        finally:
+            tuning.TABLE.update(rows)
     finally:
         tuning.TABLE["gemm_direct"]["default"] = saved
     _winograd(dt, rng)  # its products are tiny: gemm_direct, as they would run
