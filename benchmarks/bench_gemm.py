@@ -112,8 +112,9 @@ def main() -> None:
             kernel_ns.append(sum(k.device_ns for k in prof.kernels))
         kernel_rate = flops / (min(kernel_ns) / 1e9) / 1e9
         how = plan(dev, np.dtype(np.float32), 1, m, n, k)
+        options = [f"VWA {how.cfg['VWA']}"] * (how.cfg["VWA"] > 1) + ["PF"] * how.cfg["PF"] + ["DB"] * how.cfg["DB"]
         tile = f"{how.cfg['TM']}x{how.cfg['TN']}x{how.cfg['TK']} in {how.cfg['WM']}x{how.cfg['WN']}" + (
-            f" (A k-major, VWA {how.cfg['VWA']})" if how.cfg["VWA"] > 1 else "")
+            f" ({', '.join(options)})" if options else "")
         r = rates["clnn"]
         peers = ("numpy", "torch", "clblast")
         print(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -30,7 +31,7 @@ from . import kernels, tuning
 from .device import Device, device
 from .ops import conv, winograd
 from .ops.creation import tensor
-from .ops.matmul import _KEYS, config_problem, gemm_config, gemm_raw, tiled_plan
+from .ops.matmul import _KEYS, OPTIONAL_KEYS, config_problem, gemm_config, gemm_raw, tiled_plan
 from .tensor import Tensor
 
 Printer = Callable[[str], None]
@@ -38,8 +39,9 @@ Printer = Callable[[str], None]
 _SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations
     "TM": (16, 32, 64, 128, 256), "TN": (16, 32, 64, 96, 128, 192), "TK": (8, 16, 32, 64),
     "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 32), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
-    "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1),
+    "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1), "PF": (0, 1),
 }
+_FLAGS = ("APAD", "DB", "PF")  # on/off keys: one step apart when they differ
 _MAX_ACC = 128  # accumulators per work-item; more spills registers on every device
 
 
@@ -58,23 +60,37 @@ def _conv_shape(dev: Device) -> tuple[int, int, int, int, int]:
     return (32, 64, 56, 56, 128) if dev.type != "cpu" else (8, 32, 28, 28, 64)
 
 
-def _space() -> Iterator[dict[str, int]]:
-    """The tiles of _SPACE whose rows and columns divide into the work-items' blocks and vectors, with at most
-    _MAX_ACC accumulators per work-item (those checks first: the whole product is ~10^6 tiles)."""
+def _space() -> list[tuple[int, ...]]:
+    """The tiles of _SPACE (values in _KEYS' order) whose rows and columns divide into the work-items' blocks and
+    vectors, whose sides hold whole load runs, with at most _MAX_ACC accumulators per work-item: checked on tuples,
+    since the whole product is ~10^6 tiles (config_problem still checks each one yielded)."""
     rows = [r for r in itertools.product(_SPACE["TM"], _SPACE["WM"], _SPACE["VWA"]) if r[0] % r[1] == r[1] % r[2] == 0]
     cols = [c for c in itertools.product(_SPACE["TN"], _SPACE["WN"], _SPACE["VW"]) if c[0] % c[1] == c[1] % c[2] == 0]
-    rest = list(itertools.product(*(_SPACE[key] for key in ("TK", "VWG", "APAD", "DB"))))
-    for (tm, wm, vwa), (tn, wn, vw) in itertools.product(rows, cols):
-        if wm * wn <= _MAX_ACC:
-            for tk, vwg, apad, db in rest:
-                yield {"TM": tm, "TN": tn, "TK": tk, "WM": wm, "WN": wn, "VW": vw, "VWG": vwg, "VWA": vwa,
-                       "APAD": apad, "DB": db}
+    rest = [r for r in itertools.product(*(_SPACE[k] for k in ("TK", "VWG", "APAD", "DB", "PF"))) if r[0] % r[1] == 0]
+    return [(tm, tn, tk, wm, wn, vw, vwg, vwa, apad, db, pf)
+            for (tm, wm, vwa), (tn, wn, vw) in itertools.product(rows, cols) if wm * wn <= _MAX_ACC
+            for tk, vwg, apad, db, pf in rest if tm % vwg == tn % vwg == 0]
+
+
+def _step(key: str, a: int, b: int) -> float:
+    """How far apart two values of ``key`` are: |log2 of their ratio| (one per doubling), or 1 for flags (APAD, DB,
+    PF) that differ."""
+    return float(a != b) if key in _FLAGS else abs(math.log2(a / b))
 
 
 def _distance(cfg: dict[str, int], to: dict[str, int]) -> float:
-    """How far apart two tiles are: the sum over their sizes of |log2 of the ratio| (one per doubling), plus the
-    flags (APAD, DB) that differ."""
-    return sum(abs(math.log2(cfg[k] / to[k])) if k not in ("APAD", "DB") else cfg[k] != to[k] for k in _KEYS)
+    """How far apart two tiles are: the sum of their keys' steps."""
+    return sum(_step(k, cfg[k], to[k]) for k in _KEYS)
+
+
+@functools.lru_cache(maxsize=4)
+def _nearest_first(current: tuple[int, ...], seed: int) -> list[tuple[int, ...]]:
+    """_space() nearest ``current`` (values in _KEYS' order) first, each distance's tiles in a fixed shuffled order."""
+    steps = [{v: _step(key, v, c) for v in _SPACE[key]} for key, c in zip(_KEYS, current)]
+    tiles = _space()
+    random.Random(seed).shuffle(tiles)
+    tiles.sort(key=lambda t: sum(d[v] for d, v in zip(steps, t)))  # stable: the shuffle orders each distance's
+    return tiles
 
 
 def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]]:
@@ -86,14 +102,12 @@ def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]
     current = gemm_config(dev, np.float32, kind)
     firsts = [current] + [{**current, **row} for rows in (tuning.TABLE["gemm"], tuning.TABLE["gemm_small"])
                           for row in rows.values()]
-    rest = [c for c in _space() if config_problem(c) is None]
-    random.Random(seed).shuffle(rest)
-    rest.sort(key=lambda c: _distance(c, current))  # stable: the shuffle orders the tiles of each distance
+    rest = (dict(zip(_KEYS, t)) for t in _nearest_first(tuple(current[k] for k in _KEYS), seed))
     seen = set()
-    for cfg in firsts + rest:
+    for cfg in itertools.chain(firsts, rest):
         cfg = {**cfg, "DB": 0} if kind in conv.TUNED else cfg
         key = tuple(cfg[k] for k in _KEYS)
-        if key not in seen:
+        if key not in seen and config_problem(cfg) is None:
             seen.add(key)
             yield cfg
 
@@ -210,6 +224,7 @@ def _search(dev: Device, kind: str, problem: _Problem, budget: float, path: Path
     for cfg in candidates(dev, kind):
         if best is not None and time.perf_counter() > deadline:
             break
+        cfg = {**OPTIONAL_KEYS, **cfg}
         tried += 1
         problem_text = config_problem(cfg, dev)
         if problem_text is None:

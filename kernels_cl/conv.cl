@@ -19,7 +19,9 @@
  * The store writes NCHW (or OIHW) directly, adding the bias; the forward's store then applies the
  * activation `act` (a unary.h code, negative: none) and with `keep` also writes the value before it to
  * `pre` (laid out as y), through gemm.h's store_act.
- * Local tiles are single-buffered here (gemm.h's DB is ignored).
+ * Local tiles are single-buffered here (gemm.h's DB is ignored); the k-slices' row tables are double-buffered
+ * (the next slice's are written while this one's are read). With PF (gemm.h) each slice's gathers go to registers
+ * before the multiply of the slice before and into local memory after it.
  *
  * The input gradient has no kernel of its own: conv.py runs it as conv_fwd (or conv_direct_fwd) of gy, one
  * launch per phase of the stride (the input pixels whose taps land on outputs in the same pattern), each a
@@ -73,7 +75,7 @@ inline void zero_acc(realv acc[WM][NV]) {
 /* for each of the work-item's outputs (tile row r, tile column c, value) inside rows x cols: BODY */
 #define EACH_OUTPUT(rows, cols, BODY)                                           \
     _Pragma("unroll") for (int i = 0; i < WM; ++i) {                            \
-        const int r = ROW(i);                                                   \
+        const int r = ACC_ROW(i);                                               \
         if (row0 + r >= (rows)) break;                                          \
         _Pragma("unroll") for (int v = 0; v < NV; ++v) {                        \
             const real *t_ = (const real *)&acc[i][v];                          \
@@ -84,6 +86,42 @@ inline void zero_acc(realv acc[WM][NV]) {
         }                                                                       \
     }
 
+/* conv_fwd's rows of k-slice k0: per row kk, k = k0 + kk = (c, i, j): x offset and tap offsets (rows past K: -FAR) */
+inline void fwd_rows(__local int *ko, __local int *kh, __local int *kw, int k0, int K, int KK, int KW, int DH, int DW,
+                     int W, int HW, int lid) {
+    for (int kk = lid; kk < TK; kk += WG) {
+        const int k = k0 + kk, r = k % KK, i = r / KW * DH, j = r % KW * DW;
+        kh[kk] = k < K ? i : -FAR;
+        kw[kk] = j;
+        ko[kk] = k / KK * HW + i * W + j;
+    }
+}
+
+/* the `mode` half (gemm.h's FETCH, PUT or STAGE) of gathering conv_fwd's x operand, k-slice k0 (rows ko, kh, kw)
+ * by the tile's columns (qo, qh, qw, qrun), into bs through the registers rb */
+inline void gather_fwd(__local real *bs, real *rb, int mode, int k0, int K, __global const b_t *x,
+                       __local const int *qo, __local const int *qh, __local const int *qw, __local const bool *qrun,
+                       __local const int *ko, __local const int *kh, __local const int *kw, int H, int W, int SW,
+                       int lid) {
+    const int kn = min(TK, K - k0);
+    real one[VWG];
+    EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
+        const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
+        real *t = SLOT(rb, one, mode, j, VWG);
+        if (mode & FETCH) {
+            const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
+            if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
+                GATHER_ROW(B, t, x + qo[c] + ko[kk], SW);
+            else
+                GATHER(B, t, x, in_image(qh[c + q] + kh[kk], qw[c + q] + kw[kk], H, W), qo[c + q] + ko[kk]);
+        }
+        if (mode & PUT) {
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+        }
+    }
+}
+
 #ifdef KERNEL_conv_fwd
 TILED_KERNEL
 void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
@@ -93,7 +131,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
     __local realv Bs[TK][TN / VW];
     __local int qo[TN], qh[TN], qw[TN], qy[TN]; /* per column (n, p): x offset, top-left tap, y offset */
     __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one contiguous run of a row */
-    __local int ko[TK], kh[TK], kw[TK];          /* per k-row (c, i, j): x offset, tap offsets */
+    __local int ko[2][TK], kh[2][TK], kw[2][TK]; /* fwd_rows of the slices in turn */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, g = get_group_id(2);
     const int Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, K = Cg * KK, NP = N * P, HW = H * W;
@@ -108,40 +146,34 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
         qy[c] = n * YN + p / OW * YR + p % OW * YC + Y0;
         qrun[c] = p % OW + VWG <= OW && q + VWG <= NP;
     }
-    for (int kk = lid; kk < TK; kk += WG) {
-        const int k = kk, r = k % KK, i = r / KW * DH, j = r % KW * DW;
-        kh[kk] = k < K ? i : -FAR;
-        kw[kk] = j;
-        ko[kk] = k / KK * HW + i * W + j;
-    }
+    fwd_rows(ko[0], kh[0], kw[0], 0, K, KK, KW, DH, DW, W, HW, lid);
     const bool a_vec = runs_aligned(w, K);
+    FETCH_REGISTERS(ra, rb);
     realv acc[WM][NV];
     zero_acc(acc);
     barrier(CLK_LOCAL_MEM_FENCE);
+/* the `mode` half of staging slice k0 (its rows' tables: s) */
+#define FWD_STAGE(mode, k0, s)                                                                                  \
+    do {                                                                                                        \
+        stage_a((__local real *)As, ra, mode, k0, kend, Og, row0, w, K, 1, a_vec, lid);                         \
+        gather_fwd((__local real *)&Bs[0][0], rb, mode, k0, K, x, qo, qh, qw, qrun, ko[s], kh[s], kw[s], H, W,  \
+                   SW, lid);                                                                                    \
+    } while (0)
+#if PF
+    FWD_STAGE(FETCH, 0, 0);
+#endif
     for (int k0 = 0; k0 < K; k0 += TK) {
-        stage_a((__local real *)As, k0, kend, Og, row0, w, K, 1, a_vec, lid);
-        __local real *bs = (__local real *)&Bs[0][0];
-        const int kn = min(TK, K - k0);
-        for (int e = lid; e < kn * (TN / VWG); e += WG) {
-            const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
-            real t[VWG];
-            if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
-                GATHER_ROW(B, t, x + qo[c] + ko[kk], SW);
-            else
-                GATHER(B, t, x, in_image(qh[c + q] + kh[kk], qw[c + q] + kw[kk], H, W), qo[c + q] + ko[kk]);
-#pragma unroll
-            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
-        }
+        const int s = (k0 / TK) & 1;
+        FWD_STAGE(PF ? PUT : STAGE, k0, s);
+        fwd_rows(ko[s ^ 1], kh[s ^ 1], kw[s ^ 1], k0 + TK, K, KK, KW, DH, DW, W, HW, lid); /* the next slice's */
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = lid; kk < TK; kk += WG) { /* the next slice's rows; the staging above has read these */
-            const int k = k0 + TK + kk, r = k % KK, i = r / KW * DH, j = r % KW * DW;
-            kh[kk] = k < K ? i : -FAR;
-            kw[kk] = j;
-            ko[kk] = k / KK * HW + i * W + j;
-        }
+#if PF
+        if (k0 + TK < K) FWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
+#endif
         MULTIPLY(As, Bs, k0);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#undef FWD_STAGE
     EACH_OUTPUT(Og, NP, {
         const int o = g * Og + row0 + r;
         store_act(y, pre, qy[c] + (size_t)o * YO, has_bias ? val + LOAD(bias, o) : val, act, keep);
@@ -149,15 +181,85 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
 }
 #endif
 
+/* conv_bwd_weight's rows of k-slice k0 of the range at kbeg (kend long): per row kk, pixel q = (n, p): x offset,
+ * top-left tap (rows past the range: -FAR), gy offset, and whether rows kk .. kk+VWG-1 read one run of gy (arun),
+ * of x's row (krun) */
+inline void bwd_rows(__local int *ko, __local int *kh, __local int *kw, __local int *ka, __local bool *krun,
+                     __local bool *arun, int k0, int kbeg, int kend, int C, int O, int W, int OW, int SH, int SW,
+                     int PH, int PW, int P, int HW, int lid) {
+    for (int kk = lid; kk < TK; kk += WG) {
+        const int q = kbeg + k0 + kk, n = q / P, p = q % P, ih = p / OW * SH - PH, iw = p % OW * SW - PW;
+        kh[kk] = k0 + kk < kend ? ih : -FAR;
+        kw[kk] = iw;
+        ko[kk] = n * C * HW + ih * W + iw;
+        ka[kk] = n * O * P + p;
+        arun[kk] = p + VWG <= P && k0 + kk + VWG <= kend;
+        krun[kk] = arun[kk] && p % OW + VWG <= OW;
+    }
+}
+
+/* the `mode` half of gathering conv_bwd_weight's gy operand (rows: output channels, k: pixels), k-slice k0, into as
+ * through the registers ra */
+inline void gather_gy(__local real *as, real *ra, int mode, int k0, int kend, int Og, int row0, int P,
+                      __global const a_t *gy, __local const int *ka, __local const bool *arun, int lid) {
+    const int kn = min(TK, kend - k0);
+    real one[VWG];
+    EACH_RUN(j, e, TM * (TK / VWG), A_RUNS) {
+        const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
+        if (kk >= kn) continue;
+        real *t = SLOT(ra, one, mode, j, VWG);
+        if (mode & FETCH) {
+            if (row0 + r >= Og) {
+#pragma unroll
+                for (int q = 0; q < VWG; ++q) t[q] = 0;
+            } else if (arun[kk]) {
+                GATHER(A, t, gy + ka[kk] + (row0 + r) * P, true, q);
+            } else {
+                GATHER(A, t, gy, kk + q < kn, ka[kk + q] + (row0 + r) * P);
+            }
+        }
+        if (mode & PUT) {
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) as[AS_AT(r, kk + q)] = t[q];
+        }
+    }
+}
+
+/* the `mode` half of gathering conv_bwd_weight's x operand (k: pixels, rows ko, kh, kw, krun; columns: taps qo, qh,
+ * qw), k-slice k0, into bs through the registers rb */
+inline void gather_x(__local real *bs, real *rb, int mode, int k0, int kend, __global const b_t *x,
+                     __local const int *qo, __local const int *qh, __local const int *qw, __local const int *ko,
+                     __local const int *kh, __local const int *kw, __local const bool *krun, int H, int W, int SW,
+                     int lid) {
+    const int kn = min(TK, kend - k0);
+    real one[VWG];
+    EACH_RUN(j, e, TN * (TK / VWG), B_RUNS) {
+        const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
+        if (kk >= kn) continue;
+        real *t = SLOT(rb, one, mode, j, VWG);
+        if (mode & FETCH) {
+            const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
+            if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
+                GATHER_ROW(B, t, x + qo[c] + ko[kk], SW);
+            else
+                GATHER(B, t, x, in_image(qh[c] + kh[kk + q], qw[c] + kw[kk + q], H, W), qo[c] + ko[kk + q]);
+        }
+        if (mode & PUT) {
+#pragma unroll
+            for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
+        }
+    }
+}
+
 #ifdef KERNEL_conv_bwd_weight
 TILED_KERNEL
 void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __global const a_t *restrict gy,
                      __global c_t *restrict gw) {
     __local a_tile As;
     __local realv Bs[TK][TN / VW];
-    __local int qo[TN], qh[TN], qw[TN];         /* per column (c, i, j): x offset, tap offsets */
-    __local int ko[TK], kh[TK], kw[TK], ka[TK]; /* per k-row (n, p): x offset, top-left tap, gy offset */
-    __local bool krun[TK], arun[TK];            /* rows kk .. kk+VWG-1 read one run of x's row, of gy */
+    __local int qo[TN], qh[TN], qw[TN];                     /* per column (c, i, j): x offset, tap offsets */
+    __local int ko[2][TK], kh[2][TK], kw[2][TK], ka[2][TK]; /* bwd_rows of the slices in turn */
+    __local bool krun[2][TK], arun[2][TK];
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, z = get_group_id(2);
     const int g = z / S, Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, HW = H * W, NCOL = Cg * KK;
@@ -171,50 +273,34 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
         qw[c] = j;
         qo[c] = k / KK * HW + i * W + j;
     }
+    bwd_rows(ko[0], kh[0], kw[0], ka[0], krun[0], arun[0], 0, kbeg, kend, C, O, W, OW, SH, SW, PH, PW, P, HW, lid);
+    FETCH_REGISTERS(ra, rb);
     realv acc[WM][NV];
     zero_acc(acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+/* the `mode` half of staging slice k0 (its rows' tables: s) */
+#define BWD_STAGE(mode, k0, s)                                                                                  \
+    do {                                                                                                        \
+        gather_gy((__local real *)As, ra, mode, k0, kend, Og, row0, P, gy, ka[s], arun[s], lid);               \
+        gather_x((__local real *)&Bs[0][0], rb, mode, k0, kend, x, qo, qh, qw, ko[s], kh[s], kw[s], krun[s], H, \
+                 W, SW, lid);                                                                                   \
+    } while (0)
+#if PF
+    BWD_STAGE(FETCH, 0, 0);
+#endif
     for (int k0 = 0; k0 < KS; k0 += TK) {
+        const int s = (k0 / TK) & 1;
+        BWD_STAGE(PF ? PUT : STAGE, k0, s);
+        bwd_rows(ko[s ^ 1], kh[s ^ 1], kw[s ^ 1], ka[s ^ 1], krun[s ^ 1], arun[s ^ 1], k0 + TK, kbeg, kend, C, O, W,
+                 OW, SH, SW, PH, PW, P, HW, lid); /* the next slice's */
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = lid; kk < TK; kk += WG) {
-            const int q = kbeg + k0 + kk, n = q / P, p = q % P, ih = p / OW * SH - PH, iw = p % OW * SW - PW;
-            kh[kk] = k0 + kk < kend ? ih : -FAR;
-            kw[kk] = iw;
-            ko[kk] = n * C * HW + ih * W + iw;
-            ka[kk] = n * O * P + p;
-            arun[kk] = p + VWG <= P && k0 + kk + VWG <= kend;
-            krun[kk] = arun[kk] && p % OW + VWG <= OW;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const int kn = min(TK, kend - k0);
-        real t[VWG];
-        for (int e = lid; e < TM * (TK / VWG); e += WG) {
-            const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
-            if (kk >= kn) continue;
-            if (row0 + r >= Og) {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) t[q] = 0;
-            } else if (arun[kk]) {
-                GATHER(A, t, gy + ka[kk] + (row0 + r) * P, true, q);
-            } else {
-                GATHER(A, t, gy, kk + q < kn, ka[kk + q] + (row0 + r) * P);
-            }
-#pragma unroll
-            for (int q = 0; q < VWG; ++q) ((__local real *)As)[AS_AT(r, kk + q)] = t[q];
-        }
-        __local real *bs = (__local real *)&Bs[0][0];
-        for (int e = lid; e < TN * (TK / VWG); e += WG) {
-            const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG, h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
-            if (kk >= kn) continue;
-            if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
-                GATHER_ROW(B, t, x + qo[c] + ko[kk], SW);
-            else
-                GATHER(B, t, x, in_image(qh[c] + kh[kk + q], qw[c] + kw[kk + q], H, W), qo[c] + ko[kk + q]);
-#pragma unroll
-            for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+#if PF
+        if (k0 + TK < KS) BWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
+#endif
         MULTIPLY(As, Bs, k0);
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
+#undef BWD_STAGE
     EACH_OUTPUT(Og, NCOL, STORE_C(gw, (row0 + r) * NCOL + col0 + c, val))
 }
 #endif

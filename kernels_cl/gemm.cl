@@ -13,7 +13,7 @@
  * stages op(A)'s TM x TK block (As: row-major As[m][k], rows padded by APAD against bank conflicts, or with
  * VWA > 1 k-major in VWA-row vectors, gemm.h's a_tile) and op(B)'s TK x TN block (Bs[k][n]) in local memory,
  * zero-padded past the matrix edges, so every shape is correct. Each work-item accumulates a WM x WN block of
- * C in registers: rows ty + i*RTM (VWA > 1: VWA-row runs at (ty + u*RTM)*VWA, gemm.h's ROW), and VW-wide
+ * C in registers: rows ty + i*RTM (VWA > 1: VWA-row runs at (ty + u*RTM)*VWA, gemm.h's ACC_ROW), and VW-wide
  * vectors at columns (tx + v*RTN)*VW, so neighbouring work-items read neighbouring local vectors (no
  * bank conflicts on GPUs) and a CPU compiler emits whole-vector FMAs. Staging walks each operand's
  * contiguous axis fastest; blocks of a row- or column-contiguous operand that lie inside its rows (A)
@@ -22,7 +22,9 @@
  * run time), else VWG scalar loads, which CPU compilers turn into vector moves. Other blocks load
  * guarded scalars. With DB=1 the local tiles are double-buffered: the next k-slice is staged into
  * the other buffer before the current one is multiplied, one barrier per slice, so global loads of
- * one slice overlap the arithmetic of the other (GPUs); DB=0 stages, waits, multiplies, waits (CPUs).
+ * one slice overlap the arithmetic of the other (GPUs); DB=0 stages, waits, multiplies, waits (CPUs). With
+ * PF=1 a slice's loads go to registers before the multiply of the slice before and to local memory after it
+ * (gemm.h's FETCH and PUT), so a work-item's own loads are in flight while it computes.
  * A tile whose columns all lie inside C, stored without activation or pre-activation, with beta 0 or an
  * addend whose rows are contiguous, is stored as whole VW-vectors where C's (and D's) rows are vector-aligned
  * (checked at run time; gemm.h's STORE_C_VEC, in any storage), else one element at a time.
@@ -44,7 +46,8 @@
  * element type as it is loaded), C_F32 (gemm.h: C and P float32, holding results rounded to the element
  * type); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per work-item), VW (vector width 1, 2, 4, 8
  * or 16), VWG (global load run 1, 2, 4, 8 or 16), VWA (A's local vectors: 1, 2, 4, 8 or 16 rows), APAD (As
- * row padding, in VWA-vectors), DB (0 or 1: double-buffered local tiles). Requires TM % WM == TN % WN ==
+ * row padding, in VWA-vectors), DB (0 or 1: double-buffered local tiles), PF (0 or 1: loads fetched a slice
+ * ahead into registers). Requires TM % WM == TN % WN ==
  * WN % VW == WM % VWA == 0, TM % VWG == TN % VWG == TK % VWG == 0 and
  * KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM,
  * batch*S); gemm_sum: one work-item per element of the (batch, M, N) result; gemm_direct: global
@@ -52,11 +55,12 @@
  */
 #include "gemm.h"
 
-inline void stage(__local real *as, __local real *bs, int k0, int kend, int M, int N, int row0, int col0,
-                  __global const a_t *A, int a_rs, int a_cs, bool a_vec,
+/* the `mode` half (gemm.h's FETCH, PUT or STAGE) of staging both operands' k-slice at k0 */
+inline void stage(__local real *as, __local real *bs, real *ra, real *rb, int mode, int k0, int kend, int M, int N,
+                  int row0, int col0, __global const a_t *A, int a_rs, int a_cs, bool a_vec,
                   __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
-    stage_a(as, k0, kend, M, row0, A, a_rs, a_cs, a_vec, lid);
-    stage_b(bs, k0, kend, N, col0, B, b_rs, b_cs, b_vec, lid);
+    stage_a(as, ra, mode, k0, kend, M, row0, A, a_rs, a_cs, a_vec, lid);
+    stage_b(bs, rb, mode, k0, kend, N, col0, B, b_rs, b_cs, b_vec, lid);
 }
 
 #ifdef KERNEL_gemm
@@ -85,27 +89,41 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #pragma unroll
         for (int v = 0; v < NV; ++v) acc[i][v] = (realv)0;
 
-#if DB
-    stage((__local real *)As[0], (__local real *)&Bs[0][0][0], 0, kend, M, N, row0, col0, A, a_rs, a_cs, a_vec, B, b_rs,
-          b_cs, b_vec, lid);
+    FETCH_REGISTERS(ra, rb);
+/* STAGE_AT(buf, mode, k0): the `mode` half of staging slice k0 into local buffer buf */
+#define STAGE_AT(buf, mode, k0)                                                                                     \
+    stage((__local real *)As[buf], (__local real *)&Bs[buf][0][0], ra, rb, mode, k0, kend, M, N, row0, col0, A, a_rs, \
+          a_cs, a_vec, B, b_rs, b_cs, b_vec, lid)
+#if DB /* one barrier per slice: the next slice goes into the other buffer */
+    STAGE_AT(0, STAGE, 0);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int k0 = 0; k0 < KS; k0 += TK) {
-        const int cur = (k0 / TK) & 1;
-        if (k0 + TK < KS) /* the next slice into the other buffer, read after this slice's barrier */
-            stage((__local real *)As[cur ^ 1], (__local real *)&Bs[cur ^ 1][0][0], k0 + TK, kend, M, N, row0, col0, A, a_rs,
-                  a_cs, a_vec, B, b_rs, b_cs, b_vec, lid);
+        const int cur = (k0 / TK) & 1, next = k0 + TK < KS;
+#if PF
+        if (next) STAGE_AT(cur ^ 1, FETCH, k0 + TK);
         MULTIPLY(As[cur], Bs[cur], k0);
+        if (next) STAGE_AT(cur ^ 1, PUT, k0 + TK);
+#else
+        if (next) STAGE_AT(cur ^ 1, STAGE, k0 + TK); /* read after this slice's barrier */
+        MULTIPLY(As[cur], Bs[cur], k0);
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #else
+#if PF
+    STAGE_AT(0, FETCH, 0);
+#endif
     for (int k0 = 0; k0 < KS; k0 += TK) {
-        stage((__local real *)As[0], (__local real *)&Bs[0][0][0], k0, kend, M, N, row0, col0, A, a_rs, a_cs, a_vec, B,
-              b_rs, b_cs, b_vec, lid);
+        STAGE_AT(0, PF ? PUT : STAGE, k0);
         barrier(CLK_LOCAL_MEM_FENCE);
+#if PF
+        if (k0 + TK < KS) STAGE_AT(0, FETCH, k0 + TK); /* in flight during the multiply */
+#endif
         MULTIPLY(As[0], Bs[0], k0);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #endif
+#undef STAGE_AT
 
 #if VW > 1 /* whole vectors where no element needs its own epilogue or bounds check */
     const bool whole = act < 0 && !keep && col0 + TN <= N && stores_aligned(C, N) &&
@@ -113,7 +131,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #endif
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
-        const int gi = row0 + ROW(i);
+        const int gi = row0 + ACC_ROW(i);
         if (gi >= M) break;
 #pragma unroll
         for (int v = 0; v < NV; ++v) {

@@ -1,6 +1,6 @@
 /* gemm.h: the tiled GEMM's building blocks, shared by gemm.cl and conv.cl: the tunables and their
  * defaults, the staging of a row- or column-strided operand's tile into local memory (stage_a,
- * stage_b) and the register-blocked multiply of one staged k-slice (MULTIPLY). gemm.cl's banner
+ * stage_b; with PF, in two halves around the multiply of the slice before) and the register-blocked multiply of one staged k-slice (MULTIPLY). gemm.cl's banner
  * describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, VWA, APAD, DB); and the fused
  * epilogue's store (store_act), which applies an activation given as a unary.h code and writes C's type
  * (c_t: store_t, or float32 with C_F32).
@@ -68,7 +68,7 @@ typedef real realv;
 typedef CAT(REAL_T, VW) realv;
 #endif
 /* A's local tile (a_tile), element (r, kk) of it seen as `__local real *` (AS_AT), and the tile row of a
- * work-item's i-th accumulator row (ROW(i)). VWA = 1: row-major, TM x LDA, rows ty + i*RTM, each read alone
+ * work-item's i-th accumulator row (ACC_ROW(i)). VWA = 1: row-major, TM x LDA, rows ty + i*RTM, each read alone
  * per k. VWA > 1: k-major, TK x (TM/VWA + APAD) vectors of VWA neighbouring rows, rows (ty + u*RTM)*VWA + q
  * for i = u*VWA + q: the multiply reads a work-item's WM rows in WM/VWA vector loads, as it reads B's columns
  * VW at a time (local-memory load instructions per k: WM/VWA + NV instead of WM + NV). */
@@ -77,11 +77,11 @@ typedef CAT(REAL_T, VWA) reala;
 #define LDA_V (TM / VWA + APAD) /* k-row length in vectors */
 typedef reala a_tile[TK][LDA_V];
 #define AS_AT(r, kk) ((kk) * (LDA_V * VWA) + (r))
-#define ROW(i) ((ty + (i) / VWA * RTM) * VWA + (i) % VWA)
+#define ACC_ROW(i) ((ty + (i) / VWA * RTM) * VWA + (i) % VWA)
 #else
 typedef real a_tile[TM][LDA];
 #define AS_AT(r, kk) ((r) * LDA + (kk))
-#define ROW(i) (ty + (i) * RTM)
+#define ACC_ROW(i) (ty + (i) * RTM)
 #endif
 
 /* Built-ins such as vloadN and mad are out-of-line calls on some CPU runtimes (PoCL), so the hot
@@ -300,82 +300,144 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
 #define runs_aligned(p, stride) runs_aligned_to(p, stride, VWG) /* for LOAD_RUN */
 #define stores_aligned(p, stride) runs_aligned_to(p, stride, VW) /* for STORE_C_VEC, LOAD_D_VEC */
 
-/* Stage op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as (an a_tile), zeros past the
- * edges; only the first kn columns of a short last slice are read by the multiply. */
-inline void stage_a(__local real *as, int k0, int kend, int M, int row0,
+/* Staging a k-slice in two halves: FETCH reads the operand from global memory into the work-item's registers,
+ * PUT writes them into the local tile; STAGE does both at once (PF = 0). PF = 1: the kernels fetch slice k+1
+ * before multiplying slice k and put it after, so the loads' latency hides behind the same work-group's
+ * arithmetic (GPUs, whose work-groups start in step and, over a short k, have no time to drift apart and cover
+ * each other's waits). A work-item holds A_RUNS * VWG and B_RUNS * VWG elements of a slice then: runs of VWG, or single
+ * elements of a strided operand (A_RUNS * VWG >= ceil(TM*TK / WG) of those). */
+#ifndef PF
+#define PF 0
+#endif
+#define FETCH 1
+#define PUT 2
+#define STAGE (FETCH | PUT)
+#define A_RUNS ((TM * TK / VWG + WG - 1) / WG)
+#define B_RUNS ((TK * TN / VWG + WG - 1) / WG)
+/* FETCH_REGISTERS(ra, rb): a kernel's registers for its A and B operands' slice fetched ahead; staging at once
+ * (PF = 0) keeps each run in the staging function's own (`one`: a kernel-wide array would live across the
+ * barriers, which CPU runtimes that run a work-group's items in loops store per work-item in memory) */
+#if PF
+#define FETCH_REGISTERS(ra, rb) real ra[A_RUNS * VWG], rb[B_RUNS * VWG]
+#else
+#define FETCH_REGISTERS(ra, rb) real *ra = 0, *rb = 0
+#endif
+/* the registers of a work-item's j-th run (n = VWG) or element (n = 1) of a slice: its own in regs when fetching
+ * ahead, one (a staging function's VWG registers) when staging at once */
+#define SLOT(regs, one, mode, j, n) ((mode) == STAGE ? (one) : (regs) + (j) * (n))
+/* EACH_RUN(j, e, total, runs): a work-item's runs (or elements) j = 0, 1, .. at e = lid + j*WG < total, at most
+ * `runs` (a constant). Fetching ahead, the loop is unrolled to that bound: the registers' indices must be constants
+ * (a private array indexed at run time lives in memory) */
+#if PF
+#define EACH_RUN(j, e, total, runs) _Pragma("unroll") for (int j = 0, e = lid; j < (runs) && e < (total); ++j, e += WG)
+#else
+#define EACH_RUN(j, e, total, runs) for (int j = 0, e = lid; e < (total); ++j, e += WG)
+#endif
+
+/* The `mode` half (FETCH, PUT or STAGE) of staging op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as
+ * (an a_tile) through the registers ra, zeros past the edges; only the first kn columns of a short last slice are
+ * read by the multiply. */
+inline void stage_a(__local real *as, real *ra, int mode, int k0, int kend, int M, int row0,
                     __global const a_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
-    real t[VWG];
+    real one[VWG];
     if (a_cs == 1 && kn % VWG == 0) { /* runs along k; rows past M (an edge tile's) staged as zeros */
-        for (int e = lid; e < TM * TK / VWG; e += WG) {
+        EACH_RUN(j, e, TM * TK / VWG, A_RUNS) {
             const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            if (row0 + r < M) {
-                LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
-            } else {
+            real *t = SLOT(ra, one, mode, j, VWG);
+            if (mode & FETCH) {
+                if (row0 + r < M) {
+                    LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
+                } else {
 #pragma unroll
-                for (int q = 0; q < VWG; ++q) t[q] = 0;
+                    for (int q = 0; q < VWG; ++q) t[q] = 0;
+                }
             }
+            if (mode & PUT) {
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) as[AS_AT(r, kk + q)] = t[q];
+                for (int q = 0; q < VWG; ++q) as[AS_AT(r, kk + q)] = t[q];
+            }
         }
     } else if (a_rs == 1) { /* runs along the rows; one that M cuts is gathered element by element */
-        for (int e = lid; e < kn * (TM / VWG); e += WG) {
+        EACH_RUN(j, e, kn * (TM / VWG), A_RUNS) {
             const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
-            __global const a_t *p = A + (size_t)(k0 + kk) * a_cs + row0 + r;
-            if (row0 + r + VWG <= M)
-                LOAD_RUN(A, t, p, a_vec);
-            else
-                GATHER(A, t, p, row0 + r + q < M, q);
+            real *t = SLOT(ra, one, mode, j, VWG);
+            if (mode & FETCH) {
+                __global const a_t *p = A + (size_t)(k0 + kk) * a_cs + row0 + r;
+                if (row0 + r + VWG <= M)
+                    LOAD_RUN(A, t, p, a_vec);
+                else
+                    GATHER(A, t, p, row0 + r + q < M, q);
+            }
+            if (mode & PUT) {
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) as[AS_AT(r + q, kk)] = t[q];
+                for (int q = 0; q < VWG; ++q) as[AS_AT(r + q, kk)] = t[q];
+            }
         }
     } else if (a_cs == 1) {
-        for (int e = lid; e < TM * TK; e += WG) {
+        EACH_RUN(j, e, TM * TK, A_RUNS * VWG) {
             const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
-            as[AS_AT(r, kk)] = (gi < M && gk < kend) ? LOAD_A(A, gi * a_rs + gk) : (real)0;
+            real *t = SLOT(ra, one, mode, j, 1);
+            if (mode & FETCH) *t = (gi < M && gk < kend) ? LOAD_A(A, gi * a_rs + gk) : (real)0;
+            if (mode & PUT) as[AS_AT(r, kk)] = *t;
         }
     } else {
-        for (int e = lid; e < TM * kn; e += WG) {
+        EACH_RUN(j, e, TM * kn, A_RUNS * VWG) {
             const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
-            as[AS_AT(r, kk)] = gi < M ? LOAD_A(A, gi * a_rs + gk * a_cs) : (real)0;
+            real *t = SLOT(ra, one, mode, j, 1);
+            if (mode & FETCH) *t = gi < M ? LOAD_A(A, gi * a_rs + gk * a_cs) : (real)0;
+            if (mode & PUT) as[AS_AT(r, kk)] = *t;
         }
     }
 }
 
-/* Stage op(B)'s k-rows [k0, k0+TK) x columns [col0, col0+TN) into bs (TK x TN), as stage_a. */
-inline void stage_b(__local real *bs, int k0, int kend, int N, int col0,
+/* The `mode` half of staging op(B)'s k-rows [k0, k0+TK) x columns [col0, col0+TN) into bs (TK x TN) through the
+ * registers rb, as stage_a. */
+inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int N, int col0,
                     __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
-    real t[VWG];
+    real one[VWG];
     if (b_cs == 1) { /* runs along the columns; one that N cuts is gathered element by element */
-        for (int e = lid; e < kn * (TN / VWG); e += WG) {
+        EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
-            __global const b_t *p = B + (size_t)(k0 + kk) * b_rs + col0 + c;
-            if (col0 + c + VWG <= N)
-                LOAD_RUN(B, t, p, b_vec);
-            else
-                GATHER(B, t, p, col0 + c + q < N, q);
+            real *t = SLOT(rb, one, mode, j, VWG);
+            if (mode & FETCH) {
+                __global const b_t *p = B + (size_t)(k0 + kk) * b_rs + col0 + c;
+                if (col0 + c + VWG <= N)
+                    LOAD_RUN(B, t, p, b_vec);
+                else
+                    GATHER(B, t, p, col0 + c + q < N, q);
+            }
+            if (mode & PUT) {
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+                for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+            }
         }
     } else if (b_rs == 1 && kn % VWG == 0) { /* runs along k; columns past N staged as zeros */
-        for (int e = lid; e < TK * TN / VWG; e += WG) {
+        EACH_RUN(j, e, TK * TN / VWG, B_RUNS) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            if (col0 + c < N) {
-                LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
-            } else {
+            real *t = SLOT(rb, one, mode, j, VWG);
+            if (mode & FETCH) {
+                if (col0 + c < N) {
+                    LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
+                } else {
 #pragma unroll
-                for (int q = 0; q < VWG; ++q) t[q] = 0;
+                    for (int q = 0; q < VWG; ++q) t[q] = 0;
+                }
             }
+            if (mode & PUT) {
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
+                for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
+            }
         }
     } else {
-        for (int e = lid; e < TK * TN; e += WG) {
+        EACH_RUN(j, e, TK * TN, B_RUNS * VWG) {
             const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
-            bs[kk * TN + c] = (gj < N && gk < kend) ? LOAD_B(B, gk * b_rs + gj * b_cs) : (real)0;
+            real *t = SLOT(rb, one, mode, j, 1);
+            if (mode & FETCH) *t = (gj < N && gk < kend) ? LOAD_B(B, gk * b_rs + gj * b_cs) : (real)0;
+            if (mode & PUT) bs[kk * TN + c] = *t;
         }
     }
 }

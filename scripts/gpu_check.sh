@@ -6,7 +6,8 @@
 #   STEPS="tests tune gemm conv steps precision gpt profile" LIMIT=500 bash scripts/gpu_check.sh
 #
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
-# every tuned tile, the benchmarks' --tile; default: A's tile row-major, then k-major in 2- and 4-row vectors).
+# every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
+# slices fetched ahead into registers or not).
 #
 # A step a later one depends on comes first: "tune" stores its winners in $OUT/tuning.json, which the benchmarks
 # after it use (CLNN_TUNING_DB). NVIDIA builds OpenCL slowly (seconds per GEMM tile): the first step that builds
@@ -38,9 +39,9 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
     gpt) run python3 benchmarks/bench_gpt.py --steps 100 ;;
     profile) run python3 benchmarks/profile_steps.py ;;
-    variants) for v in ${VARIANTS:-VWA=1 VWA=2 VWA=4}; do
-                run python3 benchmarks/bench_gemm.py --sizes 4096 1024 --reps 3 --tile $v
-                for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --tile $v; done
+    variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
+                run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }
+                for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --tile ${v//,/ }; done
               done ;;
     *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt profile variants" ;;
   esac

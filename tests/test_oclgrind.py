@@ -28,6 +28,7 @@ from helpers import run_tests_script
 
 import clnn
 from clnn.kernels import kernel_dir
+from clnn.ops.matmul import OPTIONAL_KEYS
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "oclgrind" / "drive.py"
@@ -207,10 +208,13 @@ def test_every_kernel_ran_under_oclgrind(runs):
     )
 
 
-def test_k_major_tiles_ran_under_oclgrind(runs):
-    """gemm.h's k-major A tile (VWA > 1) ran in each kernel that stages one: gemm, conv_fwd, conv_bwd_weight."""
+@pytest.mark.parametrize("option", ["VWA", "PF"])
+def test_gpu_tile_options_ran_under_oclgrind(runs, option):
+    """gemm.h's k-major A tile (VWA > 1) and slices fetched ahead (PF 1) ran in each kernel that stages tiles:
+    gemm, conv_fwd, conv_bwd_weight."""
+    off = OPTIONAL_KEYS[option]  # the kernels' default
     ran = {(f["file"], f["kernel"]) for fam in ("gemm", "conv") for lim in LIMIT_PASSES for f in runs(fam, lim).fetched
-           if int(f["defines"].get("VWA", 1)) > 1}
+           if int(f["defines"].get(option, off)) != off}
     assert {("gemm.cl", "gemm"), ("conv.cl", "conv_fwd"), ("conv.cl", "conv_bwd_weight")} <= ran, sorted(ran)
 
 

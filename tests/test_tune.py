@@ -49,7 +49,7 @@ def test_tune_stores_shows_is_used_and_resets(dev, db, capsys):
 
 def test_a_stored_entry_decides_the_tile(dev, db, rng):
     """An odd tile no table row has (A's tile k-major), stored for this device, is what gemm then runs, correctly."""
-    odd = {"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 1}
+    odd = {"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 1, "PF": 1}
     f32 = np.dtype("float32")
     before = plan(dev, f32, 1, 300, 200, 150).cfg
     tuning.store(dev, "gemm", {"params": odd})
@@ -68,7 +68,7 @@ def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeyp
                                 _pool=None)
     too_big = {"VWA": 1, **tuning.TABLE["gemm"]["gpu"]}  # 256 work-items
     too_local = {"TM": 64, "TN": 64, "TK": 64, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "VWA": 4, "APAD": 1, "DB": 1}
-    fits = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 1}
+    fits = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0}
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([too_big, too_local, fits]))
     lines: list[str] = []
     winners = tune.tune_gemm(small, 0.5, None, lines.append)
@@ -101,7 +101,7 @@ def test_a_stored_conv_entry_decides_the_tile(dev, db, rng, monkeypatch):
     layer with 16 channels in and out, for its forward and its input gradient (its 16 rows fill the tile, so it
     beats gemm_small's on every device and pose), no other kind changes, and forward and gradients stay correct."""
     # 16-wide runs: no tile with fewer rows (the planner's other candidates) is valid; A's tile k-major
-    odd = {"TM": 16, "TN": 64, "TK": 16, "WM": 4, "WN": 8, "VW": 2, "VWG": 16, "VWA": 4, "APAD": 1, "DB": 0}
+    odd = {"TM": 16, "TN": 64, "TK": 16, "WM": 4, "WN": 8, "VW": 2, "VWG": 16, "VWA": 4, "APAD": 1, "DB": 0, "PF": 1}
     xa, wa, gya = (rng.standard_normal(s).astype(np.float32) for s in ((2, 16, 30, 30), (16, 16, 3, 3),
                                                                        (2, 16, 30, 30)))
     x = clnn.tensor(xa, device=dev)

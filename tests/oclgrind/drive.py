@@ -287,7 +287,8 @@ def random(dt: np.dtype, rng: np.random.Generator) -> None:
 def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     """gemm with every transpose flag and beta, batched broadcast matmul, both backward products and a
     k-split product (gemm_sum), all tiled; then the direct kernel and a double-buffered tile with vector
-    loads (A's tile row-major, then k-major: VWA), forced, transposed and batched."""
+    loads (A's tile row-major; k-major, VWA, with slices fetched ahead, PF; single-buffered, fetched ahead), forced,
+    transposed and batched."""
     saved = dict(tuning.TABLE["gemm_direct"]["default"])
     tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the planner would pick the direct kernel here
     try:
@@ -298,7 +299,9 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     an, bn, cn = data(rng, (2, 17, 16), dt), data(rng, (16, 20), dt), data(rng, (2, 17, 20), dt)
     ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
     a, b, c = clnn.tensor(an), clnn.tensor(bn), clnn.tensor(cn)
-    for how in (GemmPlan("direct", tile), GemmPlan("tiled", tile, 1, 16), GemmPlan("tiled", {**tile, "VWA": 2}, 1, 16)):
+    hows = [GemmPlan("direct", tile)] + [GemmPlan("tiled", {**tile, **opts}, 1, 16)
+                                         for opts in ({}, {"VWA": 2, "PF": 1}, {"DB": 0, "PF": 1})]
+    for how in hows:
         for a_st, b_st, x, y in (((272, 16, 1), (0, 20, 1), a, b),  # rows of 16 and 20: aligned vector loads
                                  ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):  # both read transposed
             pre = clnn.empty((2, 17, 20), dtype=dt)
@@ -554,12 +557,13 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         _conv_autocast(dt, rng, "tiled")
         rows = {kind: tuning.TABLE[kind] for kind in ("conv_fwd", "conv_bwd_weight")}
         k_major = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0}
-        tuning.TABLE.update({kind: {"default": k_major} for kind in rows})
-        try:  # A's tiles k-major: the weights (forward), gy (weight gradient)
-            x.grad = w.grad = b.grad = None
-            y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
-            (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
-            finite("conv2d tiled, A k-major", dt, y, *_grads(x, w, b))
+        try:  # A's tiles k-major (the weights in the forward, gy in the weight gradient), then also fetched ahead
+            for pf in (0, 1):
+                tuning.TABLE.update({kind: {"default": {**k_major, "PF": pf}} for kind in rows})
+                x.grad = w.grad = b.grad = None
+                y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
+                (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+                finite(f"conv2d tiled, A k-major, PF {pf}", dt, y, *_grads(x, w, b))
         finally:
             tuning.TABLE.update(rows)
     finally:
