@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 import pyopencl as cl
 
-from . import profiler, tuning
+from . import pocl_target, profiler, tuning
 from .device import Device
 
 __all__ = [
@@ -141,8 +141,9 @@ def program(dev: Device, file: str, defines: dict[str, object] | None = None) ->
                     warnings.simplefilter("ignore", cl.CompilerWarning)  # vectorizer remarks); failures raise
                     prg = cl.Program(dev.context, source).build(options=options, devices=[dev.cl_device])
             except cl.RuntimeError as err:
-                hint = ("\n  PoCL's LLVM does not know this processor and clnn could not name another target "
-                        "(clnn/pocl_target.py); Intel's CPU runtime (`pip install 'clnn[intel]'`) runs here"
+                why = pocl_target.unrepaired.get(dev.cl_device.int_ptr, "no repair was tried")
+                hint = (f"\n  PoCL's LLVM does not know this processor and clnn could not name another target "
+                        f"(clnn/pocl_target.py: {why}); Intel's CPU runtime (`pip install 'clnn[intel]'`) runs here"
                         if "unknown target CPU" in str(err) else "")
                 raise KernelBuildError(
                     f"building kernels_cl/{file} failed on {dev}\n"

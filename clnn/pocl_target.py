@@ -23,7 +23,7 @@ import struct
 
 import pyopencl as cl
 
-__all__ = ["repair", "repaired"]
+__all__ = ["repair", "repaired", "unrepaired"]
 
 _GENERIC = b"generic\0"
 _RECORD_BYTES = 2048  # the span searched: PoCL 3.0 keeps its target string's pointer at 640 of its device record
@@ -36,6 +36,7 @@ _LEVELS = (
 )
 _names: list[ctypes.Array] = []  # the new target strings: PoCL keeps pointing at them for the process' life
 repaired: dict[int, str] = {}  # cl_device_id -> the target CPU it was given
+unrepaired: dict[int, str] = {}  # cl_device_id -> why a device that needed a target could not be given one
 
 
 def _needs_repair(p: cl.Platform, d: cl.Device) -> bool:
@@ -69,18 +70,22 @@ def repair(p: cl.Platform, d: cl.Device) -> str | None:
         return repaired.get(d.int_ptr)
     try:
         fd = os.open("/proc/self/mem", os.O_RDWR)
-    except OSError:
+    except OSError as err:
+        unrepaired[d.int_ptr] = f"/proc/self/mem could not be opened ({err})"
         return None
     try:
         record = _read(fd, d.int_ptr, _RECORD_BYTES) or b""
         slots = [off for off in range(0, len(record) - 7, 8)
                  if _read(fd, struct.unpack_from("<Q", record, off)[0], len(_GENERIC)) == _GENERIC]
         if len(slots) != 1:
+            unrepaired[d.int_ptr] = (f"{len(record)} bytes of its device record read, {len(slots)} pointers to "
+                                     f"'generic' in them (at {slots}), not one")
             return None
         name = _level(_cpu_flags())
         text = ctypes.create_string_buffer(name.encode())
         os.pwrite(fd, struct.pack("<Q", ctypes.addressof(text)), d.int_ptr + slots[0])
-    except OSError:
+    except OSError as err:
+        unrepaired[d.int_ptr] = f"its device record could not be rewritten ({err})"
         return None
     finally:
         os.close(fd)

@@ -26,9 +26,10 @@ def _fake_record(n_generic: int) -> tuple[ctypes.Array, list[ctypes.Array], int]
 
 @pytest.fixture
 def posed_generic(monkeypatch):
-    """Every device counts as a PoCL device whose target is ``generic``; the repairs made are forgotten."""
+    """Every device counts as a PoCL device whose target is ``generic``; the repairs made (or not) are forgotten."""
     monkeypatch.setattr(pocl_target, "_needs_repair", lambda p, d: True)
     monkeypatch.setattr(pocl_target, "repaired", {})
+    monkeypatch.setattr(pocl_target, "unrepaired", {})
 
 
 def test_repair_points_the_target_at_the_processors_level(posed_generic):
@@ -50,6 +51,7 @@ def test_repair_leaves_a_record_it_cannot_read_for_sure(posed_generic, n_generic
     before = record.raw
     assert pocl_target.repair(None, SimpleNamespace(int_ptr=address)) is None
     assert record.raw == before and pocl_target.repaired == {}
+    assert f"{n_generic} pointers to 'generic'" in pocl_target.unrepaired[address]  # for the build error to say
 
 
 @pytest.mark.parametrize(("flags", "level"), [
