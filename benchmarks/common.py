@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import statistics
 import time
@@ -114,10 +115,13 @@ def add_tile_option(parser: argparse.ArgumentParser) -> None:
                              "without storing it")
 
 
+_TILE_OVERRIDES = contextlib.ExitStack()  # the process's --tile settings (tuning.override), in force until it exits
+
+
 def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
-    """Lay ``KEY=VALUE`` settings of gemm.h's tile keys over every tile kind on ``dev`` for this process (a row
-    named after the device, the last one applied): a variant of the tuned tiles timed without storing it
-    (``--tile VWA=4``). A setting that a kind's tile cannot take on ``dev`` (gemm_config would shrink it) is refused."""
+    """Lay ``KEY=VALUE`` settings of gemm.h's tile keys over every tile kind for the rest of this process
+    (tuning.override): a variant of the tuned tiles timed without storing it (``--tile VWA=4``). A setting that a
+    kind's tile cannot take on ``dev`` (gemm_config would shrink it) is refused."""
     from clnn import tuning
     from clnn.ops.matmul import _KEYS, gemm_config
 
@@ -129,11 +133,8 @@ def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
         if key not in _KEYS or not value.isdigit():
             raise SystemExit(f"--tile expects KEY=INTEGER with KEY one of {list(_KEYS)}; got {item!r}")
         pairs[key] = int(value)
-    if "vendor" in dev.real:
-        raise SystemExit("--tile needs a real device: a posed one (CLNN_LIMITS) matches no row by its name")
-    name = dev.name.lower()
     for kind in TILE_KINDS:
-        tuning.TABLE[kind] = {**tuning.TABLE[kind], name: {**tuning.TABLE[kind].get(name, {}), **pairs}}
+        _TILE_OVERRIDES.enter_context(tuning.override(kind, **pairs))
         cfg = gemm_config(dev, np.float32, kind)  # shrunk to fit the device where it does not
         if any(cfg[key] != value for key, value in pairs.items()):
             raise SystemExit(f"--tile {' '.join(settings)}: {kind}'s tile would run as {cfg} on {dev}")

@@ -7,7 +7,8 @@ remaining candidate against NumPy in float64 before timing it, and stores the fa
 the database of :mod:`clnn.tuning`, which the planners then consult before the built-in table. Families:
 ``gemm`` (the ``gemm`` and ``gemm_small`` tiles) and ``conv`` (the implicit-GEMM convolution kernels'
 tiles, ``conv_fwd`` (which also runs the input gradients) and ``conv_bwd_weight``, each timed at a
-representative layer, and ``winograd``, the tile of Winograd's batched product of that layer's planes).
+representative layer, and ``winograd``, the tile of Winograd's batched product of that layer's planes, then
+whether Winograd pays at all: 3x3 layers timed with and without it decide its ``MIN_INTENSITY``).
 """
 
 from __future__ import annotations
@@ -138,16 +139,8 @@ class _Problem(abc.ABC):
         return None
 
     def seconds(self, cfg: dict[str, int], budget: float) -> float:
-        """The best time of a few runs, at most ``budget`` seconds of them (at least two)."""
-        best, start = float("inf"), time.perf_counter()
-        for rep in range(10):
-            t = time.perf_counter()
-            self.run(cfg)
-            self.dev.synchronize()
-            best = min(best, time.perf_counter() - t)
-            if rep >= 1 and time.perf_counter() - start > budget:
-                break
-        return best
+        """The best time of a few runs, at most ``budget`` seconds of them (at least two, at most ten)."""
+        return _best_seconds(lambda: (self.run(cfg), self.dev.synchronize()), budget, 10)
 
 
 class _GemmProblem(_Problem):
@@ -267,10 +260,82 @@ def tune_gemm(dev: Device, budget: float, path: Path | None, out: Printer) -> di
     return winners
 
 
+def _conv_step(x: Tensor, w: Tensor, gy: Tensor) -> list[Tensor]:
+    """conv2d(x, w, padding=1) and its backward from ``gy``, finished: the output and w's gradient."""
+    x.grad = w.grad = None
+    y = conv.conv2d(x, w, padding=1)
+    y.backward(gy)
+    x.device.synchronize()
+    return [y, w.grad]
+
+
+def _best_seconds(fn: Callable[[], object], budget: float, most: int = 1000) -> float:
+    """The best time of runs of ``fn`` (which finishes its work) within about ``budget`` seconds: at least two,
+    at most ``most``."""
+    best, start = float("inf"), time.perf_counter()
+    for rep in range(most):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+        if rep >= 1 and time.perf_counter() - start > budget:
+            break
+    return best
+
+
+def _winograd_layers(dev: Device) -> list[tuple[int, int, int, int, int]]:
+    """(N, C, H, W, O) of the 3x3, padding-1 layers at which Winograd is timed against the implicit GEMM: C = O, so
+    intensities C*O / (C + O) of 32, 64 and 128 on GPUs (16, 32 and 64 on CPUs, with smaller images)."""
+    if dev.type == "cpu":
+        return [(8, c, 14, 14, c) for c in (32, 64, 128)]
+    return [(32, c, 28, 28, c) for c in (64, 128, 256)]
+
+
+def least_winning(wins: list[tuple[float, bool]]) -> float:
+    """Winograd's MIN_INTENSITY from (intensity, whether Winograd won) per layer timed: the least intensity from
+    which it won at every more intense layer too, or 0 (never) when it lost at the most intense one."""
+    least = 0.0
+    for intensity, won in sorted(wins, reverse=True):
+        if not won:
+            break
+        least = intensity
+    return least
+
+
+def tune_winograd_choice(dev: Device, budget: float, path: Path | None, out: Printer) -> dict[str, Any] | None:
+    """Whether Winograd's kernels beat the implicit GEMM on ``dev``: conv2d's forward and both gradients at each
+    layer of :func:`_winograd_layers`, timed both ways (tuning.override) within ``budget`` seconds and checked
+    against NumPy in float64; stores winograd's MIN_INTENSITY (:func:`least_winning`) beside its tile."""
+    rng, per_layer, wins = np.random.default_rng(0), budget / len(_winograd_layers(dev)) / 2, []
+    out(f"winograd: timing 3x3 layers with and without it on {dev}")
+    for n, c, h, w, o in _winograd_layers(dev):
+        xa, wa, gya = (rng.standard_normal(s).astype(np.float32) for s in ((n, c, h, w), (o, c, 3, 3), (n, o, h, w)))
+        refs = [_conv_ref(kind, *(v.astype(np.float64) for v in (xa, wa, gya))) for kind in conv.TUNED]
+        x, wt = tensor(xa, device=dev, requires_grad=True), tensor(wa, device=dev, requires_grad=True)
+        gy = tensor(gya, device=dev)
+        secs = {}
+        for least in (0, 1):  # 1: Winograd wherever it computes the layer
+            with tuning.override("winograd", MIN_INTENSITY=least):
+                for got, ref in zip(_conv_step(x, wt, gy), refs):
+                    err = _relerr(got.numpy(), ref)
+                    if not err < 1e-5:
+                        out(f"winograd: {'with' if least else 'without'} it, relative error {err:.1e}; nothing stored")
+                        return None
+                secs[least] = _best_seconds(functools.partial(_conv_step, x, wt, gy), per_layer)
+        intensity = c * o / (c + o)
+        wins.append((intensity, secs[1] < secs[0]))
+        out(f"  {n}x{c}->{o} {h}x{w} (intensity {intensity:g}): Winograd {secs[1] * 1e3:.2f} ms, implicit GEMM "
+            f"{secs[0] * 1e3:.2f} ms")
+    entry = tuning.load_db(path).get(tuning.device_key(dev), {}).get("winograd", {"params": {}})
+    entry = {**entry, "params": {**entry["params"], "MIN_INTENSITY": least_winning(wins)}}
+    tuning.store(dev, "winograd", entry, path)
+    out(f"winograd: stored MIN_INTENSITY {entry['params']['MIN_INTENSITY']:g} (0: never)")
+    return entry
+
+
 def tune_conv(dev: Device, budget: float, path: Path | None, out: Printer) -> dict[str, dict[str, Any]]:
     """Tune the tiles of the convolution kernels (``conv_fwd``, ``conv_bwd_weight``) and of Winograd's batched
-    product (``winograd``) within ``budget`` seconds, as :func:`tune_gemm`; the planners weigh each stored tile
-    against ``gemm_small``'s."""
+    product (``winograd``) within ``budget`` seconds, as :func:`tune_gemm` (the planners weigh each stored tile
+    against ``gemm_small``'s), then whether Winograd pays on the device (:func:`tune_winograd_choice`)."""
     rng, winners, kinds = np.random.default_rng(0), {}, (*conv.TUNED, "winograd")
     for i, kind in enumerate(kinds):
         if kind == "winograd":
@@ -278,9 +343,12 @@ def tune_conv(dev: Device, budget: float, path: Path | None, out: Printer) -> di
             problem: _Problem = _GemmProblem(dev, tuple(shape), rng, batch)
         else:
             problem = _ConvProblem(dev, kind, _conv_shape(dev), rng)
-        entry = _search(dev, kind, problem, budget / len(kinds), path, out, f"{i + 1}/{len(kinds)}")
+        entry = _search(dev, kind, problem, budget / (len(kinds) + 1), path, out, f"{i + 1}/{len(kinds)}")
         if entry is not None:
             winners[kind] = entry
+    entry = tune_winograd_choice(dev, budget / (len(kinds) + 1), path, out)
+    if entry is not None:
+        winners["winograd"] = entry
     return winners
 
 

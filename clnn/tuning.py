@@ -9,16 +9,18 @@ adds rows without code changes. A device posing as another vendor (``CLNN_LIMITS
 by its posed keys only: its real platform, and its real name unless that is posed too, would select rows of
 the runtime it really runs on. The database (JSON, ``platformdirs.user_cache_dir("clnn")/tuning.json`` or
 ``$CLNN_TUNING_DB``) holds measured winners keyed by device name, driver version and clnn version, and
-overrides the table for that exact device. Each kernel's launcher then checks the choice against the
-device's real limits.
+overrides the table for that exact device; :func:`override` has the last word within a block (the tuner's and
+the benchmarks' variants). Each kernel's launcher then checks the choice against the device's real limits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +254,7 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
 TABLE = _Watched(TABLE)
 
 _cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}  # database path -> (file stamp, devices)
+_read_last: str | None = None  # the database load_db read last
 _checked: dict[str, float] = {}  # database path -> when its stamp was last read (time.monotonic)
 RECHECK_S = 0.25  # a database written by another process is seen within this long; this one's stores at once
 _merged: dict[tuple[str, int, str], tuple[Device, dict[str, Any]]] = {}  # params' results while nothing changes
@@ -287,8 +290,12 @@ def device_key(dev: Device) -> str:
 def load_db(path: Path | None = None) -> dict[str, Any]:
     """The database's ``{device key: {kernel: entry}}`` (empty when there is none); re-read when it changes (its
     stamp is read at most every ``RECHECK_S`` seconds: it is asked for on every op)."""
+    global _read_last
     path = path or db_path()
     key, now = str(path), time.monotonic()
+    if key != _read_last:  # another database ($CLNN_TUNING_DB changed): what was kept came from the last one
+        _read_last = key
+        _forget()
     hit = _cache.get(key)
     if now - _checked.get(key, -RECHECK_S) < RECHECK_S:
         return hit[1] if hit is not None else {}
@@ -335,9 +342,31 @@ def reset(path: Path | None = None) -> bool:
     return True
 
 
+_overrides: dict[str, dict[str, Any]] = {}  # kernel -> values laid over every device's parameters (override)
+
+
+@contextlib.contextmanager
+def override(kernel: str, **values: Any) -> Iterator[None]:
+    """Within the block, ``kernel``'s parameters on every device take ``values`` over the table and the database
+    (e.g. ``override("winograd", MIN_INTENSITY=0)``: the tuner times a choice against another so)."""
+    if kernel not in TABLE:
+        raise ValueError(f"override: kernel must be one of {sorted(TABLE)}; got {kernel!r}")
+    before = _overrides.get(kernel)
+    _overrides[kernel] = {**(before or {}), **values}
+    _forget()
+    try:
+        yield
+    finally:
+        if before is None:
+            del _overrides[kernel]
+        else:
+            _overrides[kernel] = before
+        _forget()
+
+
 def params(dev: Device, kernel: str) -> dict[str, Any]:
-    """The parameters for ``kernel`` on ``dev``: the table's merged rows, overridden by a database entry (kept
-    until the table or the database changes: planners ask on every op)."""
+    """The parameters for ``kernel`` on ``dev``: the table's merged rows, overridden by a database entry, then by
+    :func:`override` (kept until any of them changes: planners ask on every op)."""
     db = load_db()
     key = (kernel, id(dev), dev.type)
     hit = _merged.get(key)
@@ -365,4 +394,4 @@ def _params(dev: Device, kernel: str, db: dict[str, Any]) -> dict[str, Any]:
     entry = db.get(device_key(dev), {}).get(kernel) if db else None  # the key costs a driver query
     if entry is not None:
         out.update(entry["params"])
-    return out
+    return out | _overrides.get(kernel, {})

@@ -80,10 +80,12 @@ def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeyp
 def test_tune_conv_stores_each_kernel_and_the_planner_uses_it(dev, db, monkeypatch, capsys):
     """``clnn tune --kernels conv`` over a tiny space (two candidates, a small layer) checks each candidate
     against NumPy (a wrong reference would skip them all), stores one tile per kernel (the implicit-GEMM ones
-    single-buffered) and one for Winograd's product of that layer's planes, and the planners then use them."""
+    single-buffered) and one for Winograd's product of that layer's planes with whether Winograd pays, and the
+    planners then use them."""
     first = tune.candidates
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: itertools.islice(first(dev, kind), 2))
     monkeypatch.setattr(tune, "_conv_shape", lambda dev: (2, 8, 9, 11, 16))
+    monkeypatch.setattr(tune, "_winograd_layers", lambda dev: [(2, 8, 6, 7, 8)])  # intensity 4
     assert cli.main(["tune", "--budget", "1", "--kernels", "conv"]) == 0
     progress = capsys.readouterr().out
     assert "wrong result" not in progress and "failed" not in progress, progress  # skips only for device limits
@@ -92,8 +94,10 @@ def test_tune_conv_stores_each_kernel_and_the_planner_uses_it(dev, db, monkeypat
     for kind in conv.TUNED:
         assert stored[kind]["params"]["DB"] == 0 and stored[kind]["shape"] == [2, 8, 9, 11, 16]
     assert stored["winograd"]["shape"] == [16, 2 * 3 * 3, 8]  # F(4x4)'s planes: O x tiles x C, 36 of them
+    assert stored["winograd"]["params"]["MIN_INTENSITY"] in (0, 4)  # this machine's measured winner
     for kind in stored:
-        assert gemm_config(dev, np.float32, kind) == stored[kind]["params"]
+        tile = {k: v for k, v in stored[kind]["params"].items() if k != "MIN_INTENSITY"}
+        assert gemm_config(dev, np.float32, kind) == tile
 
 
 def test_a_stored_conv_entry_decides_the_tile(dev, db, rng, monkeypatch):
@@ -171,3 +175,61 @@ def test_kept_parameters_and_plans_follow_every_change_of_the_table(dev, monkeyp
     assert plan(dev, f32, 1, 64, 64, 64).kernel == "direct"
     monkeypatch.setitem(rows, f"{dev.type} {dev.vendor.lower()}", {"MAX_MACS": 0})  # a row added, for this device
     assert plan(dev, f32, 1, 64, 64, 64).kernel == "tiled"
+
+
+@pytest.mark.parametrize("wins, least", [
+    ([(16, False), (32, True), (64, True)], 32),
+    ([(16, True), (32, False), (64, True)], 64),  # from the most intense down, while it keeps winning
+    ([(16, True), (32, True), (64, True)], 16),
+    ([(16, True), (32, True), (64, False)], 0),  # lost where it should gain most: never
+])
+def test_least_winning_intensity(wins, least):
+    assert tune.least_winning(wins) == least
+
+
+@pytest.mark.parametrize("winner", ["winograd", "gemm"])
+def test_winograd_choice_is_stored_and_routes_conv2d(dev, db, rng, monkeypatch, winner):
+    """``clnn tune --kernels conv``'s last step times 3x3 layers with and without Winograd (checked against NumPy
+    both ways) and stores winograd's MIN_INTENSITY beside its tile: the least intensity from which it won (times
+    forced here: the measured winner depends on the machine), or 0; conv2d then takes Winograd's kernels or not."""
+    monkeypatch.setattr(tune, "_winograd_layers", lambda dev: [(2, 8, 6, 7, 8), (2, 32, 6, 7, 32)])  # 4, 16
+
+    def seconds(fn, budget):  # the forced winner is faster; each way still runs (and is checked) first
+        fn()
+        return 1.0 if (tuning.params(dev, "winograd")["MIN_INTENSITY"] > 0) == (winner == "winograd") else 2.0
+
+    monkeypatch.setattr(tune, "_best_seconds", seconds)
+    tile = {"params": {**gemm_config(dev, np.float32, "winograd"), "TK": 8}}
+    tuning.store(dev, "winograd", tile)
+    lines: list[str] = []
+    entry = tune.tune_winograd_choice(dev, 0.1, None, lines.append)
+    assert entry["params"] == {**tile["params"], "MIN_INTENSITY": 4 if winner == "winograd" else 0}, lines
+    assert tuning.params(dev, "winograd")["TK"] == 8  # the tile stays
+    x = clnn.tensor(rng.standard_normal((2, 8, 6, 7)).astype(np.float32), device=dev)
+    w = clnn.tensor(rng.standard_normal((8, 8, 3, 3)).astype(np.float32), device=dev)
+    with clnn.profiler.profile() as prof:
+        F.conv2d(x, w, padding=1)
+    assert any(k.name.startswith("wino_") for k in prof.kernels) == (winner == "winograd"), prof.kernels
+
+
+def test_override_has_the_last_word_within_its_block(dev, db):
+    before = tuning.params(dev, "winograd")
+    tuning.store(dev, "winograd", {"params": {"MIN_INTENSITY": 7}})
+    with tuning.override("winograd", MIN_INTENSITY=0, M=2):
+        assert tuning.params(dev, "winograd") == {**before, "MIN_INTENSITY": 0, "M": 2}
+        with tuning.override("winograd", M=4):  # nested: laid over the outer one
+            assert tuning.params(dev, "winograd") == {**before, "MIN_INTENSITY": 0, "M": 4}
+    assert tuning.params(dev, "winograd") == {**before, "MIN_INTENSITY": 7}
+    with pytest.raises(ValueError, match=r"override: kernel must be one of .*; got 'wingrad'"), \
+            tuning.override("wingrad", M=2):
+        pass
+
+
+def test_another_database_is_read_at_once(dev, tmp_path, monkeypatch):
+    """Kept parameters follow $CLNN_TUNING_DB to another database (they were kept from the last one read)."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    tuning.store(dev, "winograd", {"params": {"MIN_INTENSITY": 5}}, a)
+    tuning.store(dev, "winograd", {"params": {"MIN_INTENSITY": 6}}, b)
+    for path, least in ((a, 5), (b, 6), (a, 5)):
+        monkeypatch.setenv("CLNN_TUNING_DB", str(path))
+        assert tuning.params(dev, "winograd")["MIN_INTENSITY"] == least, path
