@@ -1,7 +1,7 @@
 """float32 conv2d throughput, forward or a training layer: clnn against PyTorch on the same hardware, in the same run.
 
 Usage: ``python benchmarks/bench_conv.py [--layer 0] [--batch N] [--backward] [--reps 5] [--device SPEC]
-[--threads N]``
+[--threads N] [--algorithm auto|gemm|winograd] [--tile KEY=VALUE ...]``
 
 The layers of the GEMM/convolution issue's table: 0: 64 -> 128 channels, 3x3, padding 1, 56x56, batch 32;
 1: 256 -> 256, 3x3, padding 1, 28x28, batch 64; 2: 3 -> 64, 7x7, stride 2, padding 3, 224x224, batch 128
@@ -10,7 +10,8 @@ has CUDA, else on the CPU with as many threads as the machine has cores (``--thr
 back to back, best of ``--reps`` after a warm-up (the machine is shared, so the minimum is the least noisy
 estimate); both times include waiting for the device. ``--backward`` times the layer in training: the
 forward, then the input, weight and bias gradients of a given output gradient, through each library's
-autograd (3x the forward's FLOPs). Target: clnn >= 0.8x PyTorch CPU, >= 0.6x cuDNN.
+autograd (3x the forward's FLOPs). ``--algorithm`` forces clnn's implicit GEMM or Winograd's kernels (3x3
+stride-1 layers) where ``auto`` lets the device's tuning choose. Target: clnn >= 0.8x PyTorch CPU, >= 0.6x cuDNN.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import argparse
 import os
 
 import numpy as np
-from common import add_tile_option, best_time, header, override_tiles, peer_name, torch_peer, torch_sync
+from common import add_tile_option, best_time, header, override, override_tiles, peer_name, torch_peer, torch_sync
 
 import clnn
 import clnn.functional as F
@@ -36,6 +37,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--algorithm", choices=("auto", "gemm", "winograd"), default="auto")
     add_tile_option(ap)
     args = ap.parse_args()
 
@@ -44,6 +46,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     dev = clnn.device(args.device)
     override_tiles(dev, args.tile)
+    if args.algorithm != "auto":  # Winograd from intensity 1 (wherever it computes the layer), or never
+        override("winograd", MIN_INTENSITY=int(args.algorithm != "gemm"))
     tdev = torch_peer(dev)
     n, c, o, s, kk, st, pad = LAYERS[args.layer]
     n = args.batch or n

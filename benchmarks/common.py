@@ -13,6 +13,8 @@ import numpy as np
 
 import clnn
 import clnn.functional as F
+from clnn import tuning
+from clnn.ops.matmul import _KEYS, gemm_config
 
 # Seconds to wait before timing a library: the worker threads of the one timed before it keep spinning after
 # its last call (OpenBLAS's for about 100 ms, PyTorch's and Intel's runtime's for about 50) and, on a 2-core
@@ -115,16 +117,18 @@ def add_tile_option(parser: argparse.ArgumentParser) -> None:
                              "without storing it")
 
 
-_TILE_OVERRIDES = contextlib.ExitStack()  # the process's --tile settings (tuning.override), in force until it exits
+_OVERRIDES = contextlib.ExitStack()  # tuning.override blocks in force until the process exits
+
+
+def override(kernel: str, **values: int) -> None:
+    """``tuning.override(kernel, **values)`` for the rest of this process (a benchmark's variant)."""
+    _OVERRIDES.enter_context(tuning.override(kernel, **values))
 
 
 def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
     """Lay ``KEY=VALUE`` settings of gemm.h's tile keys over every tile kind for the rest of this process
     (tuning.override): a variant of the tuned tiles timed without storing it (``--tile VWA=4``). A setting that a
     kind's tile cannot take on ``dev`` (gemm_config would shrink it) is refused."""
-    from clnn import tuning
-    from clnn.ops.matmul import _KEYS, gemm_config
-
     if not settings:
         return
     pairs = {}
@@ -134,7 +138,7 @@ def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
             raise SystemExit(f"--tile expects KEY=INTEGER with KEY one of {list(_KEYS)}; got {item!r}")
         pairs[key] = int(value)
     for kind in TILE_KINDS:
-        _TILE_OVERRIDES.enter_context(tuning.override(kind, **pairs))
+        override(kind, **pairs)
         cfg = gemm_config(dev, np.float32, kind)  # shrunk to fit the device where it does not
         if any(cfg[key] != value for key, value in pairs.items()):
             raise SystemExit(f"--tile {' '.join(settings)}: {kind}'s tile would run as {cfg} on {dev}")

@@ -7,7 +7,7 @@
 #
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
-# slices fetched ahead into registers or not).
+# slices fetched ahead into registers or not), then the two layers by Winograd's kernels (bench_conv --algorithm).
 #
 # A step a later one depends on comes first: "tune" stores its winners in $OUT/tuning.json, which the benchmarks
 # after it use (CLNN_TUNING_DB). NVIDIA builds OpenCL slowly (seconds per GEMM tile): the first step that builds
@@ -42,7 +42,9 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
                 run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }
                 for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --tile ${v//,/ }; done
-              done ;;
+              done
+              for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --algorithm winograd; done
+              for a in gemm winograd; do run python3 benchmarks/bench_conv.py --layer 1 --backward --algorithm $a; done ;;
     *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt profile variants" ;;
   esac
 done
