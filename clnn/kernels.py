@@ -71,6 +71,7 @@ _programs: dict[tuple, cl.Program] = {}
 _kernels: dict[tuple, cl.Kernel] = {}
 _untyped: set[cl.Kernel] = set()  # made by kernel(), not launched yet: launch() declares their scalar types
 _lock = threading.Lock()
+_building: dict[tuple, threading.Lock] = {}  # program key -> the lock its one build holds
 
 
 @functools.cache
@@ -132,6 +133,8 @@ def program(dev: Device, file: str, defines: dict[str, object] | None = None) ->
     if prg is not None:
         return prg
     with _lock:
+        building = _building.setdefault(key, threading.Lock())
+    with building:  # each program built once; different ones at once (clnn tune builds candidates ahead)
         prg = _programs.get(key)
         if prg is None:
             source = (kernel_dir / file).read_text()

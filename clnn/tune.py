@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import abc
 import argparse
+import collections
+import concurrent.futures
+import contextlib
 import functools
 import itertools
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -130,6 +134,10 @@ class _Problem(abc.ABC):
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
         """The kernel with tile ``cfg`` on the timed (0) or the odd (1) shape's operands."""
 
+    @abc.abstractmethod
+    def prebuild(self, cfg: dict[str, int]) -> None:
+        """Build the program :meth:`run` takes with tile ``cfg`` (a thread's, ahead of its turn)."""
+
     def check(self, cfg: dict[str, int]) -> str | None:
         """Why ``cfg`` computes a wrong result (relative error over 1e-5), or None."""
         for which, what in ((1, "odd shape"), (0, "timed shape")):
@@ -159,6 +167,9 @@ class _GemmProblem(_Problem):
         sa32, sb32 = sa.astype(np.float32).astype(np.float64), sb.astype(np.float32).astype(np.float64)
         self.refs = (a.astype(np.float64) @ b, sa32.transpose(0, 2, 1) @ sb32.transpose(0, 2, 1))
 
+    def prebuild(self, cfg: dict[str, int]) -> None:
+        kernels.kernel(self.dev, "gemm.cl", "gemm", kernels.defines(np.float32, **cfg))
+
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
         if which:
             batch, m, n, k = self.small
@@ -183,6 +194,9 @@ class _ConvProblem(_Problem):
             refs.append(_conv_ref(kind, *(v.astype(np.float64) for v in (x, wt, gy))))
         self.refs = (refs[0], refs[1])
 
+    def prebuild(self, cfg: dict[str, int]) -> None:
+        kernels.kernel(self.dev, "conv.cl", self.kind, kernels.defines(np.float32, **cfg))
+
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
         return conv.run_tile(self.kind, *self.operands[which], 1, cfg)
 
@@ -206,36 +220,70 @@ def _brief(cfg: dict[str, int]) -> str:
     return " ".join(f"{k}={cfg[k]}" for k in _KEYS)
 
 
+def builders(dev: Device) -> int:
+    """Threads that build the next candidates' programs while one is timed: one per host core, none when the
+    device is the host's own CPU (they would take the cores its timings run on). NVIDIA's OpenCL builds a GEMM
+    tile in seconds: on an H200 only 4-8 tiles fit a sweep's time, one build after another."""
+    return 0 if dev.real.get("type", dev.type) == "cpu" else os.cpu_count() or 1
+
+
+def _build_failure(err: kernels.KernelBuildError) -> str:
+    lines = str(err).splitlines()
+    return "build failed: " + next((ln.strip() for ln in lines if "error" in ln), lines[0])
+
+
+def _built_ahead(dev: Device, kind: str, problem: _Problem) -> Iterator[tuple[dict[str, int], str | None]]:
+    """``kind``'s candidates in order, each with why it cannot run (None: it may), their programs built ahead by
+    :func:`builders` threads; closing it waits for the builds under way (at most one per thread)."""
+    threads, source = builders(dev), iter(candidates(dev, kind))
+    pool = concurrent.futures.ThreadPoolExecutor(threads) if threads else None
+    ahead: collections.deque[tuple[dict[str, int], str | None, concurrent.futures.Future | None]] = collections.deque()
+    try:
+        while True:
+            while len(ahead) < max(1, threads) and (cfg := next(source, None)) is not None:
+                cfg = {**OPTIONAL_KEYS, **cfg}
+                why = config_problem(cfg, dev)
+                ahead.append((cfg, why, pool.submit(problem.prebuild, cfg) if pool and why is None else None))
+            if not ahead:
+                return
+            cfg, why, built = ahead.popleft()
+            if built is not None and isinstance(built.exception(), kernels.KernelBuildError):
+                why = _build_failure(built.exception())
+            yield cfg, why
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
 def _search(dev: Device, kind: str, problem: _Problem, budget: float, path: Path | None, out: Printer,
             step: str) -> dict[str, Any] | None:
-    """Time ``kind``'s candidates on ``problem`` within ``budget`` seconds (the current choice always);
-    store and return the fastest correct one's entry, or None when none ran."""
+    """Time ``kind``'s candidates on ``problem`` within ``budget`` seconds (the current choice always), their
+    programs built ahead by :func:`builders` threads; store and return the fastest correct one's entry, or None
+    when none ran."""
     deadline = time.perf_counter() + budget
     out(f"{kind}: timing {'x'.join(map(str, problem.shape))} float32 on {dev}")
     best: tuple[float, dict[str, int]] | None = None
     tried = 0
-    for cfg in candidates(dev, kind):
-        if best is not None and time.perf_counter() > deadline:
-            break
-        cfg = {**OPTIONAL_KEYS, **cfg}
-        tried += 1
-        problem_text = config_problem(cfg, dev)
-        if problem_text is None:
-            try:
-                problem_text = problem.check(cfg)
-            except kernels.KernelBuildError as err:
-                lines = str(err).splitlines()
-                problem_text = "build failed: " + next((ln.strip() for ln in lines if "error" in ln), lines[0])
-            except cl.Error as err:  # e.g. too many registers for the work-group: refused at launch
-                problem_text = f"launch failed: {err}"
-        if problem_text is not None:
-            out(f"  skip {_brief(cfg)}: {problem_text}")
-            continue
-        secs = problem.seconds(cfg, max(0.05, deadline - time.perf_counter()) / 4)
-        if best is None or secs < best[0]:
-            best = (secs, cfg)
-        out(f"  [{tried}] {_brief(cfg)}: {problem.flops / secs / 1e9:.1f} GFLOP/s "
-            f"(best {problem.flops / best[0] / 1e9:.1f})")
+    with contextlib.closing(_built_ahead(dev, kind, problem)) as ready:
+        for cfg, problem_text in ready:
+            if best is not None and time.perf_counter() > deadline:
+                break
+            tried += 1
+            if problem_text is None:
+                try:
+                    problem_text = problem.check(cfg)
+                except kernels.KernelBuildError as err:
+                    problem_text = _build_failure(err)
+                except cl.Error as err:  # e.g. too many registers for the work-group: refused at launch
+                    problem_text = f"launch failed: {err}"
+            if problem_text is not None:
+                out(f"  skip {_brief(cfg)}: {problem_text}")
+                continue
+            secs = problem.seconds(cfg, max(0.05, deadline - time.perf_counter()) / 4)
+            if best is None or secs < best[0]:
+                best = (secs, cfg)
+            out(f"  [{tried}] {_brief(cfg)}: {problem.flops / secs / 1e9:.1f} GFLOP/s "
+                f"(best {problem.flops / best[0] / 1e9:.1f})")
     if best is None:
         out(f"{kind}: no candidate ran; nothing stored")
         return None

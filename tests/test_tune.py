@@ -14,9 +14,9 @@ from helpers import assert_close, set_direct_conv_max_k
 
 import clnn
 import clnn.functional as F
-from clnn import cli, tune, tuning
+from clnn import cli, kernels, tune, tuning
 from clnn.ops import conv
-from clnn.ops.matmul import _fewer_rows, config_problem, gemm_config, plan
+from clnn.ops.matmul import OPTIONAL_KEYS, _fewer_rows, config_problem, gemm_config, plan
 
 
 @pytest.fixture
@@ -233,3 +233,59 @@ def test_another_database_is_read_at_once(dev, tmp_path, monkeypatch):
     for path, least in ((a, 5), (b, 6), (a, 5)):
         monkeypatch.setenv("CLNN_TUNING_DB", str(path))
         assert tuning.params(dev, "winograd")["MIN_INTENSITY"] == least, path
+
+
+def _tile_programs(name: str) -> set[tuple]:
+    return {key for key in kernels._programs if (f"KERNEL_{name}", "1") in key[3]}
+
+
+@pytest.mark.parametrize("kind", ["gemm", *conv.TUNED])
+def test_a_prebuilt_program_is_the_one_the_candidate_runs(dev, kind):
+    """What a builder thread builds ahead for a candidate is the program its check and timing then take."""
+    rng = np.random.default_rng()
+    cfg = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 2, "APAD": 1, "DB": 0, "PF": 1}
+    problem = (tune._GemmProblem(dev, (40, 48, 24), rng) if kind == "gemm"
+               else tune._ConvProblem(dev, kind, (2, 8, 9, 11, 16), rng))
+    before = _tile_programs(kind)
+    problem.prebuild(cfg)
+    built = _tile_programs(kind)
+    assert problem.check(cfg) is None
+    problem.seconds(cfg, 0.01)
+    assert _tile_programs(kind) == built and len(built - before) <= 1
+
+
+def test_candidates_are_built_ahead_on_other_devices(dev, db, monkeypatch):
+    """With builder threads (a GPU's tuner: tune.builders), the next candidates' programs are built while one is
+    timed, and the search still checks, times and stores as without them."""
+    first = tune.candidates
+    monkeypatch.setattr(tune, "candidates", lambda dev, kind: itertools.islice(first(dev, kind), 3))
+    monkeypatch.setattr(tune, "builders", lambda dev: 2)
+    lines: list[str] = []
+    winners = tune.tune_gemm(dev, 0.5, None, lines.append)
+    assert set(winners) == {"gemm", "gemm_small"} and not any("failed" in ln for ln in lines), lines
+    for cfg in itertools.islice(first(dev, "gemm"), 2):  # built ahead, whether or not their turn came
+        cfg = {**OPTIONAL_KEYS, **cfg}
+        assert any({(k, str(v)) for k, v in cfg.items()} <= set(key[3]) for key in _tile_programs("gemm")), cfg
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_a_candidate_that_fails_to_build_is_skipped_with_the_error(dev, db, monkeypatch, threads):
+    """Built ahead by a thread or when its turn comes, a candidate whose program does not build is skipped with
+    the compiler's error line; the search goes on to the next."""
+    good = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0}
+    bad = {**good, "TK": 24}
+    build = kernels.kernel
+
+    def kernel(dev, file, name, defines=None):
+        if (defines or {}).get("TK") == 24:
+            raise kernels.KernelBuildError("building kernels_cl/gemm.cl failed\n  error: planted")
+        return build(dev, file, name, defines)
+
+    monkeypatch.setattr(kernels, "kernel", kernel)
+    monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([bad, good]))
+    monkeypatch.setattr(tune, "builders", lambda dev: threads)
+    lines: list[str] = []
+    winners = tune.tune_gemm(dev, 0.5, None, lines.append)
+    skipped = [ln for ln in lines if ln.startswith("  skip") and "TK=24" in ln]
+    assert skipped and all("build failed: error: planted" in ln for ln in skipped), lines
+    assert winners["gemm"]["params"] == good
