@@ -8,7 +8,8 @@ the database of :mod:`clnn.tuning`, which the planners then consult before the b
 ``gemm`` (the ``gemm`` and ``gemm_small`` tiles) and ``conv`` (the implicit-GEMM convolution kernels'
 tiles, ``conv_fwd`` (which also runs the input gradients) and ``conv_bwd_weight``, each timed at a
 representative layer, and ``winograd``, the tile of Winograd's batched product of that layer's planes, then
-whether Winograd pays at all: 3x3 layers timed with and without it decide its ``MIN_INTENSITY``).
+whether Winograd pays at all: 3x3 layers timed with and without it decide its ``MIN_INTENSITY``), and ``plan``
+(``matmul.plan``'s costs, fitted to every tile and k-split it weighs, timed on a few products).
 """
 
 from __future__ import annotations
@@ -36,7 +37,17 @@ from . import kernels, tuning
 from .device import Device, device
 from .ops import conv, winograd
 from .ops.creation import tensor
-from .ops.matmul import _KEYS, OPTIONAL_KEYS, config_problem, gemm_config, gemm_raw, tiled_plan
+from .ops.matmul import (
+    _KEYS,
+    OPTIONAL_KEYS,
+    PlanOption,
+    choose,
+    config_problem,
+    gemm_config,
+    gemm_raw,
+    plan_options,
+    tiled_plan,
+)
 from .tensor import Tensor
 
 Printer = Callable[[str], None]
@@ -400,9 +411,77 @@ def tune_conv(dev: Device, budget: float, path: Path | None, out: Printer) -> di
     return winners
 
 
+def _plan_shapes(dev: Device) -> list[tuple[int, int, int, int]]:
+    """(batch, M, N, K) of the products the planner's costs are fitted at: square ones, a convolution's few-row
+    product, a short k, and a weight gradient's long k over few outputs (smaller on CPUs)."""
+    if dev.type == "cpu":
+        return [(1, 512, 512, 512), (1, 64, 4096, 288), (1, 1024, 1024, 64), (1, 64, 576, 16384)]
+    return [(1, 1024, 1024, 1024), (1, 2048, 2048, 2048), (1, 64, 100352, 288), (1, 4096, 4096, 256),
+            (1, 256, 2304, 50176)]
+
+
+_COSTS = {"STAGE": (0.25, 0.5, 1.0, 1.5, 2.0, 4.0), "SPLIT": (0.25, 1.0, 4.0, 16.0, 64.0), "FILL": (0, 1, 2, 4)}
+
+
+def fit_costs(timed: list[list[tuple[PlanOption, float]]], current: dict[str, float], compute_units: int,
+              points: list[dict[str, float]] | None = None) -> tuple[dict[str, float], float]:
+    """The plan costs (of ``points``, by default every point of _COSTS) whose choices among each product's timed
+    options lose least against its fastest, as the sum of log(chosen time / fastest time), and that loss; a tie
+    keeps the point nearest ``current`` (a change needs a measured gain)."""
+    def loss(costs: dict[str, float]) -> float:
+        total = 0.0
+        for options in timed:
+            times = {id(opt.how): secs for opt, secs in options}
+            chosen = choose([opt for opt, _ in options], costs, compute_units)
+            total += math.log(times[id(chosen)] / min(times.values()))
+        return total
+
+    def distance(costs: dict[str, float]) -> float:
+        return sum(abs(math.log2((costs[k] + 1) / (float(current[k]) + 1))) for k in _COSTS)
+
+    points = points or [dict(zip(_COSTS, values)) for values in itertools.product(*_COSTS.values())]
+    best = min(points, key=lambda costs: (round(loss(costs), 9), distance(costs)))
+    return best, loss(best)
+
+
+def tune_plan(dev: Device, budget: float, path: Path | None, out: Printer) -> dict[str, dict[str, Any]]:
+    """Fit ``matmul.plan``'s costs (STAGE, SPLIT, FILL) on ``dev``: time every plan it weighs (tile, k-splits) for
+    the products of :func:`_plan_shapes`, each checked against NumPy in float64, within ``budget`` seconds, and
+    store the costs whose choices come closest to the fastest plans (:func:`fit_costs`)."""
+    rng, deadline, timed = np.random.default_rng(0), time.perf_counter() + budget, []
+    current = tuning.params(dev, "plan")
+    out(f"plan: timing the planner's options on {dev}")
+    for batch, m, n, k in _plan_shapes(dev):
+        if timed and time.perf_counter() > deadline:
+            break
+        a, b = (rng.standard_normal(s).astype(np.float32) for s in ((batch, m, k), (batch, k, n)))
+        ref, ta, tb = a.astype(np.float64) @ b, tensor(a, device=dev), tensor(b, device=dev)
+        options, results = plan_options(dev, np.dtype(np.float32), batch, m, n, k), []
+        for opt in options:
+            run = functools.partial(gemm_raw, ta, (m * k, k, 1), tb, (k * n, n, 1), batch, m, n, k, how=opt.how)
+            err = _relerr(run().numpy(), ref)
+            if not err < 1e-5:
+                out(f"plan: {_brief(opt.how.cfg)}, {opt.how.splits} k-ranges: relative error {err:.1e}; nothing stored")
+                return {}
+            results.append((opt, _best_seconds(lambda run=run: (run(), dev.synchronize()), budget / 200, 5)))
+        timed.append(results)
+        fastest = min(results, key=lambda r: r[1])
+        chosen = choose(options, current, dev.compute_units)
+        out(f"  {batch}x{m}x{n}x{k}: {len(options)} plans; fastest {_brief(fastest[0].how.cfg)}, "
+            f"{fastest[0].how.splits} k-ranges, {fastest[1] * 1e3:.3f} ms; the current costs' choice "
+            f"{next(secs for o, secs in results if o.how is chosen) * 1e3:.3f} ms")
+    costs, loss = fit_costs(timed, current, dev.compute_units)
+    entry = {"params": costs, "loss": round(loss, 4), "shapes": len(timed), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    tuning.store(dev, "plan", entry, path)
+    was = fit_costs(timed, current, dev.compute_units, [current])[1]
+    out(f"plan: stored {costs}: its choices' total log loss against the fastest plans {loss:.3f} (was {was:.3f})")
+    return {"plan": entry}
+
+
 TUNERS: dict[str, Callable[[Device, float, Path | None, Printer], dict[str, dict[str, Any]]]] = {
     "gemm": tune_gemm,
     "conv": tune_conv,
+    "plan": tune_plan,  # after gemm: it weighs the stored tiles
 }
 
 

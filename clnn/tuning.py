@@ -233,8 +233,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "portable computing language": {"MIN_KEYS": 1},
     },
     "plan": {  # matmul.plan's cost model, in vector FMAs: STAGE, staging a tile's row or column per k; SPLIT,
-        # writing, reading and summing one element of a k-split's partial product
-        "default": {"STAGE": 0.5, "SPLIT": 1.0},
+        # writing, reading and summing one element of a k-split's partial product; FILL, work-groups per compute
+        # unit a plan must give to count as full (0: any). `clnn tune --kernels plan` fits them to measured plans
+        "default": {"STAGE": 0.5, "SPLIT": 1.0, "FILL": 0},
+        "gpu": {"FILL": 2},  # GPUs hide memory latency with several resident work-groups per compute unit
         # Intel's CPU runtime: 128x128, 64x128 and 32x64 tiles ran at 150, 129 and 101 GFLOP/s (8x64->128 56x56),
         # costs per multiply-add of 1 : 1.16 : 1.49, which 1.5 models (1 : 1.14 : 1.55; 0.5 gives 1 : 1.06 : 1.22)
         # SPLIT: 256x6272x2304 (Zen 5) ran at 265 GFLOP/s in 2 splits, 307 in one: a loss of about 16 per element

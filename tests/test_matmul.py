@@ -379,9 +379,9 @@ def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
     assert [c["TM"] for c in _fewer_rows(row, 128)] == [128]
     assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**row, "VWA": 1, "PF": 0, "TM": 64}
     # 3 tiles of 256 x 64 over a long k on 2 units: a split in two evens the units out unless it costs too much
-    monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1.0}})
+    monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1.0, "FILL": 0}})
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits > 1
-    monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1e9}})
+    monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1e9, "FILL": 0}})
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits == 1
 
 

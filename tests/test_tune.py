@@ -16,7 +16,17 @@ import clnn
 import clnn.functional as F
 from clnn import cli, kernels, tune, tuning
 from clnn.ops import conv
-from clnn.ops.matmul import OPTIONAL_KEYS, _fewer_rows, config_problem, gemm_config, plan
+from clnn.ops.matmul import (
+    OPTIONAL_KEYS,
+    GemmPlan,
+    PlanOption,
+    _fewer_rows,
+    choose,
+    config_problem,
+    gemm_config,
+    plan,
+    plan_options,
+)
 
 
 @pytest.fixture
@@ -136,7 +146,7 @@ def test_candidate_space_is_valid_and_starts_with_the_current_choice(dev):
 
 
 @pytest.mark.parametrize("argv, pattern", [
-    (["tune", "--kernels", "winograd"], r"--kernels expects names from \['conv', 'gemm'\]; got 'winograd'"),
+    (["tune", "--kernels", "winograd"], r"--kernels expects names from \['conv', 'gemm', 'plan'\]; got 'winograd'"),
     (["tune", "--budget", "0"], r"--budget expects a positive number of seconds; got 0.0"),
 ])
 def test_bad_arguments(db, argv, pattern):
@@ -289,3 +299,37 @@ def test_a_candidate_that_fails_to_build_is_skipped_with_the_error(dev, db, monk
     skipped = [ln for ln in lines if ln.startswith("  skip") and "TK=24" in ln]
     assert skipped and all("build failed: error: planted" in ln for ln in skipped), lines
     assert winners["gemm"]["params"] == good
+
+
+def _option(tile: int, splits: int, groups: int) -> PlanOption:
+    cfg = {"TM": tile, "TN": tile, "TK": 16}
+    return PlanOption(GemmPlan("tiled", cfg, splits, 64), groups, macs=100.0 * tile, staged=10.0 * tile,
+                      partial=50.0 * (splits > 1))
+
+
+def test_fit_costs_follows_the_timings():
+    """The fitted costs make the planner pick each product's fastest timed plan; where the timings do not tell
+    points apart, the current costs stay."""
+    current = {"STAGE": 0.5, "SPLIT": 1.0, "FILL": 2}
+    whole, split = _option(64, 1, 10), _option(64, 4, 40)  # FILL 2 on 10 units: only the split fills them
+    slow_split = [[(whole, 1.0), (split, 3.0)]]
+    costs, loss = tune.fit_costs(slow_split, current, compute_units=10)
+    assert loss == 0 and choose([whole, split], costs, 10) is whole.how and costs["FILL"] < 2
+    fast_split = [[(whole, 3.0), (split, 1.0)]]
+    costs, loss = tune.fit_costs(fast_split, current, compute_units=10)
+    assert loss == 0 and costs == current  # the current costs already pick it: no change
+    big, small = _option(128, 1, 10), _option(32, 1, 160)
+    costs, loss = tune.fit_costs([[(big, 2.0), (small, 1.0)]], current, compute_units=10)
+    assert loss == 0 and choose([big, small], costs, 10) is small.how
+
+
+def test_tune_plan_times_every_option_and_the_planner_uses_the_fit(dev, db, monkeypatch):
+    monkeypatch.setattr(tune, "_plan_shapes", lambda dev: [(2, 40, 56, 300), (1, 9, 70, 5)])
+    lines: list[str] = []
+    stored = tune.tune_plan(dev, 1.0, None, lines.append)["plan"]
+    assert not any("error" in ln for ln in lines) and stored["shapes"] == 2, lines
+    assert set(stored["params"]) == {"STAGE", "SPLIT", "FILL"}
+    assert tuning.params(dev, "plan") == {**tuning.params(dev, "plan"), **stored["params"]}
+    timed = [ln for ln in lines if "plans; fastest" in ln]
+    options = len(plan_options(dev, np.dtype(np.float32), 2, 40, 56, 300))
+    assert len(timed) == 2 and f"{options} plans" in timed[0], lines

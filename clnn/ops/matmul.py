@@ -126,10 +126,11 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     ``plan`` row), groups run in
     waves of ``compute_units``, and split partials cost ``SPLIT`` per element and split. Few output tiles over a
     long k (a convolution's weight gradient) then get a smaller tile or splits, big products keep the big
-    tile. GPUs hide memory latency with several resident work-groups per compute unit: there, plans
-    that give each unit at least two are taken whenever one exists, and among the rest fewer groups
-    count as proportionally slower. A split's partials are kept in ``real`` (float32 for half storage:
-    :func:`partials`), so half products split too.
+    tile. GPUs hide memory latency with several resident work-groups per compute unit: there (``plan``'s FILL,
+    work-groups per unit), plans that give each unit FILL are taken whenever one exists, and among the rest fewer
+    groups count as proportionally slower. A split's partials are kept in ``real`` (float32 for half storage:
+    :func:`partials`), so half products split too. ``clnn tune --kernels plan`` fits STAGE, SPLIT and FILL to
+    measured plans (:func:`plan_options`, :func:`choose`).
     """
     if cfgs is None:  # a product's plan depends on its shape, the device and the tuning choices only
         tuning.load_db()  # drops the memo if the database changed
@@ -146,16 +147,35 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
 
 def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int, big: str,
           cfgs: Sequence[dict[str, int]] | None) -> GemmPlan:
+    if cfgs is None and batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
+        return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
+    return choose(plan_options(dev, dtype, batch, m, n, k, max_splits, big, cfgs), tuning.params(dev, "plan"),
+                  dev.compute_units)
+
+
+@dataclass(frozen=True)
+class PlanOption:
+    """A tiled plan :func:`plan` weighs, and the terms of its cost: ``groups`` work-groups, their multiply-adds
+    (``macs``: waves of compute units times k times TM*TN/16 vector FMAs), staging (``staged``, times STAGE) and a
+    split's partials (``partial``, times SPLIT)."""
+
+    how: GemmPlan
+    groups: int
+    macs: float
+    staged: float
+    partial: float
+
+
+def plan_options(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1],
+                 big: str = "gemm", cfgs: Sequence[dict[str, int]] | None = None) -> list[PlanOption]:
+    """Every tiled plan :func:`plan` weighs for one product (its tiles, or ``cfgs``; each with 1, 2, 4, ..
+    k-ranges, at most ``max_splits`` and as many as k-slices), in the order ties go to."""
     if cfgs is None:
-        if batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
-            return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
         tile, small = gemm_config(dev, dtype, big), gemm_config(dev, dtype, "gemm_small")
         cfgs = [tile, *_fewer_rows(tile, small["TM"]), small]
         if batch * m * n * k >= SHORT_K_MACS:
             cfgs = [_short_k(cfg, k) for cfg in cfgs]
-    costs = tuning.params(dev, "plan")
-    gpu, fill, stage, split = dev.type == "gpu", 2 * dev.compute_units, float(costs["STAGE"]), float(costs["SPLIT"])
-    options = []
+    options, units = [], dev.compute_units
     for cfg in cfgs:
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
         tiles = batch * _ceil(m, tm) * _ceil(n, tn)
@@ -165,14 +185,22 @@ def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_
             if s > max_splits or (ks == tk and splits < s):  # more splits than asked for, or than k-slices
                 break
             groups = tiles * splits
-            cost = _ceil(groups, dev.compute_units) * min(ks, max(k, 1)) * (tm * tn / 16 + stage * (tm + tn))
-            if gpu:
-                cost *= max(1.0, fill / groups)
-            if splits > 1:
-                cost += split * splits * batch * m * n / dev.compute_units
-            options.append((not (gpu and groups >= fill), cost, len(options), cfg, splits, ks))
-    _, _, _, cfg, splits, ks = min(options)
-    return GemmPlan("tiled", cfg, splits, ks)
+            steps = _ceil(groups, units) * min(ks, max(k, 1))
+            partial = splits * batch * m * n / units if splits > 1 else 0.0
+            options.append(PlanOption(GemmPlan("tiled", cfg, splits, ks), groups, steps * tm * tn / 16,
+                                      steps * (tm + tn), partial))
+    return options
+
+
+def choose(options: Sequence[PlanOption], costs: dict[str, float], compute_units: int) -> GemmPlan:
+    """The plan of ``options`` that ``plan``'s cost row ``costs`` (STAGE, SPLIT, FILL) prices lowest."""
+    stage, split, fill = float(costs["STAGE"]), float(costs["SPLIT"]), float(costs["FILL"]) * compute_units
+
+    def price(option: PlanOption) -> tuple[bool, float]:
+        cost = (option.macs + stage * option.staged) * (max(1.0, fill / option.groups) if fill else 1.0)
+        return (bool(fill) and option.groups < fill, cost + split * option.partial)
+
+    return min(options, key=price).how
 
 
 def _short_k(cfg: dict[str, int], k: int) -> dict[str, int]:
