@@ -287,8 +287,8 @@ def random(dt: np.dtype, rng: np.random.Generator) -> None:
 def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     """gemm with every transpose flag and beta, batched broadcast matmul, both backward products and a
     k-split product (gemm_sum), all tiled; then the direct kernel and a double-buffered tile with vector
-    loads (A's tile row-major; k-major, VWA, with slices fetched ahead, PF; single-buffered, fetched ahead), forced,
-    transposed and batched."""
+    loads, forced, transposed and batched; then that tile's staging variants (A's tile k-major, VWA, with slices
+    fetched ahead, PF; single-buffered, fetched ahead), one product each way."""
     saved = dict(tuning.TABLE["gemm_direct"]["default"])
     tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the planner would pick the direct kernel here
     try:
@@ -299,14 +299,17 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     an, bn, cn = data(rng, (2, 17, 16), dt), data(rng, (16, 20), dt), data(rng, (2, 17, 20), dt)
     ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
     a, b, c = clnn.tensor(an), clnn.tensor(bn), clnn.tensor(cn)
-    hows = [GemmPlan("direct", tile)] + [GemmPlan("tiled", {**tile, **opts}, 1, 16)
-                                         for opts in ({}, {"VWA": 2, "PF": 1}, {"DB": 0, "PF": 1})]
-    for how in hows:
+    for opts in ({"VWA": 2, "PF": 1}, {"DB": 0, "PF": 1}):
+        how = GemmPlan("tiled", {**tile, **opts}, 1, 16)
+        for a_st, b_st, x, y in (((272, 16, 1), (0, 20, 1), a, b), ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):
+            out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how)
+            check(f"gemm {opts} strides {a_st} {b_st}", out, ref, dt)
+    for how in (GemmPlan("direct", tile), GemmPlan("tiled", tile, 1, 16)):
         for a_st, b_st, x, y in (((272, 16, 1), (0, 20, 1), a, b),  # rows of 16 and 20: aligned vector loads
                                  ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):  # both read transposed
             pre = clnn.empty((2, 17, 20), dtype=dt)
             out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how, act="relu", pre=pre)
-            check(f"gemm {how.kernel} {how.cfg} strides {a_st} {b_st} + relu", out, np.maximum(ref, 0), dt)
+            check(f"gemm {how.kernel} DB=1 strides {a_st} {b_st} + relu", out, np.maximum(ref, 0), dt)
             check(f"gemm {how.kernel} pre-activation", pre, ref, dt)
             for beta, want in ((2.0, ref), (0.0, ref - 2.0 * cn)):  # plain stores: whole vectors in full tiles
                 out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=beta, c=c, how=how)
