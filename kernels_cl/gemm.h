@@ -126,7 +126,7 @@ inline real round_store(float f) {
     inline CAT(float, n) CAT(bf16_round, n)(CAT(float, n) f) {                                              \
         const CAT(uint, n) u = CAT(as_uint, n)(f);                                                          \
         const CAT(float, n) r = CAT(as_float, n)((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);           \
-        return select(r, CAT(as_float, n)((u & 0x80000000u) | 0x7FC00000u), isnan(f));                      \
+        return isnan(f) ? CAT(as_float, n)((u & 0x80000000u) | 0x7FC00000u) : r; /* not select: clnn_dtype.h */ \
     }
 BF16_ROUND()
 inline real round_store(float f) { return bf16_round(f); }
