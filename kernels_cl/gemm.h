@@ -121,12 +121,13 @@ inline real round_store(float f) {
     return vload_half(0, (__private const half *)&h);
 }
 #elif STORE_BF16
-/* bf16_to_float(float_to_bf16(f)) of n elements (n empty: one) without leaving float's registers */
+/* bf16_to_float(float_to_bf16(f)) of n elements (n empty: one) without leaving float's registers; NaN told by its
+ * bits, with ?: (neither isnan nor select: PoCL calls them out of line, clnn_dtype.h) */
 #define BF16_ROUND(n)                                                                                       \
     inline CAT(float, n) CAT(bf16_round, n)(CAT(float, n) f) {                                              \
         const CAT(uint, n) u = CAT(as_uint, n)(f);                                                          \
         const CAT(float, n) r = CAT(as_float, n)((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);           \
-        return isnan(f) ? CAT(as_float, n)((u & 0x80000000u) | 0x7FC00000u) : r; /* not select: clnn_dtype.h */ \
+        return (u & 0x7FFFFFFFu) > 0x7F800000u ? CAT(as_float, n)((u & 0x80000000u) | 0x7FC00000u) : r;     \
     }
 BF16_ROUND()
 inline real round_store(float f) { return bf16_round(f); }

@@ -150,7 +150,7 @@ __kernel void scale_multi(int8 n, int8 ends, MT_ARGS(__global store_t *, x), rea
 #define SCALE_BODY(j)                                                                                       \
     if (i < n.s##j) {                                                                                       \
         const real v = LOAD(x##j, i);                                                                       \
-        if (check && !isfinite(v)) atomic_or(found, 1);                                                     \
+        if (check && !FINITE(v)) atomic_or(found, 1);                                                       \
         STORE(x##j, i, v * f);                                                                              \
     }
     MT_DISPATCH(t, SCALE_BODY)
