@@ -558,20 +558,28 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled, strided", dt, y, *_grads(x, w, b))
         _conv_autocast(dt, rng, "tiled")
-        rows = {kind: tuning.TABLE[kind] for kind in ("conv_fwd", "conv_bwd_weight")}
-        k_major = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0}
-        try:  # A's tiles k-major (the weights in the forward, gy in the weight gradient), then also fetched ahead
-            for pf in (0, 1):
-                tuning.TABLE.update({kind: {"default": {**k_major, "PF": pf}} for kind in rows})
-                x.grad = w.grad = b.grad = None
-                y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
-                (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
-                finite(f"conv2d tiled, A k-major, PF {pf}", dt, y, *_grads(x, w, b))
-        finally:
-            tuning.TABLE.update(rows)
+        if dt == F32:  # the GPU staging options (their storage conversions are the default tiles')
+            _conv_gpu_options(x, w, b, dt, rng)
     finally:
         tuning.TABLE["gemm_direct"]["default"] = saved
     _winograd(dt, rng)  # its products are tiny: gemm_direct, as they would run
+
+
+def _conv_gpu_options(x: clnn.Tensor, w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.random.Generator) -> None:
+    """A grouped conv2d with SiLU and its gradients by tiles whose A tile is k-major (the weights in the forward, gy
+    in the weight gradient) and whose slices are fetched a slice ahead (gemm.h's VWA and PF)."""
+    from clnn.ops.conv import conv_act
+
+    rows = {kind: tuning.TABLE[kind] for kind in ("conv_fwd", "conv_bwd_weight")}
+    tile = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0, "PF": 1}
+    tuning.TABLE.update({kind: {"default": tile} for kind in rows})
+    try:
+        x.grad = w.grad = b.grad = None
+        y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
+        (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+        finite("conv2d tiled, A k-major, fetched ahead", dt, y, *_grads(x, w, b))
+    finally:
+        tuning.TABLE.update(rows)
 
 
 def _winograd(dt: np.dtype, rng: np.random.Generator) -> None:
