@@ -8,8 +8,10 @@ Inside ``with clnn.autocast(dtype):``
   kernels' loads (no cast launch, the same bits as a cast; only a convolution's bias is cast), and float32
   leaves get float32 gradients; scaled_dot_product_attention (and so MultiheadAttention's fused path) casts
   float32 and half inputs and a float mask to ``dtype`` and returns ``dtype``;
-- softmax, log_softmax, logsumexp, sum, mean, layer_norm, batch_norm and every loss cast half inputs to
-  float32 and return float32;
+- softmax, log_softmax, logsumexp, sum, mean, layer_norm and every loss cast half inputs to float32 and
+  return float32;
+- batch_norm normalizes a half input with float32 parameters and statistics and returns the input's dtype (as
+  cuDNN's batch norm under torch.autocast);
 - a binary elementwise op on two floating dtypes promotes to the wider one (float32 with a half gives
   float32, float16 with bfloat16 float32), as torch's type promotion; outside autocast clnn asks for
   equal dtypes;
@@ -21,13 +23,13 @@ A convolution or Linear returns half, and the ops after it on neither list (ReLU
 half tensors; products and convolutions keep float32 operands as they are (a weight is the parameter itself,
 no half copies), and their kernels write a float32 operand's gradient in float32 (the half result, rounded as
 a cast would round it, with no half gradient widened into a second tensor). batch_norm and layer_norm read a
-half input as it is and keep it (their kernels also write its gradient in its type); the other ops on the
-float32 list (softmax, losses, reductions) keep a float32 copy of a half input. The ops after an op on the
-float32 list run and store in float32 up to the next matmul, gemm or convolution.
+half input as it is and keep it (their kernels also write its gradient in its type), and batch_norm's half
+output keeps the layers after it (ReLU, pooling) in half; the other ops on the float32 list (softmax, losses,
+reductions) keep a float32 copy of a half input. The ops after an op on the float32 list run and store in
+float32 up to the next matmul, gemm or convolution.
 
 Differences from ``torch.autocast``: the float32 list is CUDA's for both half types (PyTorch's CPU
-bfloat16 path keeps softmax, log_softmax, layer_norm, sum, mean and logsumexp in bfloat16), and
-batch_norm is on it (cuDNN takes half inputs with float32 parameters; clnn's kernels take one dtype).
+bfloat16 path keeps softmax, log_softmax, layer_norm, sum, mean and logsumexp in bfloat16).
 Pointwise transcendental functions on CUDA's float32 list (exp, log, pow, ...) stay in their input's dtype.
 """
 

@@ -39,7 +39,9 @@
  * local size <= RED_WG.
  * Defines: the element type (clnn_dtype.h); X_HALF or X_BF16 (x and gx stored as half or bf16, the rest as
  * float32 storage: clnn.autocast's norms read a half input as it is and write its gradient in its type, with
- * no float32 copy of it); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows per block; ROW_VW
+ * no float32 copy of it); Y_AS_X with either: norm_apply's y and the gradient g that norm_partial and
+ * norm_bwd_input read are in x's type too (batch norm under autocast returns a half x's type, as cuDNN's batch norm
+ * of half data with float32 parameters); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows per block; ROW_VW
  * (rowvec.h) for the *_rows kernels.
  */
 #include "clnn_shape.h"
@@ -50,6 +52,9 @@
 #endif
 #ifndef X_BF16
 #define X_BF16 0
+#endif
+#ifndef Y_AS_X
+#define Y_AS_X 0
 #endif
 #if (X_HALF || X_BF16) && (STORE_HALF || STORE_BF16 || USE_FP64 || USE_FP16)
 #error "X_HALF and X_BF16 pair a half x with float32 storage only"
@@ -66,6 +71,15 @@ typedef bf16 x_t;
 typedef store_t x_t;
 #define LOAD_X LOAD
 #define STORE_X STORE
+#endif
+#if Y_AS_X
+typedef x_t y_t;
+#define LOAD_Y LOAD_X
+#define STORE_Y STORE_X
+#else
+typedef store_t y_t;
+#define LOAD_Y LOAD
+#define STORE_Y STORE
 #endif
 
 #define AFF_W 1
@@ -105,12 +119,12 @@ inline real weight_at(int affine, __global const store_t *w, int c, int j) {
 
 __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __global const x_t *x,
                          __global const real *mean, __global const real *var, __global const store_t *w,
-                         __global const store_t *b, __global store_t *y) {
+                         __global const store_t *b, __global y_t *y) {
     group_elem_t e;
     if (!group_elem(outer, G, inner, &e)) return;
     real v = (LOAD_X(x, e.i) - mean[e.c]) * rsqrt(var[e.c] + eps) * weight_at(affine, w, e.c, e.j);
     if (affine & AFF_B) v += LOAD(b, (affine & AFF_INNER) ? e.j : e.c);
-    STORE(y, e.i, v);
+    STORE_Y(y, e.i, v);
 }
 
 /* BODY for each of the work-item's elements of the chunk (m = lo + t, lo + t + n, .. < hi; k its index in x, u in
@@ -133,7 +147,7 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
     } while (0)
 
 __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int affine, real eps,
-                           __global const x_t *x, __global const store_t *g, __global const real *mean,
+                           __global const x_t *x, __global const y_t *g, __global const real *mean,
                            __global const real *var, __global const store_t *w, __global real *part) {
     __local real scratch[RED_WG];
     int M = outer * inner, S = (M + chunk - 1) / chunk;
@@ -145,7 +159,7 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
         int inner_w = (affine & AFF_INNER) ? affine : 0;  /* per-group weights stay outside the sums */
         real mu = mean[c], rstd = rsqrt(var[c] + eps);
         CHUNK_FOLD({
-            real gw = LOAD(g, k) * weight_at(inner_w, w, c, p.j);
+            real gw = LOAD_Y(g, k) * weight_at(inner_w, w, c, p.j);
             s1[u] += gw;
             s2[u] += gw * (LOAD_X(x, k) - mu) * rstd;
         });
@@ -207,14 +221,14 @@ __kernel void norm_finish(int mode, int G, int M, int chunk, __global const real
 }
 
 __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int training, real eps,
-                             __global const x_t *x, __global const store_t *g, __global const real *mean,
+                             __global const x_t *x, __global const y_t *g, __global const real *mean,
                              __global const real *var, __global const store_t *w, __global const real *s1,
                              __global const real *s2, __global x_t *gx) {
     group_elem_t e;
     if (!group_elem(outer, G, inner, &e)) return;
     const int c = e.c;
     real rstd = rsqrt(var[c] + eps);
-    real v = LOAD(g, e.i) * weight_at(affine, w, c, e.j);
+    real v = LOAD_Y(g, e.i) * weight_at(affine, w, c, e.j);
     if (training) {
         real xhat = (LOAD_X(x, e.i) - mean[c]) * rstd;
         real wc = (affine & AFF_INNER) ? 1 : weight_at(affine, w, c, e.j);

@@ -33,6 +33,8 @@ OPS = [
     ("add_mixed", lambda a, b: a + b.astype(clnn.float32), lambda a, b: a + b.float(), [(4, 8), (4, 8)]),
     ("mul_mixed", lambda a, b: a.astype(clnn.float32) * b, lambda a, b: a.float() * b, [(4, 8), (4, 8)]),
     ("max", lambda x: x.max(), torch.max, [(4, 8)]),
+    ("batch_norm", lambda x: F.batch_norm(x, None, None, training=True),
+     lambda x: TF.batch_norm(x, None, None, training=True), [(4, 3, 5)]),
 ]
 
 # On CUDA's float32 list, which clnn follows for both half types (PyTorch's CPU bfloat16 path keeps these in
@@ -44,7 +46,6 @@ FLOAT32_OPS = [
     ("sum", lambda x: x.sum()),
     ("mean", lambda x: x.mean()),
     ("layer_norm", lambda x: F.layer_norm(x, (8,))),
-    ("batch_norm", lambda x: F.batch_norm(x, None, None, training=True)),
     ("cross_entropy", lambda x: F.cross_entropy(x, np.arange(4) % 8)),
     ("nll_loss", lambda x: F.nll_loss(x, np.arange(4) % 8)),
 ]
@@ -60,7 +61,7 @@ def test_output_dtype_matches_torch_autocast(dev, rng, half, name, fn, ref, shap
     """Inputs float32 and, for ops on neither list, a half copy: the dtype out equals torch's (CPU autocast
     with bfloat16; float16's lists are the same)."""
     host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    unlisted = name in ("relu", "sigmoid", "max_pool2d", "max", "add_mixed", "mul_mixed")
+    unlisted = name in ("relu", "sigmoid", "max_pool2d", "max", "add_mixed", "mul_mixed", "batch_norm")
     with clnn.use_device(dev):
         xs = [clnn.tensor(a, dtype=half if unlisted else clnn.float32) for a in host]
         with clnn.autocast(half):
@@ -325,10 +326,11 @@ NORM_KERNELS = {"norm_partial", "norm_finish", "norm_apply", "norm_bwd_input", "
 @pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
 @pytest.mark.parametrize("name, fn, shapes", NORMS, ids=[n[0] for n in NORMS])
 def test_norms_read_a_half_input_without_a_float32_copy(dev, rng, monkeypatch, half, name, fn, shapes):
-    """Under autocast a norm of a half x launches only its own kernels (they read x and write its gradient in
-    x's type: no float32 copy of x is made and kept for backward), and its float32 output and all gradients
-    equal, bit for bit, those of the same norm of x cast to float32 first (by the same kernels: CPUs' own layer norm
-    kernels for float32, norm.cl's *_rows, are off here)."""
+    """Under autocast a norm of a half x with float32 parameters launches only its own kernels (they read x and
+    write its gradient in x's type: no float32 copy of x is made and kept for backward). Its output (layer norm:
+    float32, on autocast's float32 list; batch norm: x's type, as torch's) and all gradients equal, bit for bit,
+    those of the same norm of x cast to float32 first, rounded to the same types (by the same kernels: CPUs' own
+    layer norm kernels for float32, norm.cl's *_rows, are off here)."""
     from clnn import kernels, tuning
 
     for key in tuning.TABLE["norm_rows"]:
@@ -341,14 +343,14 @@ def test_norms_read_a_half_input_without_a_float32_copy(dev, rng, monkeypatch, h
         monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
         with clnn.autocast(half):
             y = fn(*ours)
-        g = clnn.tensor(rng.standard_normal(y.shape).astype(np.float32))
+        g = clnn.tensor(rng.standard_normal(y.shape), dtype=y.dtype)  # a half y's gradient is half
         y.backward(g)
         monkeypatch.setattr(kernels, "launch", launch)
         y2 = fn(cast[0].astype(clnn.float32), *cast[1:])
-        y2.backward(g)
+        y2.backward(g.astype(clnn.float32))
     assert set(launches) <= NORM_KERNELS, launches
-    assert y.dtype == y2.dtype == clnn.float32
-    np.testing.assert_array_equal(_bits(y), _bits(y2))
+    assert y.dtype == (half if name == "batch_norm" else clnn.float32)
+    np.testing.assert_array_equal(_bits(y), _bits(y2.astype(y.dtype)))
     for a, b in zip(ours, cast):
         assert a.grad.dtype == a.dtype
         np.testing.assert_array_equal(_bits(a.grad), _bits(b.grad))

@@ -26,18 +26,20 @@ NS_STATS, NS_GRAD, NS_SUM = (kernels.op_codes("norm.cl", "NS_")[k] for k in ("st
 class _Groups:
     """``x`` viewed as (outer, G, inner) with statistics per group; launches the norm.cl kernels. Everything but
     ``x`` and its gradient is in ``dtype`` (x's by default; float32 for a half ``x`` under autocast), except the
-    per-group results (mean, variance, gradient sums), which are in the kernels' ``real`` type (``self.real``)."""
+    per-group results (mean, variance, gradient sums), which are in the kernels' ``real`` type (``self.real``).
+    With ``y_as_x`` the output and its gradient are in x's dtype too (batch norm under autocast)."""
 
     def __init__(self, x: Tensor, outer: int, groups: int, inner: int, affine: int, eps: float,
-                 dtype: np.dtype | None = None) -> None:
+                 dtype: np.dtype | None = None, y_as_x: bool = False) -> None:
         self.dt = x.dtype if dtype is None else np.dtype(dtype)
+        self.y_dt = x.dtype if y_as_x else self.dt
         self.real = kernels.real_dtype(self.dt)
         self.x, self.affine, self.eps = x, affine, real_scalar(self.dt, eps)
         self.geometry = (outer, groups, inner)
         self.sizes = tuple(np.int32(v) for v in self.geometry)
         self.groups, self.count = groups, outer * inner
         wg = group_size(x.device)
-        x_type = {} if x.dtype == self.dt else {"X_HALF" if x.dtype == float16 else "X_BF16": 1}
+        x_type = {} if x.dtype == self.dt else {"X_HALF" if x.dtype == float16 else "X_BF16": 1, "Y_AS_X": int(y_as_x)}
         # layer norm's *_rows kernels (CPUs): tuning's norm_rows VW, for float32 or float64 throughout
         self.row_vw = tuning.params(x.device, "norm_rows")["VW"] if x.dtype == self.dt in (float32, float64) else 0
         self.defines = defines(self.dt, RED_WG=wg, LN_ROWS=LN_ROWS, **x_type,
@@ -75,7 +77,7 @@ class _Groups:
         return self._per_group(NS_STATS, np.int32(0), self.eps, x, x, x, x, x)
 
     def apply(self, mean: Tensor, var: Tensor, w: Tensor | None, b: Tensor | None, affine: int) -> Tensor:
-        y = empty(self.x.shape, self.dt, self.x.device)
+        y = empty(self.x.shape, self.y_dt, self.x.device)
         kernels.launch_by_rows(self.x.device, self._kernel("norm_apply"), self.geometry, np.int32(affine), self.eps,
                               self.x.data, mean.data, var.data, self._buf(w), self._buf(b), y.data)
         return y
@@ -145,15 +147,15 @@ def _half_under_autocast(x: Any) -> bool:
 
 
 def _autocast(x: Any, weight: Any, bias: Any) -> tuple[Any, Any, Any]:
-    """autocast's float32 list for a norm: a half ``x`` stays as it is (the kernels read it and write its
-    gradient in its type: no float32 copy of it is made or kept), the parameters cast to float32."""
+    """A norm's inputs under autocast: a half ``x`` stays as it is (the kernels read it and write its gradient in
+    its type: no float32 copy of it is made or kept), the parameters cast to float32."""
     if _half_under_autocast(x):
         return (x, *autocast("float32", weight, bias))
     return autocast("float32", x, weight, bias)
 
 
 def _dtype(x: Tensor) -> np.dtype:
-    """The dtype a norm of ``x`` computes and returns in: float32 for a half ``x`` under autocast, else x's."""
+    """The dtype of a norm's parameters and arithmetic: float32 for a half ``x`` under autocast, else x's."""
     return float32 if _half_under_autocast(x) else x.dtype
 
 
@@ -196,7 +198,9 @@ def batch_norm(
 
     In training, normalizes with the batch statistics and, when given, updates ``running_mean`` and
     ``running_var`` in place on the device (``(1 - momentum) * running + momentum * batch``, with the
-    unbiased batch variance). Otherwise normalizes with the running statistics.
+    unbiased batch variance). Otherwise normalizes with the running statistics. Under ``clnn.autocast`` a half x
+    is normalized with float32 parameters and statistics into x's dtype (torch.autocast has batch_norm on neither
+    of its lists, and cuDNN's batch norm takes half data with float32 parameters).
 
     Args:
         x: (N, C) or (N, C, L) or (N, C, H, W) ...
@@ -229,7 +233,7 @@ def batch_norm(
     if training and n * inner <= 1:
         raise ValueError(f"{op}: expected more than 1 value per channel when training; got x of shape {x.shape}")
     affine = (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
-    grp = _Groups(x, n, c, inner, affine & AFF_W, eps, dt)
+    grp = _Groups(x, n, c, inner, affine & AFF_W, eps, dt, y_as_x=True)  # torch.autocast: y in x's dtype
     if training:
         mean, var = grp.stats()
         if rm is not None and rv is not None:
