@@ -167,7 +167,7 @@ def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None 
     """The cached ``cl.Kernel`` ``name`` from ``kernels_cl/<file>`` built with ``defines`` on ``dev`` (alone in
     its program, with ``KERNEL_<name>`` defined, where the file guards its kernels so)."""
     defines = {**(defines or {}), f"KERNEL_{name}": 1} if _built_alone(file) else defines or {}
-    key = (dev.context.int_ptr, file, name, tuple(sorted([(k, str(v)) for k, v in defines.items()])))
+    key = (dev.context.int_ptr, file, name, tuple(defines.items()))  # unsorted: another order gets a second cl.Kernel
     k = _kernels.get(key)
     if k is None:
         prg = program(dev, file, defines)

@@ -20,9 +20,9 @@ import functools
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import platformdirs
 
@@ -364,6 +364,23 @@ def override(kernel: str, **values: Any) -> Iterator[None]:
         else:
             _overrides[kernel] = before
         _forget()
+
+
+T = TypeVar("T")
+
+
+def memoized(dev: Device, key: tuple, build: Callable[[], T]) -> T:
+    """``build()`` for ``dev``, kept under ``key`` in :data:`memo` until the table, the database or an override
+    changes: what an op derives from its parameters (a plan, a kernel and its vector width), found again in a dict
+    lookup instead of rebuilt from :func:`params` on every call (the host's cost per op is what bounds a model of
+    short kernels)."""
+    load_db()  # drops the memo if the database changed
+    hit = memo.get(key)
+    if hit is not None and hit[0] is dev:
+        return hit[1]
+    value = build()
+    memo[key] = (dev, value)
+    return value
 
 
 def params(dev: Device, kernel: str) -> dict[str, Any]:

@@ -5,6 +5,9 @@
 #
 #   STEPS="tests tune gemm conv steps precision gpt profile" LIMIT=500 bash scripts/gpu_check.sh
 #
+# "host" times what the host spends per small op against PyTorch CUDA, and PyOpenCL's own enqueue under it
+# (bench_host.py): whether NVIDIA's enqueue or clnn's Python bounds the models of short kernels.
+#
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
 # slices fetched ahead into registers or not), then the two layers by Winograd's kernels (bench_conv --algorithm).
@@ -38,6 +41,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5 ;;
     precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
     gpt) run python3 benchmarks/bench_gpt.py --steps 100 ;;
+    host) run python3 benchmarks/bench_host.py ;;
     profile) run python3 benchmarks/profile_steps.py ;;
     variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
                 run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }
@@ -45,7 +49,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
               done
               for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --algorithm winograd; done
               for a in gemm winograd; do run python3 benchmarks/bench_conv.py --layer 1 --backward --algorithm $a; done ;;
-    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt profile variants" ;;
+    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt host profile variants" ;;
   esac
 done
 echo "done, $(left) s left"

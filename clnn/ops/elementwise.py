@@ -28,12 +28,17 @@ def _kernel(t: Tensor, name: str, n: int, op: int) -> tuple[Any, int]:
     """An elementwise.cl kernel for ``t`` and op code ``op`` and its work-items over ``n`` elements, ``EW_VEC``
     elements per item (the last one takes the tail); float16 arithmetic is native half where the device has fp16;
     the op built in as a constant where tuning's ``EW_STATIC`` says so."""
-    knobs = tuning.params(t.device, "elementwise")
-    if t.dtype == BFLOAT16:  # elementwise.cl's 8- and 16-wide groups take every storage but bfloat16's
-        knobs["EW_VEC"] = min(knobs["EW_VEC"], 4)
-    vec = knobs["EW_VEC"]
-    static = {"EW_OP": op} if knobs["EW_STATIC"] else {}
-    k = kernels.kernel(t.device, "elementwise.cl", name, defines(t.dtype, half_math=t.device.fp16, **knobs, **static))
+    dev, dtype = t.device, t.dtype
+
+    def build() -> tuple[Any, int]:
+        knobs = tuning.params(dev, "elementwise")
+        if dtype == BFLOAT16:  # elementwise.cl's 8- and 16-wide groups take every storage but bfloat16's
+            knobs["EW_VEC"] = min(knobs["EW_VEC"], 4)
+        static = {"EW_OP": op} if knobs["EW_STATIC"] else {}
+        return kernels.kernel(dev, "elementwise.cl", name, defines(dtype, half_math=dev.fp16, **knobs, **static)), \
+            knobs["EW_VEC"]
+
+    k, vec = tuning.memoized(dev, ("elementwise", id(dev), dtype, name, op), build)
     return k, n // vec + (n % vec > 0)
 
 

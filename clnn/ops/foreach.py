@@ -11,6 +11,7 @@ tensor per launch (:func:`per_launch`, tuning's ``foreach`` row).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -30,12 +31,14 @@ MT = kernels.op_codes("optim.cl", "MT_")["slots"]  # tensor arguments per role: 
 
 def per_launch(dev: Device) -> int:
     """How many tensors ``dev``'s multi-tensor launches take (tuning's ``foreach`` row; at most ``MT``)."""
-    return min(MT, int(tuning.params(dev, "foreach")["TENSORS"]))
+    return tuning.memoized(dev, ("foreach", id(dev)), lambda: min(MT, int(tuning.params(dev, "foreach")["TENSORS"])))
 
 
 def kernel(dev: Device, name: str, dtype: np.dtype, **extra: object) -> cl.Kernel:
     """``optim.cl``'s multi-tensor kernel ``name`` for ``dtype``, built for ``dev``'s tensors per launch."""
-    return kernels.kernel(dev, "optim.cl", name, kernels.defines(dtype, MT_TENSORS=per_launch(dev), **extra))
+    key = ("foreach kernel", id(dev), name, np.dtype(dtype), *extra.items())
+    return tuning.memoized(dev, key, lambda: kernels.kernel(
+        dev, "optim.cl", name, kernels.defines(dtype, MT_TENSORS=per_launch(dev), **extra)))
 
 
 def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]]) -> Iterator[tuple[Device, Any, list[T]]]:
@@ -53,10 +56,11 @@ def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]]) -> Iterat
 def sizes(tensors: Sequence[Tensor], wg: int) -> tuple[np.generic, np.generic, int]:
     """The ``int8``s of ``tensors``' sizes and of their blocks' running totals (unused slots: 0 and the total)
     for work-groups of ``wg``, and the number of blocks."""
-    blocks = np.cumsum([math.ceil(t.size / wg) for t in tensors])
-    ends = [*blocks, *[blocks[-1]] * (MT - len(tensors))]
-    n = kernels.cl_vector(cltypes.int8, *[t.size for t in tensors], *[0] * (MT - len(tensors)))
-    return n, kernels.cl_vector(cltypes.int8, *ends), int(blocks[-1])
+    counts = [t.size for t in tensors]
+    blocks = list(itertools.accumulate(-(-c // wg) for c in counts))
+    spare = MT - len(tensors)
+    n = kernels.cl_vector(cltypes.int8, *counts, *[0] * spare)
+    return n, kernels.cl_vector(cltypes.int8, *blocks, *[blocks[-1]] * spare), blocks[-1]
 
 
 def buffers(dev: Device, tensors: Sequence[Tensor]) -> list[cl.Buffer]:

@@ -133,15 +133,9 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     measured plans (:func:`plan_options`, :func:`choose`).
     """
     if cfgs is None:  # a product's plan depends on its shape, the device and the tuning choices only
-        tuning.load_db()  # drops the memo if the database changed
         key = ("plan", id(dev), dev.type, dev.compute_units, dev.max_work_group_size, dev.local_mem_size,
                np.dtype(dtype).str, batch, m, n, k, max_splits, big)
-        hit = tuning.memo.get(key)
-        if hit is not None and hit[0] is dev:
-            return hit[1]
-        how = _plan(dev, dtype, batch, m, n, k, max_splits, big, None)
-        tuning.memo[key] = (dev, how)
-        return how
+        return tuning.memoized(dev, key, lambda: _plan(dev, dtype, batch, m, n, k, max_splits, big, None))
     return _plan(dev, dtype, batch, m, n, k, max_splits, big, cfgs)
 
 

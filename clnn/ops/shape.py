@@ -104,7 +104,9 @@ def _swapped_last_axes(d: np.ndarray) -> tuple[int, int, int] | None:
 
 
 def _resolve_shape(x: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
-    shape = tuple(int(s) for s in shape)
+    shape = tuple([int(s) for s in shape])
+    if min(shape, default=0) >= 0 and math.prod(shape) == x.size:  # the common case, checked at once
+        return shape
     unknown = [i for i, s in enumerate(shape) if s == -1]
     if len(unknown) > 1 or any(s < -1 for s in shape):
         raise ValueError(f"reshape: shape may hold one -1 and no other negative size; got {shape}")
