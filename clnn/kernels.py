@@ -68,7 +68,8 @@ class KernelBuildError(RuntimeError):
 
 
 _programs: dict[tuple, cl.Program] = {}
-_kernels: dict[tuple, cl.Kernel] = {}
+_kernels: dict[tuple, cl.Kernel] = {}  # (context, file, name, defines as given) -> its cl.Kernel
+_of_program: dict[tuple[int, str], cl.Kernel] = {}  # (program, name) -> the one cl.Kernel made from it
 _untyped: set[cl.Kernel] = set()  # made by kernel(), not launched yet: launch() declares their scalar types
 _lock = threading.Lock()
 _building: dict[tuple, threading.Lock] = {}  # program key -> the lock its one build holds
@@ -167,15 +168,16 @@ def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None 
     """The cached ``cl.Kernel`` ``name`` from ``kernels_cl/<file>`` built with ``defines`` on ``dev`` (alone in
     its program, with ``KERNEL_<name>`` defined, where the file guards its kernels so)."""
     defines = {**(defines or {}), f"KERNEL_{name}": 1} if _built_alone(file) else defines or {}
-    key = (dev.context.int_ptr, file, name, tuple(defines.items()))  # unsorted: another order gets a second cl.Kernel
+    key = (dev.context.int_ptr, file, name, tuple(defines.items()))  # as given: no sorting on every launch
     k = _kernels.get(key)
     if k is None:
-        prg = program(dev, file, defines)
-        with _lock:  # one cl.Kernel per key even when threads miss at once
-            k = _kernels.get(key)
+        prg = program(dev, file, defines)  # the same program for the same defines in any order
+        with _lock:  # one cl.Kernel per program and name, even when threads miss at once
+            k = _of_program.get((prg.int_ptr, name))
             if k is None:
-                k = _kernels[key] = getattr(prg, name)
+                k = _of_program[(prg.int_ptr, name)] = getattr(prg, name)
                 _untyped.add(k)
+            _kernels[key] = k
     return k
 
 
