@@ -24,6 +24,7 @@ from .validation import require_int
 
 __all__ = ["DataLoader"]
 
+
 def _as_array(name: str, value: Any) -> np.ndarray:
     if isinstance(value, Tensor):
         value = value.numpy()

@@ -50,7 +50,6 @@ def pytest_runtest_makereport(item, call):
             rep.longrepr = (str(item.path), item.location[1] or 0, "Skipped: needs float64; the device has no fp64")
 
 
-
 def pytest_collection_modifyitems(items):
     """Test ids must be the same in every process: pytest-xdist's workers each collect the suite and refuse to
     start when their lists differ (an id made from an object's repr carries its address)."""

@@ -305,7 +305,6 @@ def test_ties_pick_the_first_index(dev):
     assert int(t.argmax().item()) == 1
 
 
-
 # (shape, axis, whether even a 2-unit CPU splits the axis)
 SPLIT_CASES = [((1,), None, False), ((13,), 0, False), ((2**20 + 3,), None, True), ((4097, 33), 0, True),
                ((4097, 33), -1, False), ((33, 4097), 0, False), ((33, 4097), -1, False), ((3, 5003, 5), 1, True),
@@ -375,6 +374,7 @@ def test_split_reductions_are_bit_identical_on_rerun(dev, rng):
         for name in ("sum", "logsumexp"):
             first = getattr(t, name)(axis=axis).numpy()
             assert np.array_equal(first, getattr(t, name)(axis=axis).numpy()), (name, axis)
+
 
 LAYOUT = [
     (lambda t: t.reshape(6, -1), lambda a: a.reshape(6, -1)),

@@ -40,10 +40,6 @@ def _filled(shape: tuple[int, ...], value: float, device: Any, dtype: Any) -> Te
     return creation.full(shape, value, dtype=dtype or np.float32, device=device)
 
 
-
-
-
-
 class Identity(Module):
     """Returns its input."""
 

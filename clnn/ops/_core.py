@@ -33,8 +33,6 @@ def poison_new_tensors(on: bool = True) -> None:
     _poison["on"] = on
 
 
-
-
 def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     """An uninitialized tensor (memory from the device's pool)."""
     shape = tuple([int(s) for s in shape])
@@ -62,16 +60,6 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     if _poison["on"]:
         dev.fill(buf, np.array(np.nan, dt) if dt in FLOAT_DTYPES else np.array(-1, dt), nbytes)
     return Tensor(buf, shape, dt, dev)
-
-
-
-
-
-
-
-
-
-
 
 
 def autocast(policy: str, *xs: Any) -> tuple[Any, ...]:

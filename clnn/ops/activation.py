@@ -22,8 +22,6 @@ VEC_KERNELS = ("softmax", "softmax_bwd", "ce_fwd")  # with softmax.cl's *_vec fo
 # softmax VW)
 
 
-
-
 def _x(op: str, x: Any) -> Tensor:
     return require_float(f"{op}: x", x)
 

@@ -276,8 +276,6 @@ def _bias_grad(gy: Tensor) -> Tensor:
 # ---- argument checks ------------------------------------------------------------------------------
 
 
-
-
 def _check_operands(
     op: str, x: Any, weight: Any, bias: Any, groups: Any, nd: int, transposed: bool, half: np.dtype | None = None
 ) -> tuple[int, int]:

@@ -142,6 +142,7 @@ def channel_sum(x: Tensor, outer: int, groups: int, inner: int) -> Tensor:
     buf = x.data
     return astype(grp._per_group(NS_SUM, np.int32(0), grp.eps, buf, buf, buf, buf, buf)[0], x.dtype)
 
+
 def _half_under_autocast(x: Any) -> bool:
     return autocast_dtype() is not None and isinstance(x, Tensor) and x.dtype in HALF_DTYPES
 
@@ -172,8 +173,6 @@ def _check_param(op: str, name: str, t: Any, x: Tensor, shape: tuple[int, ...], 
     if t.shape != shape:
         raise ValueError(f"{op}: {name} must have shape {shape} for x of shape {x.shape}; got {t.shape}")
     return t
-
-
 
 
 def _record_affine(out: Tensor, x: Tensor, w: Tensor | None, b: Tensor | None, grads: Any, name: str) -> Tensor:

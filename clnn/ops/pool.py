@@ -24,8 +24,6 @@ GEOM = np.dtype([(f, np.int32) for f in "H W OH OW kH kW sH sW pH pW dH dW count
 IntPair = int | Sequence[int]
 
 
-
-
 def _check_input(op: str, x: Tensor) -> None:
     require_tensor(f"{op}: x", x)
     require_float(f"{op}: x", x)

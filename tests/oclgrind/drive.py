@@ -32,12 +32,12 @@ TOL = {F16: 2e-2, BF16: 2e-2, F32: 1e-4, F64: 1e-9}
 _fetched: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
 
 
-
 def _lower_wg(wg: int) -> None:
     """Keep this run's pose (CLNN_LIMITS), with work-groups of at most ``wg``; reductions of any size split."""
     sys.modules["clnn.ops.reduce"].SPLIT_MIN = 0  # the small inputs Oclgrind affords take the split paths
     pose = sys.modules["clnn.device"]._pose_from_env()
     clnn.limit_devices(**{**pose, "wg": min(wg, int(pose.get("wg", wg)))})
+
 
 def _recording_kernel(original: Callable) -> Callable:
     def kernel(dev, file, name, defines=None):
