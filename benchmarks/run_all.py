@@ -32,7 +32,7 @@ from clnn import kernels, nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from alexnet import alexnet  # noqa: E402
 
-HOST_OPS = 10_000  # tiny adds per host-overhead measurement
+HOST_OPS = 10_000  # kernel launches per host-overhead measurement
 
 
 @dataclass
@@ -119,8 +119,9 @@ def kernel_rows(dev: clnn.Device, tdev: torch.device, full: bool, reps: int, onl
 
 
 def host_rows(dev: clnn.Device, tdev: torch.device) -> list[Row]:
-    """Host time per tiny op (16 elements), each beside PyTorch and beside its kernel launches replayed raw
-    with PyOpenCL (``set_args`` + ``enqueue_nd_range_kernel`` on the same kernel objects and arguments)."""
+    """Host time per tiny op (16 elements) and per step of a small MLP, each beside PyTorch and beside its kernel
+    launches replayed raw with PyOpenCL (``set_args`` + ``enqueue_nd_range_kernel`` on the same kernel objects and
+    arguments: the floor under clnn's time, and what NVIDIA's enqueue itself costs)."""
     a, ta = _pair(np.ones(16, np.float32), dev, tdev)
     m, tm = _pair(np.ones((4, 4), np.float32), dev, tdev)
     g, tg = clnn.tensor(np.ones(16, np.float32), device=dev).requires_grad_(), ta.clone().requires_grad_()
@@ -130,35 +131,65 @@ def host_rows(dev: clnn.Device, tdev: torch.device) -> list[Row]:
         ("scalar multiply", lambda: a * 2.0, lambda: ta * 2.0),
         ("add recording autograd", lambda: g + g, lambda: tg + tg),
         ("sum (4, 4) axis 1", lambda: m.sum(axis=1), lambda: tm.sum(dim=1)),
+        ("MLP training step", *_mlp_steps(dev, tdev)),
     ]
 
-    def per_op(op: Callable[[], object], sync: Callable[[], None]) -> float:
+    def per_op(op: Callable[[], object], sync: Callable[[], None], calls: int) -> float:
         best = float("inf")
         for _ in range(3):
             sync()
             t0 = time.perf_counter()
-            for _ in range(HOST_OPS):
+            for _ in range(calls):
                 op()
             sync()
-            best = min(best, (time.perf_counter() - t0) / HOST_OPS)
+            best = min(best, (time.perf_counter() - t0) / calls)
         return best * 1e3
 
     rows = []
     for name, ours, theirs in ops:
         launches = _launches_of(ours)
+        calls = max(HOST_OPS // len(launches), 100)
 
         def raw(launches: list[tuple] = launches) -> None:
             for k, global_size, local_size, args in launches:
                 k.set_args(*args)
                 cl.enqueue_nd_range_kernel(dev.queue, k, global_size, local_size)
 
-        ours_ms = per_op(ours, dev.synchronize)
-        theirs_ms = per_op(theirs, lambda: torch_sync(tdev))
-        raw_ms = per_op(raw, dev.synchronize)
+        ours_ms = per_op(ours, dev.synchronize, calls)
+        theirs_ms = per_op(theirs, lambda: torch_sync(tdev), calls)
+        raw_ms = per_op(raw, dev.synchronize, calls)
         note = (f"clnn {ours_ms * 1e3:.1f} µs, PyTorch {theirs_ms * 1e3:.1f} µs, raw PyOpenCL {raw_ms * 1e3:.1f} µs "
                 f"({len(launches)} launch{'es' if len(launches) > 1 else ''})")
         rows.append(Row(f"host time per small op: {name}", ours_ms, theirs_ms, note))
     return rows
+
+
+def _mlp_steps(dev: clnn.Device, tdev: torch.device) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One SGD step of the same 16-32-32-4 ReLU MLP on a batch of 8, in clnn and in PyTorch: where the host's time
+    per op is the whole cost (autograd, the optimizer, a dozen products)."""
+    rng = np.random.default_rng(0)
+    (x, tx), (y, ty) = (_pair(rng.standard_normal(s).astype(np.float32), dev, tdev) for s in ((8, 16), (8, 4)))
+
+    def mlp(lib: object) -> object:
+        return lib.Sequential(lib.Linear(16, 32), lib.ReLU(), lib.Linear(32, 32), lib.ReLU(), lib.Linear(32, 4))
+
+    ref, model = mlp(torch.nn).to(tdev), mlp(nn).to(dev)
+    model.load_state_dict({k: v.cpu() for k, v in ref.state_dict().items()})
+    opt, topt = clnn.optim.SGD(model.parameters(), lr=1e-3), torch.optim.SGD(ref.parameters(), lr=1e-3)
+
+    def ours() -> None:
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def theirs() -> None:
+        loss = torch.nn.functional.mse_loss(ref(tx), ty)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+
+    return ours, theirs
 
 
 def _launches_of(op: Callable[[], object]) -> list[tuple]:
