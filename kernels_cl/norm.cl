@@ -40,9 +40,9 @@
  * Defines: the element type (clnn_dtype.h); X_HALF or X_BF16 (x and gx stored as half or bf16, the rest as
  * float32 storage: clnn.autocast's norms read a half input as it is and write its gradient in its type, with
  * no float32 copy of it); Y_AS_X with either: norm_apply's y and the gradient g that norm_partial and
- * norm_bwd_input read are in x's type too (batch norm under autocast returns a half x's type, as cuDNN's batch norm
- * of half data with float32 parameters); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows per block; ROW_VW
- * (rowvec.h) for the *_rows kernels.
+ * norm_bwd_input read are in x's type too (batch norm under autocast returns a half x's type, as cuDNN's batch
+ * norm of half data with float32 parameters); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows
+ * per block; ROW_VW (rowvec.h) for the *_rows kernels.
  */
 #include "clnn_shape.h"
 #include "reduce.h"
