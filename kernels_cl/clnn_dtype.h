@@ -130,6 +130,7 @@ HALF_SOFT_CONVERSIONS(16)
 
 typedef STORE_T store_t;
 typedef REAL_T real;
+typedef CLNN_CAT(REAL_T, 2) real2;
 typedef CLNN_CAT(REAL_T, 4) real4;
 
 #if USE_FP64

@@ -26,6 +26,9 @@
  *                   (one work-item each) gx as norm_bwd_input's and the block's column sums of g xhat and g
  *                   (the weight's and bias's gradients) in part (blocks, 2, D)
  *   ln_bwd_finish   one work-item per column adds the blocks' column sums in order: gw, gb
+ *   ln_fwd          (GPUs) layer norm's forward in one pass, local size (X, Y): Y rows per work-group, X work-items
+ *                   across each (X a power of two): the row's mean and M2 by ln_fwd_rows's corrected two-pass
+ *                   formula, each sum a fixed tree over the row's X partials in local memory, then y
  *   ln_fwd_rows     (CPUs, ROW_VW defined: rowvec.h) layer norm's forward in one pass, a work-item per row of D in
  *                   explicit vectors: the row's mean and M2 (corrected two-pass, as norm_partial's), then y
  *   ln_bwd_rows     (CPUs, ROW_VW) layer norm's backward, a work-item per block of LN_ROWS rows in explicit
@@ -303,6 +306,52 @@ __kernel void ln_bwd_finish(int D, int blocks, __global const real *part, __glob
     }
     STORE(gw, j, a);
     STORE(gb, j, c);
+}
+
+/* the sums over a row's X work-items (X a power of two, t = y0 * X + x0) of a and b, in a fixed tree; every
+ * work-item of the group calls it */
+inline real2 row_sums(__local real *p1, __local real *p2, real a, real b, int t, int x0, int X) {
+    p1[t] = a;
+    p2[t] = b;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = X >> 1; s > 0; s >>= 1) {
+        if (x0 < s) {
+            p1[t] += p1[t + s];
+            p2[t] += p2[t + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const real2 total = (real2)(p1[t - x0], p2[t - x0]);
+    barrier(CLK_LOCAL_MEM_FENCE);  /* the next call overwrites them */
+    return total;
+}
+
+__kernel void ln_fwd(int rows, int D, int affine, real eps, __global const x_t *x, __global const store_t *w,
+                     __global const store_t *b, __global y_t *y, __global real *mean, __global real *var) {
+    __local real p1[RED_WG], p2[RED_WG];
+    const int X = get_local_size(0), x0 = get_local_id(0), t = get_local_id(1) * X + x0;
+    const int r = get_global_id(1), end = r < rows ? D : 0;
+    const size_t o = (size_t)r * D;
+    real a = 0, d1 = 0, d2 = 0;
+    for (int j = x0; j < end; j += X) a += LOAD_X(x, o + j);
+    real mu = row_sums(p1, p2, a, 0, t, x0, X).x / D;
+    for (int j = x0; j < end; j += X) {
+        const real d = LOAD_X(x, o + j) - mu;
+        d1 += d;
+        d2 += d * d;
+    }
+    const real2 ds = row_sums(p1, p2, d1, d2, t, x0, X);
+    const real v = (ds.y - ds.x * ds.x / D) / D, rstd = rsqrt(v + eps);
+    mu += ds.x / D;
+    if (end && x0 == 0) {
+        mean[r] = mu;
+        var[r] = v;
+    }
+    for (int j = x0; j < end; j += X) {
+        real u = (LOAD_X(x, o + j) - mu) * rstd * weight_at(affine, w, 0, j);
+        if (affine & AFF_B) u += LOAD(b, j);
+        STORE_Y(y, o + j, u);
+    }
 }
 
 #ifdef ROW_VW

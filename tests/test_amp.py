@@ -320,7 +320,7 @@ NORMS = [
     ("batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), [(5, 7, 3, 11), (7,), (7,)]),
     ("layer_norm", lambda x, w, b: F.layer_norm(x, (3, 23), w, b), [(9, 3, 23), (3, 23), (3, 23)]),
 ]
-NORM_KERNELS = {"norm_partial", "norm_finish", "norm_apply", "norm_bwd_input", "ln_bwd", "ln_bwd_finish"}
+NORM_KERNELS = {"ln_fwd", "norm_partial", "norm_finish", "norm_apply", "norm_bwd_input", "ln_bwd", "ln_bwd_finish"}
 
 
 @pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)

@@ -456,7 +456,7 @@ def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
             gb = (_product(g, True, a, trans_a, alpha, dtype, b.dtype) if trans_b else
                   _product(a, not trans_a, g, False, alpha, dtype, b.dtype))
         if cc is not None and c.requires_grad:
-            gc = _as(c.dtype, sum_to_shape(g * beta, c.shape))
+            gc = _as(c.dtype, sum_to_shape(g if beta == 1 else g * beta, c.shape))
         return (ga, gb) if cc is None else (ga, gb, gc)
 
     return record(out, (a, b) if cc is None else (a, b, c), backward, "gemm")

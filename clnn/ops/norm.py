@@ -107,12 +107,21 @@ class _Groups:
         return gx
 
     def layer_forward(self, w: Tensor | None, b: Tensor | None, affine: int) -> tuple[Tensor, Tensor, Tensor]:
-        """Layer norm's (outer = 1) mean, variance and output in one pass, a work-item per row (``ln_fwd_rows``)."""
+        """Layer norm's (outer = 1) mean, variance and output in one launch: on CPUs (``row_vw``) a work-item per
+        row (``ln_fwd_rows``), else a run of work-items across each row, about four elements each (``ln_fwd``)."""
         dev, (_, rows, d) = self.x.device, self.geometry
         mean, var = (empty((rows,), self.real, dev) for _ in range(2))
-        y = empty(self.x.shape, self.dt, dev)
-        launch_1d(dev, self._kernel("ln_fwd_rows"), rows, np.int32(rows), np.int32(d), np.int32(affine), self.eps,
-                  self.x.data, self._buf(w), self._buf(b), y.data, mean.data, var.data)
+        y = empty(self.x.shape, self.y_dt, dev)
+        args = (np.int32(rows), np.int32(d), np.int32(affine), self.eps, self.x.data, self._buf(w), self._buf(b),
+                y.data, mean.data, var.data)
+        if self.row_vw:
+            launch_1d(dev, self._kernel("ln_fwd_rows"), rows, *args)
+        elif rows and d:
+            wg = group_size(dev)
+            across = min(wg, 1 << (-(-d // 4) - 1).bit_length())
+            per_group = min(wg // across, 1 << (rows - 1).bit_length())
+            kernels.launch(dev, self._kernel("ln_fwd"), (across, -(-rows // per_group) * per_group),
+                           (across, per_group), *args)
         return mean, var, y
 
     def layer_grads(self, g: Tensor, mean: Tensor, var: Tensor, w: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -286,9 +295,9 @@ def layer_norm(
     rows = x.size // d if d else 0
     affine = AFF_INNER | (AFF_W if w is not None else 0) | (AFF_B if b is not None else 0)
     grp = _Groups(x, 1, rows, d, affine & (AFF_W | AFF_INNER), eps, dt)
-    if grp.row_vw:
+    if grp.row_vw or x.device.type != "cpu":
         mean, var, y = grp.layer_forward(w, b, affine)
-    else:
+    else:  # CPUs, for half types: the row kernels' vectors are of float32 or float64
         mean, var = grp.stats()
         y = grp.apply(mean, var, w, b, affine)
 
