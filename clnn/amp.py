@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .ops import foreach, tensor
+from .ops import foreach, zeros
 from .optim import Optimizer
 from .tensor import HALF_DTYPES, Tensor, autocast_mode, float16
 from .validation import require_instance, require_int, require_number
@@ -154,7 +154,7 @@ class GradScaler:
         found = {}  # device -> its int32 inf/NaN flag
         for p in params:
             if p.grad.device not in found:
-                found[p.grad.device] = tensor(np.zeros(1, np.int32), device=p.grad.device)
+                found[p.grad.device] = zeros(1, dtype=np.int32, device=p.grad.device)  # a fill: no wait
         for dev, flag in found.items():
             foreach.scale_([p.grad for p in params if p.grad.device is dev], inv, found=flag)
         self._found_inf[key] = any(f.item() for f in found.values())  # the step's one read per device

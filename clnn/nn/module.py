@@ -49,6 +49,12 @@ class IncompatibleKeys(NamedTuple):
     unexpected_keys: list[str]
 
 
+def fusing() -> bool:
+    """Whether a layer may apply the activation after it in its own store (``forward_fused``): not while a
+    summary records every module's output."""
+    return getattr(_calls, "log", None) is None
+
+
 class Module(TrainingMixin, SavingMixin):
     """Base class for layers and models: subclass it, assign layers in ``__init__``, write ``forward``.
 
@@ -354,7 +360,7 @@ class Sequential(Module):
         i = 0
         while i < len(mods):
             m, act = mods[i], getattr(mods[i + 1], "fused_activation", None) if i + 1 < len(mods) else None
-            if act is not None and hasattr(m, "forward_fused") and getattr(_calls, "log", None) is None:
+            if act is not None and hasattr(m, "forward_fused") and fusing():
                 x, i = m.forward_fused(x, act), i + 2
             else:
                 x, i = m(x), i + 1

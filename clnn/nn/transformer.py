@@ -23,7 +23,7 @@ from ..tensor import Tensor
 from ..validation import require_choice, require_int, require_number, require_tensor
 from .containers import ModuleList
 from .layers import Dropout, LayerNorm, Linear
-from .module import Module, Parameter
+from .module import Module, Parameter, fusing
 
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
            "TransformerDecoder"]
@@ -238,6 +238,9 @@ class MultiheadAttention(Module):
                 f"batch_first={self.batch_first}")
 
 
+_FUSED = {F.relu: "relu", F.gelu: "gelu"}  # the activations named by a string, as a product's store applies them
+
+
 def _activation(name: str, fn: str | Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     if callable(fn):
         return fn
@@ -255,6 +258,9 @@ class _FeedForward(Module):
         self.activation = _activation(type(self).__name__, activation)
 
     def _ff_block(self, x: Tensor, drop: Dropout) -> Tensor:
+        act = _FUSED.get(self.activation) or getattr(self.activation, "fused_activation", None)
+        if act is not None and fusing():  # the activation in linear1's store: one launch, as nn.Sequential's
+            return drop(self.linear2(self.dropout(self.linear1.forward_fused(x, act))))
         return drop(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 

@@ -65,7 +65,7 @@ def check_range(op: str, label: str, idx: Tensor, lo: int, hi: int) -> None:
     if idx.size == 0:
         return
     dev = idx.device
-    first = tensor(np.array([idx.size], np.int32), device=dev)
+    first = full((1,), idx.size, np.int32, dev)  # a fill: unlike an upload, it does not wait for the queue
     launch_1d(dev, _kernel(dev, np.dtype(np.int64), "index_check"), idx.size,
               np.int32(idx.size), idx.data, np.int64(lo), np.int64(hi), first.data)
     p = int(first.numpy()[0])

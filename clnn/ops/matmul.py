@@ -371,8 +371,8 @@ def _product(x: Tensor, tx: bool, y: Tensor, ty: bool, alpha: float, dtype: np.d
     as ``store`` (:func:`gemm_raw`): a gradient's product, recorded nowhere."""
     m, k = (x.shape[1], x.shape[0]) if tx else x.shape
     n = y.shape[0] if ty else y.shape[1]
-    return reshape(gemm_raw(x, _strides(x, tx), y, _strides(y, ty), 1, m, n, k, alpha, dtype=dtype, store=store),
-                   (m, n))
+    out = gemm_raw(x, _strides(x, tx), y, _strides(y, ty), 1, m, n, k, alpha, dtype=dtype, store=store)
+    return Tensor(out.data, (m, n), out.dtype, out.device)
 
 
 def _as(dtype: np.dtype, g: Tensor) -> Tensor:
@@ -440,8 +440,9 @@ def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
         cc = c
     c_strides = (0, *broadcast_strides(cc.shape, (m, n))) if cc is not None else None
     pre = empty((m, n), dtype, a.device) if keeps_pre(act, a, b, cc) else None
-    out = reshape(gemm_raw(a, _strides(a, trans_a), b, _strides(b, trans_b), 1, m, n, ka, alpha, beta, cc, c_strides,
-                           dtype=dtype, act=act, pre=pre), (m, n))
+    out = gemm_raw(a, _strides(a, trans_a), b, _strides(b, trans_b), 1, m, n, ka, alpha, beta, cc, c_strides,
+                   dtype=dtype, act=act, pre=pre)
+    out = Tensor(out.data, (m, n), out.dtype, out.device)  # (1, m, n) as (m, n): a view no graph needs
     y = out.detach() if act != "none" else None
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
