@@ -178,6 +178,8 @@ __kernel void softmax_bwd_wg(int log_out, int outer, int R, int inner, __global 
  * stats[3g] = m, stats[3g + 1] = ls, stats[3g + 2] = S for the backward, which is
  *   gx[c] = gloss[g] * (S p[c] - coef[c]),  S = sum(coef),
  *   coef[c] = (1 - eps) w[t] (c == t) + eps / C w[c], or w[c] y'[c] for probabilities; ignored rows get 0.
+ * ce_bwd and nll_bwd read gloss[g] as gscale * gloss[g * gstride]: gstride 0 gives every row a reduced loss's one
+ * gradient, gscale its mean's 1/count (what a broadcast and a multiply would have made of it, bit for bit).
  * Probability targets get a gradient too when `grad_target` is set: gy[c] = -gloss[g] (1 - eps) w[c] log p[c].
  * Targets are int64, checked by the host (target_range) to lie in [0, C) unless equal to `ignore`. */
 inline real class_weight(__global const store_t *w, int weighted, long c) { return weighted ? LOAD(w, c) : 1; }
@@ -293,9 +295,9 @@ inline real ce_logp(size_t i, int g, __global const store_t *x, __global const s
     return LOAD(x, i) - LOAD(stats, 3 * g) - LOAD(stats, 3 * g + 1);
 }
 
-__kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long ignore, __global const store_t *x,
-                     __global const long *target, __global const store_t *w, __global const store_t *stats,
-                     __global const store_t *gloss, __global store_t *gx) {
+__kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long ignore, real gscale, int gstride,
+                     __global const store_t *x, __global const long *target, __global const store_t *w,
+                     __global const store_t *stats, __global const store_t *gloss, __global store_t *gx) {
     group_elem_t e;
     if (!group_elem(outer, C, inner, &e)) return;
     const size_t i = e.i;
@@ -308,7 +310,8 @@ __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long i
     }
     real coef = eps / C * class_weight(w, weighted, c);
     if (c == tg) coef += (1 - eps) * class_weight(w, weighted, tg);
-    STORE(gx, i, LOAD(gloss, g) * (LOAD(stats, 3 * g + 2) * p - coef));
+    const real gl = gscale * LOAD(gloss, (size_t)g * gstride);
+    STORE(gx, i, gl * (LOAD(stats, 3 * g + 2) * p - coef));
 }
 
 __kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, int grad_target,
@@ -337,14 +340,16 @@ __kernel void nll_fwd(int outer, int C, int inner, int weighted, long ignore, __
     STORE(rowweight, g, wt);
 }
 
-__kernel void nll_bwd(int outer, int C, int inner, int weighted, long ignore, __global const long *target,
-                      __global const store_t *w, __global const store_t *gloss, __global store_t *gx) {
+__kernel void nll_bwd(int outer, int C, int inner, int weighted, long ignore, real gscale, int gstride,
+                      __global const long *target, __global const store_t *w, __global const store_t *gloss,
+                      __global store_t *gx) {
     int i = get_global_id(0);
     if (i >= outer * C * inner) return;
     int j = i % inner, oc = i / inner, o = oc / C, c = oc - o * C;
     int g = o * inner + j;
     long tg = target[g];
-    STORE(gx, i, c == tg && tg != ignore ? -class_weight(w, weighted, tg) * LOAD(gloss, g) : 0);
+    const real gl = gscale * LOAD(gloss, (size_t)g * gstride);
+    STORE(gx, i, c == tg && tg != ignore ? -class_weight(w, weighted, tg) * gl : 0);
 }
 
 /* over the targets other than `ignore`: range[0] = min, range[1] = max, range[2] = how many; one

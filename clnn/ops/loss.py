@@ -4,6 +4,7 @@ smooth L1 and Huber (fused with their reduction in ``kernels_cl/huber.cl``)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -117,14 +118,23 @@ def _softmax_kernel(x: Tensor, name: str) -> Any:
     return kernels.kernel(x.device, "softmax.cl", name, defines(x.dtype, RED_WG=group_size(x.device)))
 
 
-def _weighted_reduce(loss: Tensor, rowweight: Tensor, count: int, weighted: bool, reduction: str) -> Tensor:
-    """PyTorch's reductions of class-index losses: the mean divides by the summed weights of the targets
-    that are not ignored (their count without weights; NaN when every target is ignored)."""
-    if reduction != "mean":
-        return _reduce(loss, reduction)
-    if weighted:
-        return loss.sum() / rowweight.sum()
-    return loss.sum() * (1.0 / count if count else float("nan"))
+def _class_loss(op: str, x: Tensor, loss: Tensor, rowweight: Tensor, count: int, weighted: bool, reduction: str,
+                grad: Callable[[Tensor, float, int], Tensor]) -> Tensor:
+    """A class-index loss's per-row ``loss`` (not recorded) reduced with PyTorch's rules, recorded as one node of
+    ``x``: the mean divides by the summed weights of the targets that are not ignored (their count without
+    weights; NaN when every target is ignored). ``grad(g, scale, stride)`` is the backward's one launch; it
+    reads a reduced loss's gradient for every row (stride 0), scaled by an unweighted mean's 1/count, where a
+    chain of nodes would broadcast it and multiply it first."""
+    if reduction == "none":
+        return record(loss, (x,), lambda g: (grad(g, 1.0, 1),), op)
+    total, wsum, scale = loss.sum(), None, 1.0
+    if reduction == "mean" and weighted:
+        wsum = rowweight.sum()
+        total = total / wsum
+    elif reduction == "mean":
+        scale = 1.0 / count if count else math.nan
+        total = total * scale
+    return record(total, (x,), lambda g: (grad(g if wsum is None else g / wsum, scale, 0),), op)
 
 
 @profiled
@@ -185,13 +195,14 @@ def cross_entropy(
     row_launch(input.device, input.dtype, "ce_fwd", geometry, *args, input.data, t.data, w, loss.data,
                rowweight.data, stats.data)
 
-    def backward(g: Tensor) -> tuple[Tensor]:
+    def grad(g: Tensor, scale: float, stride: int) -> Tensor:
         gx = empty(input.shape, input.dtype, input.device)
-        kernels.launch_by_rows(input.device, _softmax_kernel(input, "ce_bwd"), geometry, *args, input.data, t.data, w,
-                              stats.data, g.data, gx.data)
-        return (gx,)
+        kernels.launch_by_rows(input.device, _softmax_kernel(input, "ce_bwd"), geometry, *args,
+                               real_scalar(input.dtype, scale), np.int32(stride), input.data, t.data, w, stats.data,
+                               g.data, gx.data)
+        return gx
 
-    return _weighted_reduce(record(loss, (input,), backward, op), rowweight, count, bool(weighted), reduction)
+    return _class_loss(op, input, loss, rowweight, count, bool(weighted), reduction, grad)
 
 
 def _is_probabilities(target: Any, x: Tensor) -> bool:
@@ -251,12 +262,13 @@ def nll_loss(
     launch_1d(input.device, _softmax_kernel(input, "nll_fwd"), loss.size, *args, input.data, t.data, w, loss.data,
               rowweight.data)
 
-    def backward(g: Tensor) -> tuple[Tensor]:
+    def grad(g: Tensor, scale: float, stride: int) -> Tensor:
         gx = empty(input.shape, input.dtype, input.device)
-        launch_1d(input.device, _softmax_kernel(input, "nll_bwd"), input.size, *args, t.data, w, g.data, gx.data)
-        return (gx,)
+        launch_1d(input.device, _softmax_kernel(input, "nll_bwd"), input.size, *args, real_scalar(input.dtype, scale),
+                  np.int32(stride), t.data, w, g.data, gx.data)
+        return gx
 
-    return _weighted_reduce(record(loss, (input,), backward, op), rowweight, count, bool(weighted), reduction)
+    return _class_loss(op, input, loss, rowweight, count, bool(weighted), reduction, grad)
 
 
 def _pair(op: str, x: Any, target: Any) -> tuple[Tensor, Tensor]:
