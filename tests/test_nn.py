@@ -14,6 +14,8 @@ from clnn import nn
 LAYERS = [
     (lambda: nn.Linear(7, 5), lambda: torch.nn.Linear(7, 5), (3, 7)),
     (lambda: nn.Linear(7, 5, bias=False), lambda: torch.nn.Linear(7, 5, bias=False), (2, 4, 7)),
+    (lambda: nn.Linear(7, 5), lambda: torch.nn.Linear(7, 5), (7,)),  # a single sample: a 1-D output
+    (lambda: nn.Linear(7, 5), lambda: torch.nn.Linear(7, 5), (2, 1, 3, 7)),
     (lambda: nn.Conv1d(3, 4, 5, stride=2, padding=1), lambda: torch.nn.Conv1d(3, 4, 5, stride=2, padding=1),
      (2, 3, 17)),
     (lambda: nn.Conv2d(3, 6, 3, padding=1), lambda: torch.nn.Conv2d(3, 6, 3, padding=1), (2, 3, 9, 7)),

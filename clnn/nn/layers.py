@@ -79,10 +79,7 @@ class Linear(Module):
             raise TypeError(f"Linear: x expects a clnn.Tensor; got {type(x).__name__}")
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"Linear: x expects shape (*, {self.in_features}); got {x.shape}")
-        if x.ndim == 2:  # no reshapes: each would record a graph node of its own
-            return linear_act(x, self.weight, self.bias, activation)
-        y = linear_act(x.reshape(-1, self.in_features), self.weight, self.bias, activation)
-        return y.reshape(*x.shape[:-1], self.out_features)
+        return linear_act(x, self.weight, self.bias, activation)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -18,7 +18,7 @@ import numpy as np
 from .. import functional as F
 from ..ops import broadcast_to, cat, creation, log
 from ..ops.attention import multi_head_attention
-from ..ops.matmul import gemm
+from ..ops.matmul import linear_act
 from ..tensor import Tensor
 from ..validation import require_choice, require_int, require_number, require_tensor
 from .containers import ModuleList
@@ -33,13 +33,6 @@ def _xavier(shape: tuple[int, int], device: Any, dtype: Any) -> Parameter:
     bound = math.sqrt(6 / (shape[0] + shape[1]))
     u = creation.rand(*shape, device=device, dtype=dtype or np.float32)
     return Parameter(u * (2 * bound) - bound)
-
-
-def _linear(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
-    """``x @ w.T + b`` over x's last dim."""
-    x2 = x.reshape(-1, x.shape[-1])
-    y = gemm(x2, w, trans_b=True) if b is None else gemm(x2, w, b, beta=1.0, trans_b=True)
-    return y.reshape(*x.shape[:-1], w.shape[0])
 
 
 def _additive(mask: Tensor, dtype: np.dtype) -> Tensor:
@@ -179,9 +172,9 @@ class MultiheadAttention(Module):
         packed = not need_weights and query is key is value and self._qkv_same_embed_dim and not self._extra_keys
         if not packed:
             wq, wk, wv, bq, bk, bv = self._weights()
-            q = _linear(q, wq, bq)
-            k = self._append_keys(_linear(k, wk, bk), self.bias_k, seq)
-            v = self._append_keys(_linear(v, wv, bv), self.bias_v, seq)
+            q = linear_act(q, wq, bq)
+            k = self._append_keys(linear_act(k, wk, bk), self.bias_k, seq)
+            v = self._append_keys(linear_act(v, wv, bv), self.bias_v, seq)
         if need_weights:
             split, merge = ((1, 2, 0, 3), (2, 0, 1, 3)) if seq_first else ((0, 2, 1, 3), (0, 2, 1, 3))
 
@@ -200,11 +193,11 @@ class MultiheadAttention(Module):
         else:
             causal = is_causal and mask is None
             if packed:
-                qkv = _linear(q, self.in_proj_weight, self.in_proj_bias)
+                qkv = linear_act(q, self.in_proj_weight, self.in_proj_bias)
                 out = multi_head_attention(qkv, None, None, h, seq_first, mask, p, causal)
             else:
                 out = multi_head_attention(q, k, v, h, seq_first, mask, p, causal)
-        out = _linear(out, self.out_proj.weight, self.out_proj.bias)
+        out = linear_act(out, self.out_proj.weight, self.out_proj.bias)
         if not batched:
             out = out.reshape(lq, e)
         return out, weights

@@ -371,8 +371,7 @@ def _product(x: Tensor, tx: bool, y: Tensor, ty: bool, alpha: float, dtype: np.d
     as ``store`` (:func:`gemm_raw`): a gradient's product, recorded nowhere."""
     m, k = (x.shape[1], x.shape[0]) if tx else x.shape
     n = y.shape[0] if ty else y.shape[1]
-    out = gemm_raw(x, _strides(x, tx), y, _strides(y, ty), 1, m, n, k, alpha, dtype=dtype, store=store)
-    return Tensor(out.data, (m, n), out.dtype, out.device)
+    return _view(gemm_raw(x, _strides(x, tx), y, _strides(y, ty), 1, m, n, k, alpha, dtype=dtype, store=store), (m, n))
 
 
 def _as(dtype: np.dtype, g: Tensor) -> Tensor:
@@ -403,19 +402,27 @@ def gemm(
     return _gemm(a, b, c, alpha, beta, trans_a, trans_b)
 
 
-def linear_act(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str) -> Tensor:
-    """``activation(x @ weight.T + bias)`` for 2-D ``x`` as one GEMM launch (``nn.Sequential``'s fusion of
-    ``Linear`` and an activation module); the backward runs through the activation exactly as unfused.
-    ``activation``: one of ``FUSED_ACTS``."""
+def linear_act(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str = "none") -> Tensor:
+    """``activation(x @ weight.T + bias)`` over the last dim of ``x`` (any leading dims, its rows the product's)
+    as one GEMM launch (``nn.Sequential``'s fusion of ``Linear`` and an activation module); the backward runs
+    through the activation exactly as unfused. ``activation``: ``"none"`` or one of ``FUSED_ACTS``."""
     check_act("linear_act", activation)
     with profiler.scope("gemm"):  # profiled as the product it is
-        return _gemm(x, weight, bias, 1.0, 0.0 if bias is None else 1.0, False, True, activation)
+        return _gemm(x, weight, bias, 1.0, 0.0 if bias is None else 1.0, False, True, activation, rows=True)
 
 
-def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, trans_a: bool, trans_b: bool,
-          act: str = "none") -> Tensor:
-    half, (a, b, c) = autocast_loads(a, b, c)
-    dtype = _check_pair("gemm", a, b, half)
+def _view(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``t``'s memory as ``shape`` (the same number of elements), recorded nowhere: for a product's own operands."""
+    return t if t.shape == shape else Tensor(t.data, shape, t.dtype, t.device)
+
+
+def _gemm(x: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, trans_a: bool, trans_b: bool,
+          act: str = "none", rows: bool = False) -> Tensor:
+    """:func:`gemm`'s product of ``op(x)`` and ``op(b)``, recorded; with ``rows`` (a Linear's), ``x`` may have any
+    leading dims, its rows taken as the product's M and kept in the result's shape, with no reshapes recorded."""
+    half, (x, b, c) = autocast_loads(x, b, c)
+    dtype = _check_pair("gemm", x, b, half)
+    a = _view(x, (math.prod(x.shape[:-1]), x.shape[-1])) if rows and x.ndim >= 1 else x
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
     m, ka = (a.shape[1], a.shape[0]) if trans_a else a.shape
@@ -439,20 +446,20 @@ def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
             raise ValueError(f"gemm: c must broadcast to the output shape {(m, n)}; got shape {c.shape}")
         cc = c
     c_strides = (0, *broadcast_strides(cc.shape, (m, n))) if cc is not None else None
-    pre = empty((m, n), dtype, a.device) if keeps_pre(act, a, b, cc) else None
+    pre = empty((m, n), dtype, a.device) if keeps_pre(act, x, b, cc) else None
     out = gemm_raw(a, _strides(a, trans_a), b, _strides(b, trans_b), 1, m, n, ka, alpha, beta, cc, c_strides,
                    dtype=dtype, act=act, pre=pre)
-    out = Tensor(out.data, (m, n), out.dtype, out.device)  # (1, m, n) as (m, n): a view no graph needs
-    y = out.detach() if act != "none" else None
+    y = _view(out, (m, n)) if act != "none" else None
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
+        g = _view(g, (m, n))
         if y is not None:
             g = act_backward(act, y, pre, g)
         ga = gb = gc = None
         # in the forward's dtype (rounding float32 operands as it did), each stored in its operand's dtype
-        if a.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
-            ga = (_product(b, trans_b, g, True, alpha, dtype, a.dtype) if trans_a else
-                  _product(g, False, b, not trans_b, alpha, dtype, a.dtype))
+        if x.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
+            ga = _view(_product(b, trans_b, g, True, alpha, dtype, a.dtype) if trans_a else
+                       _product(g, False, b, not trans_b, alpha, dtype, a.dtype), x.shape)
         if b.requires_grad:  # d op(b) = alpha op(a)^T g; with trans_b, db = alpha g^T op(a)
             gb = (_product(g, True, a, trans_a, alpha, dtype, b.dtype) if trans_b else
                   _product(a, not trans_a, g, False, alpha, dtype, b.dtype))
@@ -460,7 +467,8 @@ def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
             gc = _as(c.dtype, sum_to_shape(g if beta == 1 else g * beta, c.shape))
         return (ga, gb) if cc is None else (ga, gb, gc)
 
-    return record(out, (a, b) if cc is None else (a, b, c), backward, "gemm")
+    out = _view(out, (*x.shape[:-1], n) if rows else (m, n))
+    return record(out, (x, b) if cc is None else (x, b, c), backward, "gemm")
 
 
 @profiled
