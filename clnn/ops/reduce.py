@@ -257,12 +257,14 @@ def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
 
 
 def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """Sum a broadcast gradient back down to ``shape``."""
+    """Sum a broadcast gradient back down to ``shape``: for backward functions, which autograd runs unrecorded
+    (the sums' own launch, without ``sum``'s checks and graph nodes)."""
     if g.shape == shape:
         return g
     pad = g.ndim - len(shape)
     axes = tuple(range(pad)) + tuple(pad + i for i, n in enumerate(shape) if n == 1 and g.shape[pad + i] != 1)
-    return reshape(sum(g, axes), shape)
+    values, _ = _launch("sum", g, axes)
+    return Tensor(values.data, shape, values.dtype, values.device)  # the kept dims' memory in ``shape``
 
 
 def _var(op: str, x: Tensor, dim: int | Sequence[int] | None, correction: float, keepdim: bool) -> Tensor:
