@@ -63,17 +63,15 @@ def sizes(tensors: Sequence[Tensor], wg: int) -> tuple[np.generic, np.generic, i
     return n, kernels.cl_vector(cltypes.int8, *blocks, *[blocks[-1]] * spare), blocks[-1]
 
 
-def buffers(dev: Device, tensors: Sequence[Tensor]) -> list[cl.Buffer]:
-    """``tensors``' buffers in the :func:`per_launch` slots of ``dev``'s kernels, unused ones repeating the first."""
-    return [t.data for t in tensors] + [tensors[0].data] * (per_launch(dev) - len(tensors))
-
-
-def launch(dev: Device, k: cl.Kernel, tensors: Sequence[Tensor], *args: object, before: Sequence[object] = ()) -> int:
-    """Launch ``k(*before, sizes, ends, *args)`` over ``tensors`` (at most :func:`per_launch`); the number of
-    work-groups."""
-    wg = kernels.group_size(dev)
-    n, ends, blocks = sizes(tensors, wg)
-    kernels.launch(dev, k, (blocks * wg,), (wg,), *before, n, ends, *args)
+def launch(dev: Device, k: cl.Kernel, roles: Sequence[Sequence[Tensor]], *args: object, before: Sequence[object] = (),
+           counted: tuple[np.generic, np.generic, int] | None = None) -> int:
+    """Launch ``k(*before, sizes, ends, *buffers, *args)`` over the tensors of ``roles[0]`` (at most
+    :func:`per_launch`), ``buffers`` each role's tensors in the kernel's slots (unused ones repeating the role's
+    first); ``counted``: ``sizes(roles[0], group_size(dev))`` when the caller has it. Returns the work-groups."""
+    wg, width = kernels.group_size(dev), per_launch(dev)
+    n, ends, blocks = counted or sizes(roles[0], wg)
+    buffers = [b for role in roles for b in [t.data for t in role] + [role[0].data] * (width - len(role))]
+    kernels.launch(dev, k, (blocks * wg,), (wg,), *before, n, ends, *buffers, *args)
     return blocks
 
 
@@ -87,7 +85,7 @@ def scale_(tensors: Sequence[Tensor], factor: float, coef: Tensor | None = None,
         spare = run[0].data  # stands for the coefficient or the flag where there is none: never read
         if coef is not None and (real := kernels.real_dtype(dtype)) not in coefs:
             coefs[real] = coef if coef.dtype == real else coef.astype(real)
-        launch(dev, kernel(dev, "scale_multi", dtype), run, *buffers(dev, run), kernels.real_scalar(dtype, factor),
+        launch(dev, kernel(dev, "scale_multi", dtype), [run], kernels.real_scalar(dtype, factor),
                np.int32(coef is not None), spare if coef is None else coefs[kernels.real_dtype(dtype)].data,
                np.int32(found is not None), spare if found is None else found.data)
 
@@ -101,11 +99,12 @@ def norm_partials(tensors: Sequence[Tensor], power: float) -> list[Tensor]:
     out = []
     for (dev, dtype), these in runs.items():
         wg = kernels.group_size(dev)
-        partials = empty((sum(sizes(run, wg)[2] for run in these),), kernels.real_dtype(dtype), dev)
+        counted = [sizes(run, wg) for run in these]
+        partials = empty((sum(c[2] for c in counted),), kernels.real_dtype(dtype), dev)
         k = kernel(dev, "norm_multi", dtype, MT_WG=wg)
+        code = kernels.real_scalar(dtype, 0.0 if power == math.inf else power)
         base = 0
-        for run in these:
-            code = kernels.real_scalar(dtype, 0.0 if power == math.inf else power)
-            base += launch(dev, k, run, *buffers(dev, run), code, partials.data, np.int32(base))
+        for run, c in zip(these, counted):
+            base += launch(dev, k, [run], code, partials.data, np.int32(base), counted=c)
         out.append(partials)
     return out

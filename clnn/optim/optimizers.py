@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -194,8 +193,7 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
-@dataclass(frozen=True)
-class _Update:
+class _Update(NamedTuple):
     """One parameter's ``optim_multi`` update: the optimizer code, flags, learning rate and scalars h0..h5 (its
     launch's key: parameters with equal keys share a launch), and its state buffers s0..s2."""
 
@@ -214,9 +212,7 @@ def _launch(dev: Device, dtype: np.dtype, run: list[tuple[Tensor, _Update]]) -> 
     """One ``optim_multi`` launch updating the parameters of ``run`` (equal keys; ``foreach.groups``)."""
     params, u = [p for p, _ in run], run[0][1]
     states = [[u.state[j] if j < len(u.state) else p for p, u in run] for j in range(3)]  # unused: p, untouched
-    foreach.launch(dev, foreach.kernel(dev, "optim_multi", dtype), params, *foreach.buffers(dev, params),
-                   *foreach.buffers(dev, [p.grad for p in params]),
-                   *(b for state in states for b in foreach.buffers(dev, state)),
+    foreach.launch(dev, foreach.kernel(dev, "optim_multi", dtype), [params, [p.grad for p in params], *states],
                    real_scalar(dtype, u.lr), *(real_scalar(dtype, v) for v in u.h + (0.0,) * (6 - len(u.h))),
                    before=(np.int32(_OPS[u.op]), np.int32(u.flags)))
 
