@@ -261,6 +261,7 @@ _checked: dict[str, float] = {}  # database path -> when its stamp was last read
 RECHECK_S = 0.25  # a database written by another process is seen within this long; this one's stores at once
 _merged: dict[tuple[str, int, str], tuple[Device, dict[str, Any]]] = {}  # params' results while nothing changes
 memo: dict[tuple, Any] = {}  # what planners derive from params (keyed by their arguments), dropped with them
+_memo_checked = -RECHECK_S  # when memoized last looked at the database (time.monotonic)
 
 
 def _forget() -> None:
@@ -329,6 +330,7 @@ def store(dev: Device, kernel: str, entry: dict[str, Any], path: Path | None = N
     with atomic_write(path, text=True) as f:
         json.dump({"format": 1, "devices": devices}, f, indent=1, sort_keys=True)
     _checked.pop(str(path), None)  # read again at the next op
+    _forget()  # and what ops kept from the old one is gone now, not at memoized's next look
 
 
 def reset(path: Path | None = None) -> bool:
@@ -373,8 +375,14 @@ def memoized(dev: Device, key: tuple, build: Callable[[], T]) -> T:
     """``build()`` for ``dev``, kept under ``key`` in :data:`memo` until the table, the database or an override
     changes: what an op derives from its parameters (a plan, a kernel and its vector width), found again in a dict
     lookup instead of rebuilt from :func:`params` on every call (the host's cost per op is what bounds a model of
-    short kernels)."""
-    load_db()  # drops the memo if the database changed
+    short kernels). The database is looked for at most every ``RECHECK_S`` here (its path is an environment
+    lookup): another process's writes, or another ``$CLNN_TUNING_DB``, reach ops within that time; this process's
+    stores, resets, overrides and table edits drop the memo at once."""
+    global _memo_checked
+    now = time.monotonic()
+    if now - _memo_checked >= RECHECK_S:
+        _memo_checked = now
+        load_db()  # drops the memo if the database changed
     hit = memo.get(key)
     if hit is not None and hit[0] is dev:
         return hit[1]

@@ -31,9 +31,12 @@ from clnn.ops.matmul import (
 
 @pytest.fixture
 def db(tmp_path, monkeypatch):
+    """A database of the test's own; reset afterwards, so that no op keeps what it read from it (ops look for the
+    database at most every tuning.RECHECK_S)."""
     path = tmp_path / "cache" / "tuning.json"
     monkeypatch.setenv("CLNN_TUNING_DB", str(path))
-    return path
+    yield path
+    tuning.reset(path)
 
 
 def test_tune_stores_shows_is_used_and_resets(dev, db, capsys):
@@ -233,6 +236,18 @@ def test_override_has_the_last_word_within_its_block(dev, db):
     with pytest.raises(ValueError, match=r"override: kernel must be one of .*; got 'wingrad'"), \
             tuning.override("wingrad", M=2):
         pass
+
+
+def test_ops_see_a_store_and_a_reset_at_once(dev, db):
+    """What ops keep from the parameters (tuning.memoized, looking for the database at most every RECHECK_S) is
+    dropped by this process's own store and reset at once."""
+    from clnn.ops import foreach
+
+    before = foreach.per_launch(dev)
+    tuning.store(dev, "foreach", {"params": {"TENSORS": 3}})
+    assert foreach.per_launch(dev) == 3
+    tuning.reset()
+    assert foreach.per_launch(dev) == before
 
 
 def test_another_database_is_read_at_once(dev, tmp_path, monkeypatch):
