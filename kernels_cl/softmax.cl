@@ -179,7 +179,8 @@ __kernel void softmax_bwd_wg(int log_out, int outer, int R, int inner, __global 
  *   gx[c] = gloss[g] * (S p[c] - coef[c]),  S = sum(coef),
  *   coef[c] = (1 - eps) w[t] (c == t) + eps / C w[c], or w[c] y'[c] for probabilities; ignored rows get 0.
  * ce_bwd and nll_bwd read gloss[g] as gscale * gloss[g * gstride]: gstride 0 gives every row a reduced loss's one
- * gradient, gscale its mean's 1/count (what a broadcast and a multiply would have made of it, bit for bit).
+ * gradient, gscale its mean's 1/count (what a broadcast and a multiply would have made of it, bit for bit in float32
+ * and float64; a half loss's product is no longer rounded to half first).
  * Probability targets get a gradient too when `grad_target` is set: gy[c] = -gloss[g] (1 - eps) w[c] log p[c].
  * Targets are int64, checked by the host (target_range) to lie in [0, C) unless equal to `ignore`. */
 inline real class_weight(__global const store_t *w, int weighted, long c) { return weighted ? LOAD(w, c) : 1; }

@@ -231,13 +231,14 @@ class MultiheadAttention(Module):
                 f"batch_first={self.batch_first}")
 
 
-_FUSED = {F.relu: "relu", F.gelu: "gelu"}  # the activations named by a string, as a product's store applies them
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}  # by name; a product's store applies them by the same names
+_FUSED = {fn: name for name, fn in _ACTIVATIONS.items()}
 
 
 def _activation(name: str, fn: str | Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     if callable(fn):
         return fn
-    return {"relu": F.relu, "gelu": F.gelu}[require_choice(f"{name}: activation", fn, ("relu", "gelu"))]
+    return _ACTIVATIONS[require_choice(f"{name}: activation", fn, tuple(_ACTIVATIONS))]
 
 
 class _FeedForward(Module):

@@ -62,6 +62,12 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     return Tensor(buf, shape, dt, dev)
 
 
+def view_as(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``t``'s memory as ``shape`` (the same number of elements), recorded nowhere: an op's view of its own
+    operands and results, where ``reshape`` would add a graph node."""
+    return t if t.shape == shape else Tensor(t.data, shape, t.dtype, t.device)
+
+
 def autocast(policy: str, *xs: Any) -> tuple[Any, ...]:
     """An op's tensor inputs cast for ``clnn.autocast``'s lists (unchanged outside it): ``"half"`` ops
     (matmul, linear, conv) take float32/float16/bfloat16 inputs in the autocast dtype, ``"float32"`` ops

@@ -16,7 +16,7 @@ from ..kernels import broadcast_strides, defines, group_size, real_scalar
 from ..profiler import profiled
 from ..tensor import HALF_DTYPES, Tensor, is_grad_enabled
 from ..validation import broadcast_shapes, require_float, require_tensor, same_device, same_dtype
-from ._core import autocast_loads, empty, record
+from ._core import autocast_loads, empty, record, view_as
 from .creation import tensor
 from .elementwise import UNARY, unary_grad
 from .reduce import broadcast_to, sum_to_shape
@@ -371,7 +371,8 @@ def _product(x: Tensor, tx: bool, y: Tensor, ty: bool, alpha: float, dtype: np.d
     as ``store`` (:func:`gemm_raw`): a gradient's product, recorded nowhere."""
     m, k = (x.shape[1], x.shape[0]) if tx else x.shape
     n = y.shape[0] if ty else y.shape[1]
-    return _view(gemm_raw(x, _strides(x, tx), y, _strides(y, ty), 1, m, n, k, alpha, dtype=dtype, store=store), (m, n))
+    out = gemm_raw(x, _strides(x, tx), y, _strides(y, ty), 1, m, n, k, alpha, dtype=dtype, store=store)
+    return view_as(out, (m, n))
 
 
 def _as(dtype: np.dtype, g: Tensor) -> Tensor:
@@ -411,18 +412,13 @@ def linear_act(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str =
         return _gemm(x, weight, bias, 1.0, 0.0 if bias is None else 1.0, False, True, activation, rows=True)
 
 
-def _view(t: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """``t``'s memory as ``shape`` (the same number of elements), recorded nowhere: for a product's own operands."""
-    return t if t.shape == shape else Tensor(t.data, shape, t.dtype, t.device)
-
-
 def _gemm(x: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, trans_a: bool, trans_b: bool,
           act: str = "none", rows: bool = False) -> Tensor:
     """:func:`gemm`'s product of ``op(x)`` and ``op(b)``, recorded; with ``rows`` (a Linear's), ``x`` may have any
     leading dims, its rows taken as the product's M and kept in the result's shape, with no reshapes recorded."""
     half, (x, b, c) = autocast_loads(x, b, c)
     dtype = _check_pair("gemm", x, b, half)
-    a = _view(x, (math.prod(x.shape[:-1]), x.shape[-1])) if rows and x.ndim >= 1 else x
+    a = view_as(x, (math.prod(x.shape[:-1]), x.shape[-1])) if rows and x.ndim >= 1 else x
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
     m, ka = (a.shape[1], a.shape[0]) if trans_a else a.shape
@@ -449,16 +445,16 @@ def _gemm(x: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
     pre = empty((m, n), dtype, a.device) if keeps_pre(act, x, b, cc) else None
     out = gemm_raw(a, _strides(a, trans_a), b, _strides(b, trans_b), 1, m, n, ka, alpha, beta, cc, c_strides,
                    dtype=dtype, act=act, pre=pre)
-    y = _view(out, (m, n)) if act != "none" else None
+    y = view_as(out, (m, n)) if act != "none" else None
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
-        g = _view(g, (m, n))
+        g = view_as(g, (m, n))
         if y is not None:
             g = act_backward(act, y, pre, g)
         ga = gb = gc = None
         # in the forward's dtype (rounding float32 operands as it did), each stored in its operand's dtype
         if x.requires_grad:  # d op(a) = alpha g op(b)^T; with trans_a, da = alpha op(b) g^T
-            ga = _view(_product(b, trans_b, g, True, alpha, dtype, a.dtype) if trans_a else
+            ga = view_as(_product(b, trans_b, g, True, alpha, dtype, a.dtype) if trans_a else
                        _product(g, False, b, not trans_b, alpha, dtype, a.dtype), x.shape)
         if b.requires_grad:  # d op(b) = alpha op(a)^T g; with trans_b, db = alpha g^T op(a)
             gb = (_product(g, True, a, trans_a, alpha, dtype, b.dtype) if trans_b else
@@ -467,7 +463,7 @@ def _gemm(x: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
             gc = _as(c.dtype, sum_to_shape(g if beta == 1 else g * beta, c.shape))
         return (ga, gb) if cc is None else (ga, gb, gc)
 
-    out = _view(out, (*x.shape[:-1], n) if rows else (m, n))
+    out = view_as(out, (*x.shape[:-1], n) if rows else (m, n))
     return record(out, (x, b) if cc is None else (x, b, c), backward, "gemm")
 
 

@@ -24,7 +24,7 @@ from ..validation import (
     require_number,
     require_tensor,
 )
-from ._core import autocast, empty, record
+from ._core import autocast, empty, record, view_as
 from .shape import permute, reshape, strided_copy
 
 OPS = kernels.op_codes("reduce.cl", "R_")
@@ -263,8 +263,7 @@ def sum_to_shape(g: Tensor, shape: tuple[int, ...]) -> Tensor:
         return g
     pad = g.ndim - len(shape)
     axes = tuple(range(pad)) + tuple(pad + i for i, n in enumerate(shape) if n == 1 and g.shape[pad + i] != 1)
-    values, _ = _launch("sum", g, axes)
-    return Tensor(values.data, shape, values.dtype, values.device)  # the kept dims' memory in ``shape``
+    return view_as(_launch("sum", g, axes)[0], shape)  # the kept dims' memory in ``shape``
 
 
 def _var(op: str, x: Tensor, dim: int | Sequence[int] | None, correction: float, keepdim: bool) -> Tensor:
