@@ -147,10 +147,6 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # single-buffered, 14.0 for 32x128
         "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
-    # laid over every tile kind for float16 and bfloat16 storage. PoCL: its software half conversions (HALF_SOFT)
-    # in 16-wide tiles took twice as long to build as in 8-wide ones (test_amp's rounding products: 116 s
-    # against 64), which the test suite could not afford
-    "half_tile": {"default": {}, "portable computing language": {"WN": 16, "VW": 8, "VWG": 8}},
     # conv.cl's implicit-GEMM kernels: the big tile each weighs against gemm_small (gemm.h's keys, laid over
     # gemm's tile; DB is ignored). `clnn tune --kernels conv` stores measured ones per device.
     "conv_fwd": {

@@ -18,7 +18,7 @@
  * (ResNet's 7x7 stride-2 stem, forward and weight gradient: 16.4 -> 12.7 and 15.2 -> 11.5 ms on Intel's runtime).
  * The store writes NCHW (or OIHW) directly, adding the bias; the forward's store then applies the
  * activation `act` (a unary.h code, negative: none) and with `keep` also writes the value before it to
- * `pre` (laid out as y), through gemm.h's store_act.
+ * `pre` (laid out as y), through gemm.h's STORE_ACT_LANES.
  * Local tiles are single-buffered here (gemm.h's DB is ignored); the k-slices' row tables are double-buffered
  * (the next slice's are written while this one's are read). With PF (gemm.h) each slice's gathers go to registers
  * before the multiply of the slice before and into local memory after it.
@@ -72,17 +72,15 @@ inline void zero_acc(realv acc[WM][NV]) {
             GATHER(X, t, p, true, q * (stride));        \
     } while (0)
 
-/* for each of the work-item's outputs (tile row r, tile column c, value) inside rows x cols: BODY */
-#define EACH_OUTPUT(rows, cols, BODY)                                           \
+/* for each of the work-item's accumulator vectors acc[i][v] in a tile row r inside `rows` (its lane q at tile
+ * column c0 + q): BODY */
+#define EACH_OUTPUT_VEC(rows, BODY)                                             \
     _Pragma("unroll") for (int i = 0; i < WM; ++i) {                            \
         const int r = ACC_ROW(i);                                               \
         if (row0 + r >= (rows)) break;                                          \
         _Pragma("unroll") for (int v = 0; v < NV; ++v) {                        \
-            const real *t_ = (const real *)&acc[i][v];                          \
-            _Pragma("unroll") for (int q = 0; q < VW; ++q) {                    \
-                const int c = (tx + v * RTN) * VW + q;                          \
-                if (col0 + c < (cols)) { const real val = t_[q]; BODY; }        \
-            }                                                                   \
+            const int c0 = (tx + v * RTN) * VW;                                 \
+            BODY;                                                               \
         }                                                                       \
     }
 
@@ -174,9 +172,10 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #undef FWD_STAGE
-    EACH_OUTPUT(Og, NP, {
+    EACH_OUTPUT_VEC(Og, {
         const int o = g * Og + row0 + r;
-        store_act(y, pre, qy[c] + (size_t)o * YO, has_bias ? val + LOAD(bias, o) : val, act, keep);
+        const realv val = has_bias ? acc[i][v] + LOAD(bias, o) : acc[i][v];
+        STORE_ACT_LANES(y, pre, val, act, keep, qy[c0 + q] + (size_t)o * YO, col0 + c0 + q < NP);
     })
 }
 #endif
@@ -301,7 +300,8 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #undef BWD_STAGE
-    EACH_OUTPUT(Og, NCOL, STORE_C(gw, (row0 + r) * NCOL + col0 + c, val))
+    EACH_OUTPUT_VEC(Og, STORE_ACT_LANES(gw, gw, acc[i][v], -1, 0, (row0 + r) * NCOL + col0 + c0 + q,
+                                        col0 + c0 + q < NCOL));
 }
 #endif
 

@@ -142,14 +142,13 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
                 continue;
             }
 #endif
-            const real *t = (const real *)&acc[i][v];
+            union { realv v; real s[VW]; } d = {(realv)0};
+            if (beta != 0) {
 #pragma unroll
-            for (int q = 0; q < VW; ++q) {
-                if (gj + q < N) {
-                    const real d = beta != 0 ? beta * LOAD_D(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs) : 0;
-                    store_act(C, P, (size_t)gi * N + gj + q, alpha * t[q] + d, act, keep);
-                }
+                for (int q = 0; q < VW; ++q)
+                    if (gj + q < N) d.s[q] = beta * LOAD_D(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs);
             }
+            STORE_ACT_LANES(C, P, alpha * acc[i][v] + d.v, act, keep, (size_t)gi * N + gj + q, gj + q < N);
         }
     }
 }

@@ -134,8 +134,9 @@ inline real round_store(float f) { return bf16_round(f); }
 #endif
 
 /* n elements at once: vec_widen<n>(bits) widens n stored elements (as read raw, RAW_T: a half's or bf16's
- * 16 bits) to real, vec_load<n>(p) reads and widens them (p aligned to n elements), vec_store<n>(p, v) narrows
- * and stores, vec_round<n>(f) is round_store of each (half and bf16 storage only) */
+ * 16 bits) to real, vec_load<n>(p) reads and widens them (p aligned to n elements), vec_narrow<n>(v) rounds them
+ * to their stored bits, vec_store<n>(p, v) narrows and stores, vec_round<n>(f) is round_store of each (half and
+ * bf16 storage only); narrow(v), one element's stored bits */
 #if STORE_HALF || STORE_BF16
 #define RAW_T ushort
 #define RAW(p, i) (((__global const ushort *)(p))[i])
@@ -149,6 +150,7 @@ inline real round_store(float f) { return bf16_round(f); }
 #define VEC_CONVERSIONS(n)                                                                                  \
     inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) { return CAT(half_bits_to_float, n)(h); }      \
     inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vec_widen, n)(VEC_LOAD_RAW(n, p)); } \
+    inline CAT(ushort, n) CAT(vec_narrow, n)(CAT(float, n) v) { return CAT(float_to_half_bits, n)(v); }   \
     inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) {                                      \
         *(__global CAT(ushort, n) *)p = CAT(float_to_half_bits, n)(v);                                      \
     }                                                                                                       \
@@ -159,6 +161,9 @@ inline real round_store(float f) { return bf16_round(f); }
 #define VEC_CONVERSIONS(n)                                                                                  \
     inline CAT(float, n) CAT(vec_widen, n)(CAT(ushort, n) h) { return CAT(convert_float, n)(CAT(as_half, n)(h)); } \
     inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vload_half, n)(0, p); }       \
+    inline CAT(ushort, n) CAT(vec_narrow, n)(CAT(float, n) v) {                                             \
+        return CAT(as_ushort, n)(CAT(CAT(convert_half, n), _rte)(v));                                       \
+    }                                                                                                       \
     inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) { CAT(vstore_half, n)(v, 0, p); }      \
     inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
         return CAT(convert_float, n)(CAT(CAT(convert_half, n), _rte)(f));                                   \
@@ -169,6 +174,11 @@ inline real round_store(float f) { return bf16_round(f); }
         return CAT(vload_half, n)(0, (__private const half *)&h);                                           \
     }                                                                                                       \
     inline CAT(float, n) CAT(vec_load, n)(__global const half *p) { return CAT(vload_half, n)(0, p); }       \
+    inline CAT(ushort, n) CAT(vec_narrow, n)(CAT(float, n) v) {                                             \
+        CAT(ushort, n) h;                                                                                   \
+        CAT(vstore_half, n)(v, 0, (__private half *)&h);                                                    \
+        return h;                                                                                           \
+    }                                                                                                       \
     inline void CAT(vec_store, n)(__global half *p, CAT(float, n) v) { CAT(vstore_half, n)(v, 0, p); }      \
     inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) {                                               \
         ushort h[n];                                                                                        \
@@ -183,13 +193,17 @@ inline real round_store(float f) { return bf16_round(f); }
     inline CAT(float, n) CAT(vec_load, n)(__global const bf16 *p) { return CAT(vec_widen, n)(VEC_LOAD_RAW(n, p)); } \
     BF16_ROUND(n)                                                                                           \
     inline CAT(float, n) CAT(vec_round, n)(CAT(float, n) f) { return CAT(bf16_round, n)(f); }               \
+    inline CAT(ushort, n) CAT(vec_narrow, n)(CAT(float, n) v) {                                             \
+        return CAT(convert_ushort, n)(CAT(as_uint, n)(CAT(vec_round, n)(v)) >> 16);                         \
+    }                                                                                                       \
     inline void CAT(vec_store, n)(__global bf16 *p, CAT(float, n) v) {                                      \
-        *(__global CAT(ushort, n) *)p = CAT(convert_ushort, n)(CAT(as_uint, n)(CAT(vec_round, n)(v)) >> 16); \
+        *(__global CAT(ushort, n) *)p = CAT(vec_narrow, n)(v);                                              \
     }
 #else
 #define VEC_CONVERSIONS(n)                                                                                  \
     inline CAT(REAL_T, n) CAT(vec_widen, n)(CAT(REAL_T, n) v) { return v; }                                 \
     inline CAT(REAL_T, n) CAT(vec_load, n)(__global const store_t *p) { return VEC_LOAD_RAW(n, p); }         \
+    inline CAT(REAL_T, n) CAT(vec_narrow, n)(CAT(REAL_T, n) v) { return v; }                                \
     inline void CAT(vec_store, n)(__global store_t *p, CAT(REAL_T, n) v) { *(__global CAT(REAL_T, n) *)p = v; }
 #endif
 #if VWG > 1
@@ -198,23 +212,58 @@ VEC_CONVERSIONS(VWG)
 #if VW > 1 && VW != VWG
 VEC_CONVERSIONS(VW)
 #endif
+#if STORE_HALF && HALF_SOFT
+#define narrow float_to_half_bits
+#elif STORE_HALF && HALF_CONVERT
+#define narrow(v) as_ushort(convert_half_rte(v))
+#elif STORE_HALF
+inline ushort narrow(float v) {
+    ushort h;
+    vstore_half(v, 0, (__private half *)&h);
+    return h;
+}
+#elif STORE_BF16
+#define narrow float_to_bf16
+#else
+#define narrow(v) (v)
+#endif
 
 /* C_REAL = 1: C is a k-split's buffer of `real` partials, stored unrounded (gemm_sum rounds their sum once) */
 #ifndef C_REAL
 #define C_REAL 0
 #endif
+/* c_raw_t, C_NARROW(v): C's elements as stored (a half's or bf16's bits), and a realv rounded to them at once */
+#if VW == 1
+#define NARROW_VW narrow
+#define ROUND_VW round_store
+#else
+#define NARROW_VW CAT(vec_narrow, VW)
+#define ROUND_VW CAT(vec_round, VW)
+#endif
 #if C_REAL
 typedef real c_t;
+#define C_RAW_T REAL_T
+#define C_NARROW(v) (v)
 #define STORE_C(p, i, v) ((p)[i] = (v))
 #define STORE_C_VEC(p, v) (*(__global realv *)(p) = (v))
 #elif C_F32
 typedef float c_t;
+#define C_RAW_T float
+#define C_NARROW ROUND_VW
 #define STORE_C(p, i, v) ((p)[i] = round_store((float)(v)))
 #define STORE_C_VEC(p, v) (*(__global realv *)(p) = CAT(vec_round, VW)(v))
 #else
 typedef store_t c_t;
+#define C_RAW_T RAW_T
+#define C_NARROW NARROW_VW
 #define STORE_C STORE
 #define STORE_C_VEC CAT(vec_store, VW)
+#endif
+typedef C_RAW_T c_raw_t;
+#if VW == 1
+typedef c_raw_t c_rawv;
+#else
+typedef CAT(C_RAW_T, VW) c_rawv;
 #endif
 /* Per operand X (A, B): its element type X_t, LOAD_X(p, i) (one element, as real), and for gathers its raw
  * element type X_RAW_T, X_RAW(p, i) (the stored bits, or a float32 operand's float), X_WIDEN (a vector of
@@ -265,6 +314,26 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
     if (keep) STORE_C(P, i, v);
     STORE_C(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
 }
+
+/* store_act(DST, PRE, OFF, lane q of VAL, ACT, KEEP) for the VW lanes q of the realv VAL where COND holds (COND
+ * and OFF: expressions of q): each vector is rounded to C's storage at once, then stored lane by lane as plain
+ * moves. A register block's epilogue unrolls this WM * NV times: rounding element by element (a half's score of
+ * integer operations, a bf16's branch) made PoCL's build of a 16-wide half tile take twice float32's. */
+#define STORE_ACT_LANES(DST, PRE, VAL, ACT, KEEP, OFF, COND)                                                \
+    do {                                                                                                    \
+        union { realv v; real s[VW]; } in_ = {VAL}, out_;                                                   \
+        union { c_rawv v; c_raw_t s[VW]; } raw_;                                                            \
+        if (KEEP) {                                                                                         \
+            raw_.v = C_NARROW(in_.v);                                                                       \
+            _Pragma("unroll") for (int q = 0; q < VW; ++q)                                                  \
+                if (COND) ((__global c_raw_t *)(PRE))[OFF] = raw_.s[q];                                     \
+        }                                                                                                   \
+        _Pragma("unroll") for (int q = 0; q < VW; ++q)                                                      \
+            out_.s[q] = (ACT) < 0 ? in_.s[q] : apply_unary(ACT, in_.s[q], 0, 0);                            \
+        raw_.v = C_NARROW(out_.v);                                                                          \
+        _Pragma("unroll") for (int q = 0; q < VW; ++q)                                                      \
+            if (COND) ((__global c_raw_t *)(DST))[OFF] = raw_.s[q];                                         \
+    } while (0)
 
 /* GATHER(X, t, p, COND, OFF): t[q] = operand X's element p[OFF] where COND holds, else 0, for q < VWG (OFF and
  * COND are expressions of q): the elements are read raw one at a time, then widened (and rounded) as one
