@@ -227,7 +227,7 @@ GRAD_PRODUCTS = [
 def test_product_backward_stores_float32_grads_without_a_half_copy(dev, rng, monkeypatch, half, name, fn, shapes,
                                                                     halves, direct):
     """Under autocast the backward of a product allocates its gradients and nothing else (but conv2d's copy of
-    its weights' taps, in their own type, for the input gradient's phases): the GEMM (or the
+    its weights' taps, rounded to the half type, for the input gradient's phases): the GEMM (or the
     convolution's kernel) stores a float32 operand's gradient in float32 (rounded to the half type, as the
     bit-equality tests check), not a half gradient widened into a second tensor (1.5x the bytes: the peak of a
     mixed-precision AlexNet step was the first Linear's weight gradient twice). A k-split's float32 partials are
@@ -257,7 +257,8 @@ def test_product_backward_stores_float32_grads_without_a_half_copy(dev, rng, mon
         with clnn.profiler.profile() as prof:
             y.backward(g)
     assert [x.grad.dtype for x in xs] == [x.dtype for x in xs]
-    taps = xs[1].nbytes if name.startswith("conv2d") else 0  # conv2d's input gradient copies each tap once
+    # conv2d's input gradient copies each tap once, in the half type
+    taps = xs[1].size * np.dtype(half).itemsize if name.startswith("conv2d") else 0
     assert prof.bytes_allocated == sum(x.nbytes for x in xs) + taps + sum(partial_bytes)
 
 

@@ -103,6 +103,27 @@ def test_every_float16_converts_as_numpy_does(dev, rng):
         _same_bits_or_both_nan(clnn.tensor(values).astype(clnn.float16).numpy(), expected)
 
 
+def test_float16_vector_conversions_are_exact(dev, rng):
+    """The conversions of whole vectors (an elementwise map's lanes; a product's rounding loads and stores: on x86
+    PoCL, F16C's instructions) as exact as the scalar ones above: every float16 through ``h * 1``, and float32
+    values through a product with 1 under autocast (each rounded to float16 as it is loaded, then added to 0)."""
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    finite = np.sort(halves[np.isfinite(halves)].astype(np.float64))
+    mids = (finite[1:] + finite[:-1]) / 2
+    wide = rng.standard_normal(20000) * np.exp2(rng.uniform(-30, 20, 20000))
+    values = np.concatenate([mids, mids * (1 + 2.0**-20), mids * (1 - 2.0**-20), wide,
+                             [65504, 65519.99, 65520, 3e38, 2.0**-25, 2.0**-26, np.inf, np.nan]])
+    values = np.concatenate([values, -values]).astype(np.float32)
+    with np.errstate(over="ignore"):
+        expected = (np.float32(0) + values.astype(np.float16).astype(np.float32)).astype(np.float16)
+    with clnn.use_device(dev):
+        _same_bits_or_both_nan((clnn.tensor(halves) * 1).numpy(), halves)
+        with clnn.autocast(dtype=clnn.float16):
+            product = clnn.tensor(np.ones((1, 1), np.float32)) @ clnn.tensor(values[None, :])
+        assert product.dtype == clnn.float16
+        _same_bits_or_both_nan(product.numpy()[0], expected)
+
+
 @pytest.mark.parametrize("dtype", HALVES, ids=str)
 @pytest.mark.parametrize("name, fn, ref, makers", OPS, ids=[o[0] for o in OPS])
 def test_op_matches_torch_on_half_inputs(dev, rng, dtype, name, fn, ref, makers):
