@@ -147,6 +147,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # single-buffered, 14.0 for 32x128
         "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
+    # laid over gemm_small's tile for float16 and bfloat16 storage. PoCL builds a 16-wide half tile in about twice
+    # an 8-wide one's time (7-8 s against 4), once per rounding variant of a product under autocast (test_amp, cold:
+    # 467 s against 329): its small products, most of the tests' and few of a model's, keep 8-wide tiles
+    "half_small": {"default": {}, "portable computing language": {"WN": 16, "VW": 8, "VWG": 8}},
     # conv.cl's implicit-GEMM kernels: the big tile each weighs against gemm_small (gemm.h's keys, laid over
     # gemm's tile; DB is ignored). `clnn tune --kernels conv` stores measured ones per device.
     "conv_fwd": {

@@ -63,7 +63,8 @@ def a_tile_elements(cfg: dict[str, int]) -> int:
 def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, int]:
     """The ``gemm.cl`` tile ``kind`` (``"gemm"``, or ``"gemm_small"`` for products with few rows or
     columns, or a convolution kernel's ``"conv_fwd"``, ``"conv_bwd_weight"``) for ``dev``: the tuning
-    choice (database, then table; a kind's entries are laid over ``"gemm"``'s), halved until it fits the device.
+    choice (database, then table; a kind's entries are laid over ``"gemm"``'s, and for half storage
+    ``"half_small"``'s over gemm_small's), halved until it fits the device.
 
     Halving TM, TN and TK together keeps the per-work-item block (WM, WN, VW; cut to what still divides the
     tile), divides the work-group by about 4 and local memory by about 8; a minimal scalar tile is the last
@@ -73,6 +74,8 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
         ValueError: the device cannot run even the minimal tile.
     """
     p = tuning.params(dev, "gemm") | tuning.params(dev, kind)
+    if kind == "gemm_small" and np.dtype(dtype) in HALF_DTYPES:
+        p |= tuning.params(dev, "half_small")
     cfg = {key: int(p.get(key, 0)) for key in _KEYS}
     if "VWG" not in p:
         cfg["VWG"] = cfg["VW"]
