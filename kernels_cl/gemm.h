@@ -136,7 +136,7 @@ inline real round_store(float f) { return bf16_round(f); }
 /* n elements at once: vec_widen<n>(bits) widens n stored elements (as read raw, RAW_T: a half's or bf16's
  * 16 bits) to real, vec_load<n>(p) reads and widens them (p aligned to n elements), vec_narrow<n>(v) rounds them
  * to their stored bits, vec_store<n>(p, v) narrows and stores, vec_round<n>(f) is round_store of each (half and
- * bf16 storage only); narrow(v), one element's stored bits */
+ * bf16 storage only) */
 #if STORE_HALF || STORE_BF16
 #define RAW_T ushort
 #define RAW(p, i) (((__global const ushort *)(p))[i])
@@ -212,34 +212,13 @@ VEC_CONVERSIONS(VWG)
 #if VW > 1 && VW != VWG
 VEC_CONVERSIONS(VW)
 #endif
-#if STORE_HALF && HALF_SOFT
-#define narrow float_to_half_bits
-#elif STORE_HALF && HALF_CONVERT
-#define narrow(v) as_ushort(convert_half_rte(v))
-#elif STORE_HALF
-inline ushort narrow(float v) {
-    ushort h;
-    vstore_half(v, 0, (__private half *)&h);
-    return h;
-}
-#elif STORE_BF16
-#define narrow float_to_bf16
-#else
-#define narrow(v) (v)
-#endif
 
 /* C_REAL = 1: C is a k-split's buffer of `real` partials, stored unrounded (gemm_sum rounds their sum once) */
 #ifndef C_REAL
 #define C_REAL 0
 #endif
-/* c_raw_t, C_NARROW(v): C's elements as stored (a half's or bf16's bits), and a realv rounded to them at once */
-#if VW == 1
-#define NARROW_VW narrow
-#define ROUND_VW round_store
-#else
-#define NARROW_VW CAT(vec_narrow, VW)
-#define ROUND_VW CAT(vec_round, VW)
-#endif
+/* c_raw_t, C_NARROW(v) (VW > 1): C's elements as stored (a half's or bf16's bits), and a realv rounded to them at
+ * once */
 #if C_REAL
 typedef real c_t;
 #define C_RAW_T REAL_T
@@ -249,20 +228,18 @@ typedef real c_t;
 #elif C_F32
 typedef float c_t;
 #define C_RAW_T float
-#define C_NARROW ROUND_VW
+#define C_NARROW CAT(vec_round, VW)
 #define STORE_C(p, i, v) ((p)[i] = round_store((float)(v)))
 #define STORE_C_VEC(p, v) (*(__global realv *)(p) = CAT(vec_round, VW)(v))
 #else
 typedef store_t c_t;
 #define C_RAW_T RAW_T
-#define C_NARROW NARROW_VW
+#define C_NARROW CAT(vec_narrow, VW)
 #define STORE_C STORE
 #define STORE_C_VEC CAT(vec_store, VW)
 #endif
 typedef C_RAW_T c_raw_t;
-#if VW == 1
-typedef c_raw_t c_rawv;
-#else
+#if VW > 1
 typedef CAT(C_RAW_T, VW) c_rawv;
 #endif
 /* Per operand X (A, B): its element type X_t, LOAD_X(p, i) (one element, as real), and for gathers its raw
@@ -319,6 +296,13 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
  * and OFF: expressions of q): each vector is rounded to C's storage at once, then stored lane by lane as plain
  * moves. A register block's epilogue unrolls this WM * NV times: rounding element by element (a half's score of
  * integer operations, a bf16's branch) made PoCL's build of a 16-wide half tile take twice float32's. */
+#if VW == 1
+#define STORE_ACT_LANES(DST, PRE, VAL, ACT, KEEP, OFF, COND)                                                \
+    do {                                                                                                    \
+        const int q = 0;                                                                                    \
+        if (COND) store_act(DST, PRE, OFF, VAL, ACT, KEEP);                                                 \
+    } while (0)
+#else
 #define STORE_ACT_LANES(DST, PRE, VAL, ACT, KEEP, OFF, COND)                                                \
     do {                                                                                                    \
         union { realv v; real s[VW]; } in_ = {VAL}, out_;                                                   \
@@ -334,6 +318,7 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
         _Pragma("unroll") for (int q = 0; q < VW; ++q)                                                      \
             if (COND) ((__global c_raw_t *)(DST))[OFF] = raw_.s[q];                                         \
     } while (0)
+#endif
 
 /* GATHER(X, t, p, COND, OFF): t[q] = operand X's element p[OFF] where COND holds, else 0, for q < VWG (OFF and
  * COND are expressions of q): the elements are read raw one at a time, then widened (and rounded) as one
