@@ -36,7 +36,7 @@ Pointwise transcendental functions on CUDA's float32 list (exp, log, pow, ...) s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -79,11 +79,15 @@ def autocast(dtype: Any = float16, enabled: bool = True) -> Iterator[None]:
 class GradScaler:
     """Dynamic loss scaling with ``torch.amp.GradScaler``'s semantics and defaults.
 
-    ``scale(loss)`` multiplies the loss by the scale; ``step(optimizer)`` unscales the gradients (unless
-    ``unscale_`` already did) and skips the update when any gradient is inf or NaN; ``update()`` halves
-    the scale after a skipped step and doubles it after ``growth_interval`` steps in a row without one.
-    ``unscale_`` is one in-place launch per ``foreach.per_launch`` gradients (8 on GPUs, 1 on CPUs; ``optim.cl``'s
-    ``scale_multi``: no copy of a gradient) that also raises a device-side inf/NaN flag, read back once per step.
+    ``scale(loss)`` multiplies the loss by the scale; ``step(optimizer)`` updates with unscaled gradients and
+    skips the update when any gradient is inf or NaN; ``update()`` halves the scale after a skipped step and
+    doubles it after ``growth_interval`` steps in a row without one.
+
+    ``unscale_`` (before clipping or reading gradients) is one in-place launch per ``foreach.per_launch``
+    gradients (8 on GPUs, 1 on CPUs; ``optim.cl``'s ``scale_multi``) that also raises a device-side inf/NaN flag.
+    Without it, ``step`` checks the gradients in a read-only pass (``check_multi``) and the optimizer's update
+    unscales them as it reads them, leaving ``.grad`` scaled, as torch's fused optimizers do. Either way the flag
+    is read back once per step.
 
     Example:
         >>> scaler = clnn.amp.GradScaler()
@@ -132,45 +136,73 @@ class GradScaler:
         require_instance("GradScaler.unscale_: optimizer", optimizer, Optimizer, "a clnn.optim.Optimizer")
         if not self._enabled:
             return
-        key = id(optimizer)
-        if key in self._found_inf:
-            raise RuntimeError("GradScaler.unscale_: already called on this optimizer since the last update()")
-        if key in self._stepped:
-            raise RuntimeError("GradScaler.unscale_: called after step(); unscale_ comes before step()")
-        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        if not params:
-            raise ValueError("GradScaler.unscale_: no parameter of the optimizer has a gradient; call "
-                             "scaler.scale(loss).backward() first")
-        half = [p for p in params if p.grad.dtype == float16]
-        if half:
-            raise ValueError(f"GradScaler.unscale_: expects float32 gradients; got float16 for a parameter of shape "
-                             f"{half[0].shape} (keep float32 master weights and run the forward under autocast)")
-        inv = float(np.float32(1.0 / np.float64(self._scale)))
+        params = self._scaled_params(optimizer, "unscale_")
         seen = set()
         for p in params:  # gradients sharing memory (autograd hands one to several leaves) get their own copy
             if id(p.grad.data) in seen:
                 p.grad = p.grad.clone()
             seen.add(id(p.grad.data))
-        found = {}  # device -> its int32 inf/NaN flag
+        inv = float(np.float32(1.0 / np.float64(self._scale)))
+        self._found_inf[id(optimizer)] = self._any_nonfinite(
+            params, lambda grads, flag: foreach.scale_(grads, inv, found=flag))
+
+    def step(self, optimizer: Optimizer, *args: Any, **kwargs: Any) -> Any:
+        """``optimizer.step()`` on unscaled gradients, skipped if any is inf or NaN; returns None.
+
+        Without ``unscale_`` first, the update reads each gradient times 1/scale and leaves ``.grad`` scaled.
+
+        Raises:
+            RuntimeError: called twice for ``optimizer`` since the last ``update()``, or given a ``closure`` (the
+                closure's backward would come after the inf/NaN check; torch refuses it too).
+        """
+        require_instance("GradScaler.step: optimizer", optimizer, Optimizer, "a clnn.optim.Optimizer")
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if args or kwargs:
+            raise RuntimeError("GradScaler.step: a closure is not supported (as torch.amp.GradScaler): run the "
+                               "forward and scaler.scale(loss).backward() before step()")
+        key = id(optimizer)
+        if key in self._stepped:
+            raise RuntimeError("GradScaler.step: already called on this optimizer since the last update()")
+        unscale = 1.0
+        if key not in self._found_inf:
+            params = self._scaled_params(optimizer, "step")
+            self._found_inf[key] = self._any_nonfinite(params, foreach.check_finite)
+            unscale = float(np.float32(1.0 / np.float64(self._scale)))
+        self._stepped.add(key)
+        if not self._found_inf[key]:
+            optimizer._step(unscale)
+        return None
+
+    def _scaled_params(self, optimizer: Optimizer, caller: str) -> list[Tensor]:
+        """``optimizer``'s parameters that have a gradient, checked for ``caller`` (unscale_ or step)."""
+        key = id(optimizer)
+        if key in self._found_inf:
+            raise RuntimeError(f"GradScaler.{caller}: unscale_ was already called on this optimizer since the last "
+                               "update()")
+        if key in self._stepped:
+            raise RuntimeError(f"GradScaler.{caller}: called after step(); unscale_ comes before step()")
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        if not params:
+            raise ValueError(f"GradScaler.{caller}: no parameter of the optimizer has a gradient; call "
+                             "scaler.scale(loss).backward() first")
+        half = [p for p in params if p.grad.dtype == float16]
+        if half:
+            raise ValueError(f"GradScaler.{caller}: expects float32 gradients; got float16 for a parameter of shape "
+                             f"{half[0].shape} (keep float32 master weights and run the forward under autocast)")
+        return params
+
+    @staticmethod
+    def _any_nonfinite(params: list[Tensor], run: Callable[[list[Tensor], Tensor], None]) -> bool:
+        """``run(gradients, flag)`` per device, with a zeroed int32 inf/NaN flag each; whether one was raised
+        (the step's one read per device)."""
+        found: dict[Any, Tensor] = {}
         for p in params:
             if p.grad.device not in found:
                 found[p.grad.device] = zeros(1, dtype=np.int32, device=p.grad.device)  # a fill: no wait
         for dev, flag in found.items():
-            foreach.scale_([p.grad for p in params if p.grad.device is dev], inv, found=flag)
-        self._found_inf[key] = any(f.item() for f in found.values())  # the step's one read per device
-
-    def step(self, optimizer: Optimizer, *args: Any, **kwargs: Any) -> Any:
-        """``optimizer.step()`` on unscaled gradients, skipped (returning None) if any is inf or NaN."""
-        require_instance("GradScaler.step: optimizer", optimizer, Optimizer, "a clnn.optim.Optimizer")
-        if not self._enabled:
-            return optimizer.step(*args, **kwargs)
-        key = id(optimizer)
-        if key in self._stepped:
-            raise RuntimeError("GradScaler.step: already called on this optimizer since the last update()")
-        if key not in self._found_inf:
-            self.unscale_(optimizer)
-        self._stepped.add(key)
-        return None if self._found_inf[key] else optimizer.step(*args, **kwargs)
+            run([p.grad for p in params if p.grad.device is dev], flag)
+        return any(f.item() for f in found.values())
 
     def update(self, new_scale: float | None = None) -> None:
         """Back the scale off if this step saw inf/NaN, grow it after ``growth_interval`` clean steps, or set

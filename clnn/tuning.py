@@ -80,10 +80,11 @@ def _watched(value: Any) -> Any:
 
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "storage": {  # defined for every program on the device: clnn_dtype.h's conversions, unary.h's erfc
-        "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0},
+        "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0, "SQRT_BUILTIN": 0},
         # PoCL calls vload_half / vstore_half out of line: a float16 conv ran 2x float32's time with them; its erfc
-        # took 26 ns per element (GELU over 4.2M: 109 ms forward, 119 backward in the GPT example's step)
-        "portable computing language": {"HALF_SOFT": 1, "ERFC_SOFT": 1},
+        # took 26 ns per element (GELU over 4.2M: 109 ms forward, 119 backward in the GPT example's step); its sqrt
+        # and rsqrt stop its vectorizing (Adam over AlexNet's 58M parameters: 102 ms of a 750 ms step)
+        "portable computing language": {"HALF_SOFT": 1, "ERFC_SOFT": 1, "SQRT_BUILTIN": 1},
     },
     "softmax": {  # VW: softmax.cl's *_vec kernels (one work-item per contiguous row, VW-wide vectors), 0: none
         "default": {"VW": 0},
@@ -246,8 +247,15 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # launch, at most optim.cl's MT_SLOTS. GPUs: a launch costs the host 30-45 us through NVIDIA's OpenCL (H200),
     # where the GPT example's step made 553 launches for 5.5 ms of kernels. CPUs vectorize the one-tensor kernel
     # only (ms, one tensor per launch / 8): AdamW over 49 tensors of 1.8M floats, Intel's runtime 1.0 / 1.8, PoCL
-    # 3.6 / 3.2; an in-place scale of AlexNet's 57M gradient floats, PoCL 15 / 38
-    "foreach": {"default": {"TENSORS": 8}, "cpu": {"TENSORS": 1}},
+    # 3.6 / 3.2; an in-place scale of AlexNet's 57M gradient floats, PoCL 15 / 38. CHECK_VW: the elements a
+    # work-item of GradScaler.step's inf/NaN check (check_multi) tests at once: on CPUs an element each read 20 GB/s
+    # (both runtimes), 16 at once 46-51; GPUs take 4 (16-byte loads, neighbours coalesced), unmeasured.
+    # STATIC (one tensor per launch only): the optimizer and its flags built in, and whole work-groups updating
+    # without a test of their index (optim.cl's STATIC_OP, MT_WHOLE): PoCL vectorizes the update across work-items
+    # only so (Adam over 16M floats 22 ms, 17.5 with the op built in, 7.4 with both); Intel's runtime vectorizes it
+    # as it is, and lost by the untested groups (7.6 -> 9.9 ms)
+    "foreach": {"default": {"TENSORS": 8, "CHECK_VW": 4, "STATIC": 0}, "cpu": {"TENSORS": 1, "CHECK_VW": 16},
+                "portable computing language": {"STATIC": 1}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

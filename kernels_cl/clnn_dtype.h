@@ -54,6 +54,9 @@
 #ifndef USE_FP16
 #define USE_FP16 0
 #endif
+#ifndef SQRT_BUILTIN
+#define SQRT_BUILTIN 0
+#endif
 
 #if USE_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -163,6 +166,20 @@ HALF_SOFT_NARROW(16)
 #define FINITE(v) ((as_ulong((double)(v)) & 0x7FF0000000000000UL) != 0x7FF0000000000000UL)
 #else
 #define FINITE(v) ((as_uint((float)(v)) & 0x7F800000u) != 0x7F800000u)
+#endif
+
+/* SQRT(x), RSQRT(x): a scalar real's square root and its reciprocal. PoCL calls sqrt and rsqrt out of line, which
+ * stops its vectorizing across work-items; clang's builtin is the correctly rounded instruction (SQRT_BUILTIN,
+ * PoCL: Adam over 16M floats 22 -> 7.7 ms) */
+#if SQRT_BUILTIN && USE_FP64
+#define SQRT(x) __builtin_sqrt(x)
+#define RSQRT(x) (1 / __builtin_sqrt(x))
+#elif SQRT_BUILTIN
+#define SQRT(x) __builtin_sqrtf(x)
+#define RSQRT(x) (1 / __builtin_sqrtf(x))
+#else
+#define SQRT(x) sqrt(x)
+#define RSQRT(x) rsqrt(x)
 #endif
 
 typedef STORE_T store_t;

@@ -448,6 +448,54 @@ def test_grad_scaler_unscales_in_place_in_multi_tensor_launches_and_one_read(dev
         assert scaler._found_inf[id(opt)] == (bad is not None)
 
 
+@pytest.mark.parametrize("make", [lambda ps: clnn.optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: clnn.optim.Adam(ps, lr=0.01), lambda ps: clnn.optim.RMSprop(ps)],
+                         ids=["sgd", "adam", "rmsprop"])
+@pytest.mark.parametrize("dtype", [clnn.float32, clnn.bfloat16], ids=str)
+@pytest.mark.parametrize("bad", [None, np.nan], ids=["finite", "nan"])
+def test_grad_scaler_step_unscales_in_the_update(dev, rng, monkeypatch, make, dtype, bad):
+    """step without unscale_ checks the gradients read-only (check_multi) and the update reads them times
+    1/scale: the parameters equal unscale_-then-step's bit for bit, .grad stays scaled, one flag read per step,
+    and an inf or NaN in any gradient skips the update."""
+    from clnn import kernels
+    from clnn.ops import foreach
+
+    shapes = ((7, 3), (5,), (1,), *((k,) for k in range(2, foreach.MT + 2)))
+    values = [rng.standard_normal(s).astype(np.float32) * 1e3 for s in shapes]
+    if bad is not None:
+        values[-1][rng.integers(values[-1].size)] = bad
+    init = [rng.standard_normal(s) for s in shapes]
+    with clnn.use_device(dev):
+        def model():
+            params = [clnn.tensor(a, dtype=dtype, requires_grad=True) for a in init]
+            for p, v in zip(params, values):
+                p.grad = clnn.tensor(v, dtype=dtype)
+            return params, make(params), clnn.amp.GradScaler(init_scale=2.0**7)
+
+        params, opt, scaler = model()
+        scaler.unscale_(opt)
+        scaler.step(opt)
+        fused, fused_opt, fused_scaler = model()
+        grads = [_bits(p.grad) for p in fused]
+        launches, reads = [], []
+        launch, download = kernels.launch, dev.download
+        monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+        monkeypatch.setattr(dev, "download", lambda *a: reads.append(1) or download(*a))
+        assert fused_scaler.step(fused_opt) is None
+        monkeypatch.undo()
+        runs = -(-len(shapes) // foreach.per_launch(dev))
+        assert launches == ["check_multi"] * runs + ["optim_multi"] * runs * (bad is None), launches
+        assert len(reads) == 1
+        for p, q, a, g in zip(params, fused, init, grads):
+            np.testing.assert_array_equal(_bits(q), _bits(p))
+            assert np.array_equal(_bits(q), _bits(clnn.tensor(a, dtype=dtype))) == (bad is not None)
+            np.testing.assert_array_equal(_bits(q.grad), g)
+        fused_scaler.update()
+        assert fused_scaler.get_scale() == 2.0**7 * (0.5 if bad is not None else 1)
+        with pytest.raises(RuntimeError, match="closure"):
+            fused_scaler.step(fused_opt, lambda: None)
+
+
 def test_grad_scaler_state_dict_round_trips_with_torch():
     theirs = torch.amp.GradScaler("cpu", init_scale=512.0, growth_interval=7)
     ours = clnn.amp.GradScaler()

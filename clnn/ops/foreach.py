@@ -1,8 +1,8 @@
 """Multi-tensor launches (torch's ``_foreach_`` ops): one kernel over up to ``MT`` tensors at a time.
 
-``optim.cl``'s ``optim_multi``, ``scale_multi`` and ``norm_multi`` take a group of same-dtype tensors as ``MT``
-buffer arguments per role, their sizes and the running totals of their blocks (a work-group's worth of
-elements) as ``int8``s; each work-group finds its tensor and block from those. An optimizer
+``optim.cl``'s ``optim_multi``, ``scale_multi``, ``check_multi`` and ``norm_multi`` take a group of same-dtype
+tensors as ``MT`` buffer arguments per role, their sizes and the running totals of their blocks (a work-group's
+worth of elements) as ``int8``s; each work-group finds its tensor and block from those. An optimizer
 step, GradScaler's unscale and ``clip_grad_norm_`` then cost a launch per ``MT`` tensors instead of one (or
 four) per tensor: on GPUs, where each launch costs the host tens of microseconds, that is most of a small
 model's step. CPUs, whose launches are cheap and whose compilers vectorize only the one-tensor kernel, take a
@@ -38,7 +38,13 @@ def kernel(dev: Device, name: str, dtype: np.dtype, **extra: object) -> cl.Kerne
     """``optim.cl``'s multi-tensor kernel ``name`` for ``dtype``, built for ``dev``'s tensors per launch."""
     key = ("foreach kernel", id(dev), name, np.dtype(dtype), *extra.items())
     return tuning.memoized(dev, key, lambda: kernels.kernel(
-        dev, "optim.cl", name, kernels.defines(dtype, MT_TENSORS=per_launch(dev), **extra)))
+        dev, "optim.cl", name, kernels.defines(dtype, MT_TENSORS=per_launch(dev), MT_WHOLE_GROUPS=int(static(dev)),
+                                               **extra)))
+
+
+def static(dev: Device) -> bool:
+    """Whether ``dev``'s one-tensor launches build their op in (tuning's ``foreach`` STATIC)."""
+    return per_launch(dev) == 1 and bool(tuning.params(dev, "foreach")["STATIC"])
 
 
 def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]]) -> Iterator[tuple[Device, Any, list[T]]]:
@@ -53,11 +59,11 @@ def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]]) -> Iterat
             yield dev, rest, run[i : i + size]
 
 
-def sizes(tensors: Sequence[Tensor], wg: int) -> tuple[np.generic, np.generic, int]:
+def sizes(tensors: Sequence[Tensor], wg: int, per_item: int = 1) -> tuple[np.generic, np.generic, int]:
     """The ``int8``s of ``tensors``' sizes and of their blocks' running totals (unused slots: 0 and the total)
-    for work-groups of ``wg``, and the number of blocks."""
+    for work-groups of ``wg`` work-items taking ``per_item`` elements each, and the number of blocks."""
     counts = [t.size for t in tensors]
-    blocks = list(itertools.accumulate(-(-c // wg) for c in counts))
+    blocks = list(itertools.accumulate(-(-c // (wg * per_item)) for c in counts))
     spare = MT - len(tensors)
     n = kernels.cl_vector(cltypes.int8, *counts, *[0] * spare)
     return n, kernels.cl_vector(cltypes.int8, *blocks, *[blocks[-1]] * spare), blocks[-1]
@@ -88,6 +94,15 @@ def scale_(tensors: Sequence[Tensor], factor: float, coef: Tensor | None = None,
         launch(dev, kernel(dev, "scale_multi", dtype), [run], kernels.real_scalar(dtype, factor),
                np.int32(coef is not None), spare if coef is None else coefs[kernels.real_dtype(dtype)].data,
                np.int32(found is not None), spare if found is None else found.data)
+
+
+def check_finite(tensors: Sequence[Tensor], found: Tensor) -> None:
+    """Set ``found`` (an int32 tensor of one element) to 1 when an element of ``tensors`` (contiguous) is inf or NaN,
+    reading them only."""
+    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
+        vw = int(tuning.params(dev, "foreach")["CHECK_VW"])
+        launch(dev, kernel(dev, "check_multi", dtype, CHECK_VW=vw), [run], found.data,
+               counted=sizes(run, kernels.group_size(dev), vw))
 
 
 def norm_partials(tensors: Sequence[Tensor], power: float) -> list[Tensor]:

@@ -89,6 +89,12 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        self._step(1.0)
+        return loss
+
+    def _step(self, unscale: float) -> None:
+        """The update of every parameter that has a gradient, reading each gradient times ``unscale``
+        (``GradScaler.step``'s 1/scale, which so needs no pass of its own over the gradients)."""
         with profiler.scope(f"{type(self).__name__}.step"):
             updates = []
             for group in self.param_groups:
@@ -102,8 +108,7 @@ class Optimizer:
                         )
                     updates.append((p, self._update(p, group, self.state.setdefault(id(p), {}))))
             for dev, (dtype, _), run in foreach.groups(updates, lambda u: (u[0].device, (u[0].dtype, u[1].key))):
-                _launch(dev, dtype, run)
-        return loss
+                _launch(dev, dtype, run, unscale)
 
     def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> _Update:
         """Advance ``p``'s state (creating it on the first step) and return the launch that updates ``p``."""
@@ -208,12 +213,15 @@ class _Update(NamedTuple):
         return self.op, self.flags, self.lr, self.h, len(self.state)
 
 
-def _launch(dev: Device, dtype: np.dtype, run: list[tuple[Tensor, _Update]]) -> None:
-    """One ``optim_multi`` launch updating the parameters of ``run`` (equal keys; ``foreach.groups``)."""
+def _launch(dev: Device, dtype: np.dtype, run: list[tuple[Tensor, _Update]], unscale: float) -> None:
+    """One ``optim_multi`` launch updating the parameters of ``run`` (equal keys; ``foreach.groups``), reading
+    their gradients times ``unscale``."""
     params, u = [p for p, _ in run], run[0][1]
     states = [[u.state[j] if j < len(u.state) else p for p, u in run] for j in range(3)]  # unused: p, untouched
-    foreach.launch(dev, foreach.kernel(dev, "optim_multi", dtype), [params, [p.grad for p in params], *states],
-                   real_scalar(dtype, u.lr), *(real_scalar(dtype, v) for v in u.h + (0.0,) * (6 - len(u.h))),
+    built_in = {"STATIC_OP": _OPS[u.op], "STATIC_FLAGS": u.flags} if foreach.static(dev) else {}
+    k = foreach.kernel(dev, "optim_multi", dtype, **built_in)
+    foreach.launch(dev, k, [params, [p.grad for p in params], *states],
+                   *(real_scalar(dtype, v) for v in (unscale, u.lr, *u.h) + (0.0,) * (6 - len(u.h))),
                    before=(np.int32(_OPS[u.op]), np.int32(u.flags)))
 
 

@@ -13,6 +13,7 @@ most: Oclgrind interprets every work-item, about 1,000 times slower than PoCL).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -687,14 +688,18 @@ def optim(dt: np.dtype, rng: np.random.Generator) -> None:
         lambda p: opt.AdamW(p, lr=0.01),
         lambda p: opt.RMSprop(p, lr=0.01, momentum=0.9, centered=True, weight_decay=0.01),
     ]
-    for make in makers:
-        p = _leaf(rng, (5, 7), dt)
-        o = make([p])
-        for _ in range(2):
-            o.zero_grad()
-            (p * p).sum().backward()
-            o.step()
-        finite(f"{type(o).__name__} step", dt, p)
+    # and as PoCL builds them (optim.cl's STATIC_OP, MT_WHOLE): a tensor per launch, the update of its whole
+    # work-groups untested, a tail that is not
+    for pose in (contextlib.nullcontext(), tuning.override("foreach", TENSORS=1, STATIC=1)):
+        with pose:
+            for make in makers:
+                p = _leaf(rng, (9, 31), dt)
+                o = make([p])
+                for _ in range(2):
+                    o.zero_grad()
+                    (p * p).sum().backward()
+                    o.step()
+                finite(f"{type(o).__name__} step", dt, p)
     leaves = [_leaf(rng, (k, 3), dt) for k in range(1, 11)]  # clip_grad_norm_'s multi-tensor passes: two launches each
     for norm_type in (2.0, math.inf):
         for p in leaves:
@@ -707,6 +712,10 @@ def optim(dt: np.dtype, rng: np.random.Generator) -> None:
         scaler = clnn.amp.GradScaler(init_scale=4.0)
         scaler.unscale_(opt.SGD([p], lr=0.1))
         finite("GradScaler.unscale_", dt, p.grad)
+        q = _leaf(rng, (3, 7), dt)  # step without unscale_: a read-only check (check_multi) and the update unscaling
+        q.grad = clnn.tensor(data(rng, q.shape, dt))
+        scaler.step(opt.Adam([q], lr=0.1))
+        finite("GradScaler.step", dt, q)
 
 
 # One row per op family: (function, dtypes it runs in). float16 and bfloat16 are storage-only on Oclgrind.
