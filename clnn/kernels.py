@@ -69,6 +69,7 @@ class KernelBuildError(RuntimeError):
 
 _programs: dict[tuple, cl.Program] = {}
 _kernels: dict[tuple, cl.Kernel] = {}  # (context, file, name, defines as given) -> its cl.Kernel
+tuning.on_change(_kernels.clear)  # the storage row's defines are not in that key
 _of_program: dict[tuple[int, str], cl.Kernel] = {}  # (program, name) -> the one cl.Kernel made from it
 _untyped: set[cl.Kernel] = set()  # made by kernel(), not launched yet: launch() declares their scalar types
 _lock = threading.Lock()
@@ -240,11 +241,15 @@ def launch_1d(dev: Device, k: cl.Kernel, n: int, *args: object) -> None:
 
 def launch_by_rows(dev: Device, k: cl.Kernel, geometry: tuple[int, int, int], *args: object) -> None:
     """Launch ``k(outer, G, inner, *args)`` over a tensor viewed as ``geometry`` = (outer, G, inner) by rows
-    (clnn_shape.h's group_elem): the inner elements of each (o, c), or the G groups of each o when inner is 1;
-    work-groups of a power-of-two run of a row (up to 256) times as many rows as make up about 256 work-items."""
+    (clnn_shape.h's FOR_GROUP_ELEMS): the inner elements of each (o, c), or the G groups of each o when inner is 1;
+    work-groups of a power-of-two run of a row (up to 256) times as many rows as make up about 256 work-items, or
+    where the device walks rows (tuning's storage GROUP_WALK), a work-item per run of GROUP_WALK of a row."""
     outer, groups, inner = geometry
     cols, rows = (inner, outer * groups) if inner > 1 else (groups, outer)
-    if cols > 0 and rows > 0:
+    walk = int(tuning.params(dev, "storage")["GROUP_WALK"])
+    if walk and cols > 0:
+        launch_1d(dev, k, rows * -(-cols // walk), *(np.int32(v) for v in geometry), *args)
+    elif cols > 0 and rows > 0:
         wg = group_size(dev)
         across = min(wg, 1 << (cols - 1).bit_length())
         launch(dev, k, (cols, rows), (across, min(wg // across, 1 << (rows - 1).bit_length())),

@@ -79,12 +79,15 @@ def _watched(value: Any) -> Any:
 
 
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
-    "storage": {  # defined for every program on the device: clnn_dtype.h's conversions, unary.h's erfc
-        "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0, "SQRT_BUILTIN": 0},
+    "storage": {  # defined for every program on the device: clnn_dtype.h's conversions and builtins, unary.h's erfc,
+        # clnn_shape.h's walks
+        "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0, "MATH_BUILTIN": 0, "GROUP_WALK": 0},
         # PoCL calls vload_half / vstore_half out of line: a float16 conv ran 2x float32's time with them; its erfc
-        # took 26 ns per element (GELU over 4.2M: 109 ms forward, 119 backward in the GPT example's step); its sqrt
-        # and rsqrt stop its vectorizing (Adam over AlexNet's 58M parameters: 102 ms of a 750 ms step)
-        "portable computing language": {"HALF_SOFT": 1, "ERFC_SOFT": 1, "SQRT_BUILTIN": 1},
+        # took 26 ns per element (GELU over 4.2M: 109 ms forward, 119 backward in the GPT example's step); its
+        # sqrt, rsqrt and fma calls stop its vectorizing (MATH_BUILTIN; Adam over AlexNet's 58M parameters: 102 ms
+        # of a 750 ms step). GROUP_WALK: clnn_shape.h's FOR_GROUP_ELEMS walks runs of rows (batch norm's apply,
+        # 16x96x27x27: 2.1 -> 0.13 ms on PoCL; Intel's runtime, which vectorizes across work-items, 0.3 -> 0.66)
+        "portable computing language": {"HALF_SOFT": 1, "ERFC_SOFT": 1, "MATH_BUILTIN": 1, "GROUP_WALK": 4096},
     },
     "softmax": {  # VW: softmax.cl's *_vec kernels (one work-item per contiguous row, VW-wide vectors), 0: none
         "default": {"VW": 0},
@@ -272,10 +275,22 @@ memo: dict[tuple, Any] = {}  # what planners derive from params (keyed by their 
 _memo_checked = -RECHECK_S  # when memoized last looked at the database (time.monotonic)
 
 
+_derived: list[Callable[[], None]] = []  # clears of caches elsewhere that hold what params gave (on_change)
+
+
+def on_change(clear: Callable[[], None]) -> None:
+    """Call ``clear`` whenever the table, the database or an override changes (kernels.py's kernel lookup keys
+    on the defines a caller gives, not on the storage row every program also takes)."""
+    _derived.append(clear)
+
+
 def _forget() -> None:
-    """Drop :func:`params`' kept results and :data:`memo`: the table or the database changed."""
+    """Drop :func:`params`' kept results, :data:`memo` and what :func:`on_change` registered: the table or the
+    database changed."""
     _merged.clear()
     memo.clear()
+    for clear in _derived:
+        clear()
 
 
 @functools.lru_cache(maxsize=16)

@@ -54,8 +54,8 @@
 #ifndef USE_FP16
 #define USE_FP16 0
 #endif
-#ifndef SQRT_BUILTIN
-#define SQRT_BUILTIN 0
+#ifndef MATH_BUILTIN
+#define MATH_BUILTIN 0
 #endif
 
 #if USE_FP64
@@ -168,18 +168,22 @@ HALF_SOFT_NARROW(16)
 #define FINITE(v) ((as_uint((float)(v)) & 0x7F800000u) != 0x7F800000u)
 #endif
 
-/* SQRT(x), RSQRT(x): a scalar real's square root and its reciprocal. PoCL calls sqrt and rsqrt out of line, which
- * stops its vectorizing across work-items; clang's builtin is the correctly rounded instruction (SQRT_BUILTIN,
- * PoCL: Adam over 16M floats 22 -> 7.7 ms) */
-#if SQRT_BUILTIN && USE_FP64
+/* SQRT(x), RSQRT(x), FMA(a, b, c): a scalar real's square root, its reciprocal and the fused multiply-add. PoCL
+ * calls sqrt, rsqrt and fma out of line, which stops its vectorizing across work-items; clang's builtins are the
+ * correctly rounded instructions (MATH_BUILTIN, PoCL: Adam over 16M floats 22 -> 7.7 ms; batch norm's input
+ * gradient over 16x96x27x27 2.3 -> 0.11 ms) */
+#if MATH_BUILTIN && USE_FP64
 #define SQRT(x) __builtin_sqrt(x)
 #define RSQRT(x) (1 / __builtin_sqrt(x))
-#elif SQRT_BUILTIN
+#define FMA(a, b, c) __builtin_fma(a, b, c)
+#elif MATH_BUILTIN
 #define SQRT(x) __builtin_sqrtf(x)
 #define RSQRT(x) (1 / __builtin_sqrtf(x))
+#define FMA(a, b, c) __builtin_fmaf(a, b, c)
 #else
 #define SQRT(x) sqrt(x)
 #define RSQRT(x) rsqrt(x)
+#define FMA(a, b, c) fma(a, b, c)
 #endif
 
 typedef STORE_T store_t;

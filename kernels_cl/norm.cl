@@ -16,9 +16,9 @@
  *   norm_finish     one work-item per group: NS_STATS combines (mean, M2) pairs about a shift (Chan's
  *                   parallel formula, in two passes) into the mean and biased variance; the other modes
  *                   add the partial sums
- *   norm_apply      y = (x - mean[c]) * rsqrt(var[c] + eps) * w + b, elementwise (clnn_shape.h's group_elem)
+ *   norm_apply      y = (x - mean[c]) * rsqrt(var[c] + eps) * w + b, elementwise (clnn_shape.h's FOR_GROUP_ELEMS)
  *   norm_bwd_input  gx = rstd * (g * w - wc * (s1 + xhat * s2) / M) in training (wc: the group's
- *                   weight when weights are per group), gx = rstd * g * w with fixed statistics (group_elem)
+ *                   weight when weights are per group), gx = rstd * g * w with fixed statistics (FOR_GROUP_ELEMS)
  *   bn_update       running = (1 - momentum) * running + momentum * batch (variance unbiased)
  *   ln_bwd          layer norm's backward in one pass: a work-group per block of LN_ROWS rows (outer = 1,
  *                   G = rows, inner = D), local size (X, Y): first the block's row sums s1 = sum(g w) and
@@ -123,11 +123,11 @@ inline real weight_at(int affine, __global const store_t *w, int c, int j) {
 __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __global const x_t *x,
                          __global const real *mean, __global const real *var, __global const store_t *w,
                          __global const store_t *b, __global y_t *y) {
-    group_elem_t e;
-    if (!group_elem(outer, G, inner, &e)) return;
-    real v = (LOAD_X(x, e.i) - mean[e.c]) * rsqrt(var[e.c] + eps) * weight_at(affine, w, e.c, e.j);
-    if (affine & AFF_B) v += LOAD(b, (affine & AFF_INNER) ? e.j : e.c);
-    STORE_Y(y, e.i, v);
+    FOR_GROUP_ELEMS(outer, G, inner, e, {
+        real v = (LOAD_X(x, e.i) - mean[e.c]) * RSQRT(var[e.c] + eps) * weight_at(affine, w, e.c, e.j);
+        if (affine & AFF_B) v += LOAD(b, (affine & AFF_INNER) ? e.j : e.c);
+        STORE_Y(y, e.i, v);
+    });
 }
 
 /* BODY for each of the work-item's elements of the chunk (m = lo + t, lo + t + n, .. < hi; k its index in x, u in
@@ -160,7 +160,7 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
     real s1[FOLDS] = {0}, s2[FOLDS] = {0}, a1, a2 = 0;
     if (mode == NS_GRAD) {
         int inner_w = (affine & AFF_INNER) ? affine : 0;  /* per-group weights stay outside the sums */
-        real mu = mean[c], rstd = rsqrt(var[c] + eps);
+        real mu = mean[c], rstd = RSQRT(var[c] + eps);
         CHUNK_FOLD({
             real gw = LOAD_Y(g, k) * weight_at(inner_w, w, c, p.j);
             s1[u] += gw;
@@ -227,17 +227,35 @@ __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int traini
                              __global const x_t *x, __global const y_t *g, __global const real *mean,
                              __global const real *var, __global const store_t *w, __global const real *s1,
                              __global const real *s2, __global x_t *gx) {
+#if GROUP_WALK
+    /* a walk apiece: a test of `training` inside one kept PoCL from vectorizing it (16x96x27x27: 0.35 ms, 0.1
+     * so); an element per work-item keeps the test inside (Intel's runtime: 1.05 ms, 1.15 with the two forms) */
+    if (training) {
+        FOR_GROUP_ELEMS(outer, G, inner, e, {
+            const int c = e.c;
+            const real rstd = RSQRT(var[c] + eps), xhat = (LOAD_X(x, e.i) - mean[c]) * rstd;
+            const real wc = (affine & AFF_INNER) ? 1 : weight_at(affine, w, c, e.j);
+            const real v = LOAD_Y(g, e.i) * weight_at(affine, w, c, e.j);
+            STORE_X(gx, e.i, rstd * (v - wc * FMA(xhat, s2[c], s1[c]) / (outer * inner)));
+        });
+    } else {
+        FOR_GROUP_ELEMS(outer, G, inner, e, {
+            STORE_X(gx, e.i, RSQRT(var[e.c] + eps) * (LOAD_Y(g, e.i) * weight_at(affine, w, e.c, e.j)));
+        });
+    }
+#else
     group_elem_t e;
     if (!group_elem(outer, G, inner, &e)) return;
     const int c = e.c;
-    real rstd = rsqrt(var[c] + eps);
+    const real rstd = RSQRT(var[c] + eps);
     real v = LOAD_Y(g, e.i) * weight_at(affine, w, c, e.j);
     if (training) {
-        real xhat = (LOAD_X(x, e.i) - mean[c]) * rstd;
-        real wc = (affine & AFF_INNER) ? 1 : weight_at(affine, w, c, e.j);
-        v -= wc * fma(xhat, s2[c], s1[c]) / (outer * inner);
+        const real xhat = (LOAD_X(x, e.i) - mean[c]) * rstd;
+        const real wc = (affine & AFF_INNER) ? 1 : weight_at(affine, w, c, e.j);
+        v -= wc * FMA(xhat, s2[c], s1[c]) / (outer * inner);
     }
     STORE_X(gx, e.i, rstd * v);
+#endif
 }
 
 __kernel void bn_update(int C, real momentum, real unbias, __global const real *mean,
@@ -259,7 +277,7 @@ __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const x_t *
         int r = r0 + rb + y0;
         real a1 = 0, a2 = 0;
         if (rb + y0 < nr) {
-            real mu = mean[r], rstd = rsqrt(var[r] + eps);
+            real mu = mean[r], rstd = RSQRT(var[r] + eps);
             for (int j = x0; j < D; j += X) {
                 real gw = LOAD(g, (size_t)r * D + j) * weight_at(affine, w, 0, j);
                 a1 += gw;
@@ -285,8 +303,8 @@ __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const x_t *
         real wj = weight_at(affine, w, 0, j), cw = 0, cb = 0;
         for (int k = 0; k < nr; ++k) {
             size_t o = (size_t)(r0 + k) * D + j;
-            real rstd = rsqrt(var[r0 + k] + eps), gj = LOAD(g, o), xh = (LOAD_X(x, o) - mean[r0 + k]) * rstd;
-            STORE_X(gx, o, rstd * fma(gj, wj, -fma(xh, s2[k], s1[k]) / D));
+            real rstd = RSQRT(var[r0 + k] + eps), gj = LOAD(g, o), xh = (LOAD_X(x, o) - mean[r0 + k]) * rstd;
+            STORE_X(gx, o, rstd * FMA(gj, wj, -FMA(xh, s2[k], s1[k]) / D));
             cw += gj * xh;
             cb += gj;
         }
@@ -341,7 +359,7 @@ __kernel void ln_fwd(int rows, int D, int affine, real eps, __global const x_t *
         d2 += d * d;
     }
     const real2 ds = row_sums(p1, p2, d1, d2, t, x0, X);
-    const real v = (ds.y - ds.x * ds.x / D) / D, rstd = rsqrt(v + eps);
+    const real v = (ds.y - ds.x * ds.x / D) / D, rstd = RSQRT(v + eps);
     mu += ds.x / D;
     if (end && x0 == 0) {
         mean[r] = mu;
@@ -379,7 +397,7 @@ __kernel void ln_fwd_rows(int rows, int D, int affine, real eps, __global const 
     RV_FOLD(add_, dv, ds);
     RV_FOLD(add_, d2v, d2);
     RV_EACH(D, , { const real t = p[r] - mu; ds += t; d2 += t * t; });
-    const real v = (d2 - ds * ds / D) / D, rstd = rsqrt(v + eps);
+    const real v = (d2 - ds * ds / D) / D, rstd = RSQRT(v + eps);
     mu += ds / D;
     mean[row] = mu;
     var[row] = v;
@@ -397,7 +415,7 @@ __kernel void ln_bwd_rows(int rows, int D, int affine, real eps, __global const 
     for (int k = r0; k < min(rows, r0 + LN_ROWS); ++k) {
         __global const store_t *xr = x + (size_t)k * D, *gr = g + (size_t)k * D;
         __global store_t *out = gx + (size_t)k * D;
-        const real mu = mean[k], rstd = rsqrt(var[k] + eps);
+        const real mu = mean[k], rstd = RSQRT(var[k] + eps);
         realrv s1v = 0, s2v = 0;
         real s1, s2;
         RV_EACH(D, {
@@ -417,7 +435,7 @@ __kernel void ln_bwd_rows(int rows, int D, int affine, real eps, __global const 
         }, {
             const real gj = gr[r];
             const real xh = (xr[r] - mu) * rstd;
-            out[r] = rstd * fma(gj, W_AT(r), -fma(xh, s2, s1) / D);
+            out[r] = rstd * FMA(gj, W_AT(r), -FMA(xh, s2, s1) / D);
             cw[r] += gj * xh;
             cb[r] += gj;
         });

@@ -299,34 +299,33 @@ inline real ce_logp(size_t i, int g, __global const store_t *x, __global const s
 __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long ignore, real gscale, int gstride,
                      __global const store_t *x, __global const long *target, __global const store_t *w,
                      __global const store_t *stats, __global const store_t *gloss, __global store_t *gx) {
-    group_elem_t e;
-    if (!group_elem(outer, C, inner, &e)) return;
-    const size_t i = e.i;
-    const int c = e.c, g = e.o * inner + e.j; /* the loss row */
-    real p = exp(ce_logp(i, g, x, stats));
-    long tg = target[g];
-    if (tg == ignore) {  /* 0 whatever the upstream gradient: an all-ignored mean's is NaN, as is its value */
-        STORE(gx, i, 0);
-        return;
-    }
-    real coef = eps / C * class_weight(w, weighted, c);
-    if (c == tg) coef += (1 - eps) * class_weight(w, weighted, tg);
-    const real gl = gscale * LOAD(gloss, (size_t)g * gstride);
-    STORE(gx, i, gl * (LOAD(stats, 3 * g + 2) * p - coef));
+    FOR_GROUP_ELEMS(outer, C, inner, e, {
+        const size_t i = e.i;
+        const int c = e.c, g = e.o * inner + e.j; /* the loss row */
+        const long tg = target[g];
+        if (tg == ignore) {  /* 0 whatever the upstream gradient: an all-ignored mean's is NaN, as is its value */
+            STORE(gx, i, 0);
+        } else {
+            real coef = eps / C * class_weight(w, weighted, c);
+            if (c == tg) coef += (1 - eps) * class_weight(w, weighted, tg);
+            const real gl = gscale * LOAD(gloss, (size_t)g * gstride);
+            STORE(gx, i, gl * (LOAD(stats, 3 * g + 2) * exp(ce_logp(i, g, x, stats)) - coef));
+        }
+    });
 }
 
 __kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, int grad_target,
                           __global const store_t *x, __global const store_t *y, __global const store_t *w,
                           __global const store_t *stats, __global const store_t *gloss, __global store_t *gx,
                           __global store_t *gy) {
-    group_elem_t e;
-    if (!group_elem(outer, C, inner, &e)) return;
-    const size_t i = e.i;
-    const int c = e.c, g = e.o * inner + e.j; /* the loss row */
-    real logp = ce_logp(i, g, x, stats);
-    real wc = class_weight(w, weighted, c), gl = LOAD(gloss, g);
-    STORE(gx, i, gl * (LOAD(stats, 3 * g + 2) * exp(logp) - wc * ((1 - eps) * LOAD(y, i) + eps / C)));
-    if (grad_target) STORE(gy, i, -gl * (1 - eps) * wc * logp);
+    FOR_GROUP_ELEMS(outer, C, inner, e, {
+        const size_t i = e.i;
+        const int c = e.c, g = e.o * inner + e.j; /* the loss row */
+        real logp = ce_logp(i, g, x, stats);
+        real wc = class_weight(w, weighted, c), gl = LOAD(gloss, g);
+        STORE(gx, i, gl * (LOAD(stats, 3 * g + 2) * exp(logp) - wc * ((1 - eps) * LOAD(y, i) + eps / C)));
+        if (grad_target) STORE(gy, i, -gl * (1 - eps) * wc * logp);
+    });
 }
 
 /* nll: loss[g] = -w[t] logp[o, t, j] with t = target[g]; ignored rows have loss 0 and rowweight 0 */

@@ -13,6 +13,7 @@ from torch_ref import check_against_torch
 
 import clnn
 import clnn.functional as F
+from clnn import tuning
 
 REDUCTIONS = ["mean", "sum", "none"]
 # logits shapes: unbatched, (N, C) with 1s and primes, classes longer than a work-group, spatial (N, C, d1, d2)
@@ -322,6 +323,16 @@ def test_cross_entropy_probabilities(shape, weighted, smoothing, reduction, rng)
         lambda x, y, w: F.cross_entropy(x, y, w if weighted else None, **kw),
         lambda x, y, w: TF.cross_entropy(x, y, w if weighted else None, **kw),
         [rng.standard_normal(shape) * LOGIT_SCALE, p, rng.random(classes) + 0.1], rng, grads=[True, True, False])
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_cross_entropy_rows_walked(weighted, rng):
+    """The backward kernels with rows walked in runs of 4 (tuning's GROUP_WALK, PoCL's form, here on every device):
+    class indices with ignored rows over classes (inner 1) and over a spatial axis, and probability targets."""
+    with tuning.override("storage", GROUP_WALK=4):
+        for shape in ((7, 13), (3, 5, 6)):
+            test_cross_entropy_weight_ignore(shape, -100, weighted, 0.3, "mean", rng)
+            test_cross_entropy_probabilities(shape, weighted, 0.2, "sum", rng)
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.3])

@@ -13,6 +13,7 @@ from torch_ref import check_against_torch
 
 import clnn
 import clnn.functional as F
+from clnn import tuning
 
 # (x shape, training, affine, momentum, eps): 2-D, 3-D and 4-D inputs, odd sizes, groups longer than a work-group
 BN_CASES = [
@@ -77,6 +78,17 @@ def test_batch_norm(shape, training, affine, momentum, eps, rng):
     batch_mean = np.abs(x.astype(np.float32).astype(np.float64).mean(axis=axes)) if training else 0
     assert_sum_close(crm.numpy(), trm.numpy(), (1 - momentum) * np.abs(rm) + momentum * batch_mean, what="running_mean")
     assert_close(crv.numpy(), trv.numpy(), what="running_var")
+
+
+WALKED = [c for c in BN_CASES if c[0] in ((5, 3), (4, 3, 7), (2, 3, 5, 6))]  # rows of channels, and of H*W
+
+
+@pytest.mark.parametrize("shape,training,affine,momentum,eps", WALKED, ids=[str(c) for c in WALKED])
+def test_batch_norm_rows_walked(shape, training, affine, momentum, eps, rng):
+    """The apply and the input gradient with rows walked in runs of 4 (tuning's GROUP_WALK, PoCL's form, here on
+    every device; runs shorter than a row, and a last one cut short)."""
+    with tuning.override("storage", GROUP_WALK=4):
+        test_batch_norm(shape, training, affine, momentum, eps, rng)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -410,6 +410,11 @@ def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
         F.cross_entropy(x, p, w, label_smoothing=0.1, reduction="sum").backward()
         F.nll_loss(F.log_softmax(x, 1), target, w).backward()
         finite(f"weighted cross_entropy/nll C={classes}", dt, x.grad)
+    with tuning.override("storage", GROUP_WALK=4):  # runs of rows walked, as PoCL builds them
+        x = _leaf(rng, (4, 7), dt)
+        F.cross_entropy(x, clnn.tensor(np.array([0, -100, 6, 2])), label_smoothing=0.2).backward()
+        F.cross_entropy(x, F.softmax(_leaf(rng, (4, 7), dt), 1), label_smoothing=0.1).backward()
+        finite("cross_entropy walked", dt, x.grad)
     x = _leaf(rng, (3, 4, 2), dt)
     F.cross_entropy(x, np.array([[0, 3], [1, 1], [2, 0]]), reduction="none").sum().backward()
     y = clnn.tensor(data(rng, (3, 4, 2), dt, 0, 1))
@@ -477,6 +482,13 @@ def norm(dt: np.dtype, rng: np.random.Generator) -> None:
     (F.batch_norm(x, rm, rv, w, b, training=True) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
     finite("batch_norm train", dt, x.grad, w.grad, b.grad, rm, rv)
     finite("batch_norm eval", dt, F.batch_norm(x, rm, rv, w, b, training=False))
+    # runs of rows walked, as PoCL builds it (not its MATH_BUILTIN: Oclgrind does not know llvm.sqrt)
+    with tuning.override("storage", GROUP_WALK=4):
+        for shape in ((4, 3, 5, 2), (5, 3)):  # rows of 10 in runs of 4; a row of the 3 channels per sample
+            x = _leaf(rng, shape, dt)
+            (F.batch_norm(x, rm, rv, w, b, training=True) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
+            (F.batch_norm(x, rm, rv, w, b, training=False) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
+            finite(f"batch_norm walked {shape}", dt, x.grad, w.grad, b.grad, rm, rv)
     x = _leaf(rng, (3, 70), dt)
     w, b = _leaf(rng, (70,), dt), _leaf(rng, (70,), dt)
     (F.layer_norm(x, 70, w, b) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
