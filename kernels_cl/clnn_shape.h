@@ -1,7 +1,7 @@
 /* clnn_shape.h: MAXD, the most dimensions a kernel's shape descriptor holds after the host merged what
- * it could (included, never built alone; clnn/kernels.py reads the value from here); group_elem, the element of
- * a grouped view a work-item of kernels.launch_by_rows maps; desc_t, kernels.descriptor's struct, and desc_row,
- * its offsets at a row; row_run, the run of a row one of kernels.launch_runs walks.
+ * it could (included, never built alone; clnn/kernels.py reads the value from here); FOR_GROUP_ELEMS, the
+ * elements of a grouped view a work-item of kernels.launch_by_rows maps; desc_t, kernels.descriptor's struct,
+ * and desc_row, its offsets at a row; row_run, the run of a row one of kernels.launch_runs walks.
  */
 #ifndef CLNN_SHAPE_H
 #define CLNN_SHAPE_H
@@ -9,25 +9,17 @@
 
 /* x viewed as (outer, G, inner) and launched as rows (kernels.launch_by_rows): with inner > 1 a row of the inner
  * elements j per (o, c), else a row of the G groups c per o. No division per element, and work-items along a
- * row take neighbouring elements (GPUs: coalesced; CPUs: vector loads). */
+ * row take neighbouring elements (GPUs: coalesced; CPUs: vector loads). An element: its index i in x and its
+ * coordinates (o, c, j). */
 typedef struct { size_t i; int o, c, j; } group_elem_t;
 
-/* the work-item's element: its index i and coordinates (o, c, j); false past the grid */
-inline bool group_elem(int outer, int G, int inner, group_elem_t *e) {
-    const int col = get_global_id(0), row = get_global_id(1), cols = inner > 1 ? inner : G;
-    if (col >= cols || row >= (inner > 1 ? outer * G : outer)) return false;
-    e->i = (size_t)row * cols + col;
-    e->o = inner > 1 ? row / G : row;
-    e->c = inner > 1 ? row - e->o * G : col;
-    e->j = inner > 1 ? col : 0;
-    return true;
-}
-
 /* FOR_GROUP_ELEMS(outer, G, inner, e, BODY): BODY for each element e (a group_elem_t) of this work-item. Without
- * GROUP_WALK, the one element of group_elem; with it (tuning's storage row: PoCL), a run of up to GROUP_WALK
- * elements of a row, walked in a loop the compiler vectorizes (kernels.launch_by_rows launches a work-item per
- * run). PoCL vectorizes across work-items no code that tests its index against the row's end: batch norm's apply
- * over 16x96x27x27 took 2.1 ms so, 0.13 walked. BODY must not return. */
+ * GROUP_WALK, the work-item's one element, its coordinates worked out in a branch per kind of row, so that the
+ * compiler sees a row's group as uniform where inner > 1 (Intel's runtime gathered the parameters of a group chosen
+ * by a select per lane); with GROUP_WALK (tuning's storage row: PoCL), a run of up to GROUP_WALK elements of a row,
+ * walked in a loop the compiler vectorizes (kernels.launch_by_rows launches a work-item per run). PoCL vectorizes
+ * across work-items no code that tests its index against the row's end: batch norm's apply over 16x96x27x27 took
+ * 2.1 ms so, 0.13 walked. BODY must not return. */
 #ifndef GROUP_WALK
 #define GROUP_WALK 0
 #endif
@@ -61,8 +53,21 @@ inline bool group_elem(int outer, int G, int inner, group_elem_t *e) {
 #else
 #define FOR_GROUP_ELEMS(outer, G, inner, e, ...)                                                            \
     do {                                                                                                    \
+        const int col_ = get_global_id(0), row_ = get_global_id(1);                                         \
         group_elem_t e;                                                                                     \
-        if (group_elem(outer, G, inner, &e)) {                                                              \
+        if ((inner) > 1) {                                                                                  \
+            if (col_ >= (inner) || row_ >= (outer) * (G)) break;                                            \
+            e.i = (size_t)row_ * (inner) + col_;                                                            \
+            e.o = row_ / (G);                                                                               \
+            e.c = row_ - e.o * (G);                                                                         \
+            e.j = col_;                                                                                     \
+            __VA_ARGS__                                                                                     \
+        } else {                                                                                            \
+            if (col_ >= (G) || row_ >= (outer)) break;                                                      \
+            e.i = (size_t)row_ * (G) + col_;                                                                \
+            e.o = row_;                                                                                     \
+            e.c = col_;                                                                                     \
+            e.j = 0;                                                                                        \
             __VA_ARGS__                                                                                     \
         }                                                                                                   \
     } while (0)
