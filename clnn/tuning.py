@@ -242,9 +242,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "default": {"STAGE": 0.5, "SPLIT": 1.0, "FILL": 0},
         "gpu": {"FILL": 2},  # GPUs hide memory latency with several resident work-groups per compute unit
         # Intel's CPU runtime: 128x128, 64x128 and 32x64 tiles ran at 150, 129 and 101 GFLOP/s (8x64->128 56x56),
-        # costs per multiply-add of 1 : 1.16 : 1.49, which 1.5 models (1 : 1.14 : 1.55; 0.5 gives 1 : 1.06 : 1.22)
+        # costs per multiply-add of 1 : 1.16 : 1.49, which 1.5 models (1 : 1.14 : 1.55; 0.5 gives 1 : 1.06 : 1.22).
+        # PoCL alike: AlexNet's 96x11664x6400 input gradient (conv2's) took 110 ms in the 32x64 tile STAGE 0.5
+        # chose, 84 in 128x128 (float16: 130-148 against 89); its step at batch 16 595-602 -> 560 ms (float32),
+        # 666-675 -> 597 (mixed_float16), LeNet's unchanged
+        "cpu": {"STAGE": 1.5},
         # SPLIT: 256x6272x2304 (Zen 5) ran at 265 GFLOP/s in 2 splits, 307 in one: a loss of about 16 per element
-        "cpu intel": {"STAGE": 1.5, "SPLIT": 16.0},
+        "cpu intel": {"SPLIT": 16.0},
     },
     # multi-tensor launches (ops/foreach.py: optimizer steps, GradScaler's unscale, clip_grad_norm_): TENSORS per
     # launch, at most optim.cl's MT_SLOTS. GPUs: a launch costs the host 30-45 us through NVIDIA's OpenCL (H200),
