@@ -246,7 +246,7 @@ def launch_by_rows(dev: Device, k: cl.Kernel, geometry: tuple[int, int, int], *a
     where the device walks rows (tuning's storage GROUP_WALK), a work-item per run of GROUP_WALK of a row."""
     outer, groups, inner = geometry
     cols, rows = (inner, outer * groups) if inner > 1 else (groups, outer)
-    walk = int(tuning.params(dev, "storage")["GROUP_WALK"])
+    walk = tuning.memoized(dev, ("group walk", id(dev)), lambda: int(tuning.params(dev, "storage")["GROUP_WALK"]))
     if walk and cols > 0:
         launch_1d(dev, k, rows * -(-cols // walk), *(np.int32(v) for v in geometry), *args)
     elif cols > 0 and rows > 0:

@@ -44,7 +44,8 @@ def kernel(dev: Device, name: str, dtype: np.dtype, **extra: object) -> cl.Kerne
 
 def static(dev: Device) -> bool:
     """Whether ``dev``'s one-tensor launches build their op in (tuning's ``foreach`` STATIC)."""
-    return per_launch(dev) == 1 and bool(tuning.params(dev, "foreach")["STATIC"])
+    return tuning.memoized(dev, ("foreach static", id(dev)),
+                           lambda: per_launch(dev) == 1 and bool(tuning.params(dev, "foreach")["STATIC"]))
 
 
 def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]]) -> Iterator[tuple[Device, Any, list[T]]]:
@@ -96,11 +97,16 @@ def scale_(tensors: Sequence[Tensor], factor: float, coef: Tensor | None = None,
                np.int32(found is not None), spare if found is None else found.data)
 
 
+def _check_width(dev: Device) -> int:
+    """The elements a work-item of ``dev``'s ``check_multi`` tests at once (tuning's ``foreach`` CHECK_VW)."""
+    return tuning.memoized(dev, ("foreach check", id(dev)), lambda: int(tuning.params(dev, "foreach")["CHECK_VW"]))
+
+
 def check_finite(tensors: Sequence[Tensor], found: Tensor) -> None:
     """Set ``found`` (an int32 tensor of one element) to 1 when an element of ``tensors`` (contiguous) is inf or NaN,
     reading them only."""
     for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
-        vw = int(tuning.params(dev, "foreach")["CHECK_VW"])
+        vw = _check_width(dev)
         launch(dev, kernel(dev, "check_multi", dtype, CHECK_VW=vw), [run], found.data,
                counted=sizes(run, kernels.group_size(dev), vw))
 
