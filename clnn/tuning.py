@@ -3,7 +3,8 @@
 The table's keys go from general to specific: ``"default"``, the device type (``"cpu"``, ``"gpu"``,
 ``"accelerator"``), the type and the width of its native float vectors (``"cpu simd16"``: AVX-512), a vendor
 substring (``"nvidia"``, ``"amd"``, ``"intel"``), the type and a vendor substring
-together (``"cpu intel"``: Intel's CPU runtime, whatever the processor), a platform substring (``"portable
+together (``"cpu intel"``: Intel's CPU runtime, whatever the processor), then with the vector width too
+(``"cpu simd8 intel"``: Intel's runtime on an AVX2 processor), a platform substring (``"portable
 computing language"``), then a device-name substring; the most specific entry wins. A tuner
 adds rows without code changes. A device posing as another vendor (``CLNN_LIMITS=vendor=...``) is looked up
 by its posed keys only: its real platform, and its real name unless that is posed too, would select rows of
@@ -137,6 +138,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # against 346 / 345 for 128x128 (NumPy 260). 8x32 blocks ran 5 % faster but take twice as long to build
         # (2.4 s against 1.0 for gemm.cl), which the test suite, with its hundreds of programs, could not afford
         "cpu intel": {"TM": 256},
+        # AVX2 (Zen 3, 16 vector registers), Intel's runtime: 12 accumulators in 4x24 blocks, 256x96 tiles, 90 / 90
+        # GFLOP/s at 1024^3 / 2048^3 against 81 / 79 in 4x16 (8 accumulators: an FMA's latency in a row). PoCL there
+        # ran 4x24 no faster than 4x16, and 6x16 at 62 against 93 (its multiply alone)
+        "cpu simd8 intel": {"TN": 96, "WN": 24},
         # a 128x128 tile of 8x8 blocks (256 work-items), as the fast CUDA/OpenCL SGEMMs use on big GPUs. NVIDIA H200
         # (OpenCL 3.0 CUDA 13.0, 2026-11-26), 4096^3 float32: 31.8 TFLOP/s single-buffered against 20.4 with DB 1
         # (twice the local memory: fewer resident work-groups), 30.3 in 8-wide vectors; cuBLAS 50.8. Only NVIDIA
@@ -180,7 +185,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu simd16": {"TM": 256, "WN": 32, "VW": 16, "VWG": 16},
         # Intel's runtime: 141 for 128x96 in 8x32 blocks against 108 for 64x64 (78 with 8-wide vectors; LeNet's
         # conv2 89 against 75); Zen 5, 8x256->256 28x28: 256x96 331 against 287 for 128x96
-        "cpu intel": {"TM": 256, "TN": 96, "WM": 8},
+        "cpu intel": {"TM": 256, "TN": 96},
+        # 8x32 blocks are 16 accumulators of 16 lanes: AVX-512 has 32 registers, AVX2 16 (Zen 3, 16x96->256 27x27
+        # 5x5, the layer's training pass: 755 ms in 8x16 blocks, 533-608 in 4x16)
+        "cpu simd16 intel": {"WM": 8},
         # H200, 32x64->128 56x56 (TFLOP/s, 62 tiles timed): 128x64 in 8x8 blocks, k-slices of 32: 20.5 against 16.0
         # for gemm's 128x128 of 16, 17.4 for 128x128 of 32, 11.7 for 64x64
         "gpu": {"TM": 128, "TN": 64, "TK": 32},
@@ -436,9 +444,11 @@ def _params(dev: Device, kernel: str, db: dict[str, Any]) -> dict[str, Any]:
     out = dict(rows["default"])
     vendor = dev.vendor.lower()
     simd = f"{dev.type} simd{dev.vector_width}"
-    keys = [dev.type, simd, vendor, f"{dev.type} {vendor}", dev.platform_name.lower(), dev.name.lower()]
-    if "vendor" in dev.real:
-        keys = [dev.type, simd, vendor, f"{dev.type} {vendor}"] + ([dev.name.lower()] if "name" in dev.real else [])
+    keys = [dev.type, simd, vendor, f"{dev.type} {vendor}", f"{simd} {vendor}"]
+    if "vendor" not in dev.real:
+        keys.append(dev.platform_name.lower())
+    if "vendor" not in dev.real or "name" in dev.real:
+        keys.append(dev.name.lower())
     applied = {"default"}
     for key in keys:  # each row once, at the first key it names: "cpu" must not come back with "cpu intel"
         for name, row in rows.items():

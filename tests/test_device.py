@@ -244,14 +244,15 @@ def test_posing_as_the_h100_selects_the_gpu_tuning_rows(posed, monkeypatch):
 
 
 def test_tuning_rows_go_from_general_to_specific_each_once(posed, monkeypatch):
-    """type, type and vector width, vendor, type and vendor: the general "cpu" row, a substring of the later
-    keys, is not laid again over the more specific rows; another width's row is not taken."""
-    rows = {"default": {"TM": 1, "WM": 1}, "cpu": {"TM": 2, "TN": 2, "WM": 2}, "cpu simd8": {"TM": 7},
-            "cpu simd16": {"TM": 9}, "genuineintel": {"TN": 8}, "cpu genuineintel": {"WM": 5}}
+    """type, type and vector width, vendor, type and vendor, type, width and vendor: the general "cpu" row, a
+    substring of the later keys, is not laid again over the more specific rows; another width's row is not taken."""
+    rows = {"default": {"TM": 1, "WM": 1, "WN": 1}, "cpu": {"TM": 2, "TN": 2, "WM": 2}, "cpu simd8": {"TM": 7},
+            "cpu simd16": {"TM": 9}, "genuineintel": {"TN": 8}, "cpu genuineintel": {"WM": 5, "WN": 5},
+            "cpu simd8 genuineintel": {"WN": 3}, "cpu simd16 genuineintel": {"WN": 4}}
     monkeypatch.setitem(tuning.TABLE, "probe", rows)
     dev = posed()
     assert dev.vector_width == 8 and dev.vendor == "GenuineIntel"
-    assert tuning.params(dev, "probe") == {"TM": 7, "TN": 8, "WM": 5}
+    assert tuning.params(dev, "probe") == {"TM": 7, "TN": 8, "WM": 5, "WN": 3}
 
 
 def test_limit_devices_poses_every_listed_device():
