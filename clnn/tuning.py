@@ -82,13 +82,17 @@ def _watched(value: Any) -> Any:
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "storage": {  # defined for every program on the device: clnn_dtype.h's conversions and builtins, unary.h's erfc,
         # clnn_shape.h's walks
-        "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0, "MATH_BUILTIN": 0, "GROUP_WALK": 0},
+        "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0, "MATH_BUILTIN": 0, "GROUP_WALK": 0, "PREFETCH": 0},
         # PoCL calls vload_half / vstore_half out of line: a float16 conv ran 2x float32's time with them; its erfc
         # took 26 ns per element (GELU over 4.2M: 109 ms forward, 119 backward in the GPT example's step); its
         # sqrt, rsqrt and fma calls stop its vectorizing (MATH_BUILTIN; Adam over AlexNet's 58M parameters: 102 ms
         # of a 750 ms step). GROUP_WALK: clnn_shape.h's FOR_GROUP_ELEMS walks runs of rows (batch norm's apply,
         # 16x96x27x27: 2.1 -> 0.13 ms on PoCL; Intel's runtime, which vectorizes across work-items, 0.3 -> 0.66)
         "portable computing language": {"HALF_SOFT": 1, "ERFC_SOFT": 1, "MATH_BUILTIN": 1, "GROUP_WALK": 4096},
+        # PREFETCH: clnn_dtype.h's PREFETCH_AT in gemm.h's staging. Intel's runtime on Zen 3, best of 12: GEMM
+        # 1024^3 94 -> 108 GFLOP/s, 2048^3 103 -> 113; a 16x96->256 27x27 5x5 layer's forward and input gradient
+        # 541 -> 473 ms. PoCL there: no faster (83 against 76-82)
+        "cpu intel": {"PREFETCH": 1},
     },
     "softmax": {  # VW: softmax.cl's *_vec kernels (one work-item per contiguous row, VW-wide vectors), 0: none
         "default": {"VW": 0},

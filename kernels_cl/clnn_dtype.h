@@ -57,6 +57,9 @@
 #ifndef MATH_BUILTIN
 #define MATH_BUILTIN 0
 #endif
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
 
 #if USE_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -184,6 +187,15 @@ HALF_SOFT_NARROW(16)
 #define SQRT(x) sqrt(x)
 #define RSQRT(x) rsqrt(x)
 #define FMA(a, b, c) fma(a, b, c)
+#endif
+
+/* PREFETCH_AT(p): with PREFETCH, clang's hint to bring p's cache line in (OpenCL's prefetch() does nothing on the
+ * CPU runtimes); else nothing. It never faults, so p may lie past its buffer (gemm.h's staging asks for the next
+ * k-slice of each run it loads: Intel's runtime on Zen 3, whose prefetchers lose a tile's hundreds of rows) */
+#if PREFETCH
+#define PREFETCH_AT(p) __builtin_prefetch(p)
+#else
+#define PREFETCH_AT(p) ((void)0)
 #endif
 
 typedef STORE_T store_t;

@@ -404,6 +404,7 @@ inline void stage_a(__local real *as, real *ra, int mode, int k0, int kend, int 
             if (mode & FETCH) {
                 if (row0 + r < M) {
                     LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
+                    PREFETCH_AT(A + (size_t)(row0 + r) * a_rs + k0 + kk + TK);
                 } else {
 #pragma unroll
                     for (int q = 0; q < VWG; ++q) t[q] = 0;
@@ -424,6 +425,7 @@ inline void stage_a(__local real *as, real *ra, int mode, int k0, int kend, int 
                     LOAD_RUN(A, t, p, a_vec);
                 else
                     GATHER(A, t, p, row0 + r + q < M, q);
+                PREFETCH_AT(p + (size_t)TK * a_cs);
             }
             if (mode & PUT) {
 #pragma unroll
@@ -463,6 +465,7 @@ inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int 
                     LOAD_RUN(B, t, p, b_vec);
                 else
                     GATHER(B, t, p, col0 + c + q < N, q);
+                PREFETCH_AT(p + (size_t)TK * b_rs);
             }
             if (mode & PUT) {
 #pragma unroll
@@ -477,6 +480,7 @@ inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int 
             if (mode & FETCH) {
                 if (col0 + c < N) {
                     LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
+                    PREFETCH_AT(B + (size_t)(col0 + c) * b_cs + k0 + kk + TK);
                 } else {
 #pragma unroll
                     for (int q = 0; q < VWG; ++q) t[q] = 0;
