@@ -18,6 +18,7 @@ from helpers import assert_close, assert_sum_close
 import clnn
 from clnn import kernels, tuning
 from clnn.ops.matmul import (
+    ROW_FIT,
     SHORT_K_MACS,
     GemmPlan,
     _fewer_rows,
@@ -25,6 +26,7 @@ from clnn.ops.matmul import (
     gemm_config,
     gemm_raw,
     plan,
+    plan_options,
     tiled_plan,
 )
 
@@ -368,21 +370,45 @@ def test_planner_picks_by_shape(dev):
 
 def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
     """A product with a quarter of the big tile's rows takes the tile cut to them, not the empty rows or the
-    small tile; a k-split is taken or not as its partials' price (the plan row's SPLIT) says."""
+    small tile, and one with 96 rows a tile of 96; a k-split is taken or not as its partials' price (the plan
+    row's SPLIT) says."""
     f32 = np.dtype("float32")
     row = {"TM": 256, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 0, "DB": 0}
     small = {**row, "TM": 16, "TN": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2}
     monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
     monkeypatch.setitem(tuning.TABLE, "gemm_small", {"default": small})
     cpu = dataclasses.replace(dev, type="cpu", compute_units=2, max_work_group_size=1024, local_mem_size=1 << 20)
-    assert [c["TM"] for c in _fewer_rows(row, 16)] == [128, 64]
-    assert [c["TM"] for c in _fewer_rows(row, 128)] == [128]
+    assert [c["TM"] for c in _fewer_rows(row, 16, 64)] == [128, 64]
+    assert [c["TM"] for c in _fewer_rows(row, 16, 81)] == [128, 96, 64]  # 81 rows rounded up to ROW_FIT
+    assert [c["TM"] for c in _fewer_rows(row, 16, 300)] == [128, 64]
+    assert [c["TM"] for c in _fewer_rows(row, 16, 20)] == [128, 64]  # the quarter holds them: no tile of 32 rows
+    assert [c["TM"] for c in _fewer_rows(row, 128, 96)] == [128]
     assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**row, "VWA": 1, "PF": 0, "TM": 64}
+    assert plan(cpu, f32, 1, 96, 4096, 512).cfg == {**row, "VWA": 1, "PF": 0, "TM": 96}
     # 3 tiles of 256 x 64 over a long k on 2 units: a split in two evens the units out unless it costs too much
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1.0, "FILL": 0}})
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits > 1
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1e9, "FILL": 0}})
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits == 1
+
+
+def test_a_tile_of_the_products_rows_computes_it(dev, rng):
+    """83 rows: the planner weighs the big tile cut to 96 (83 rounded up to ROW_FIT; neither its half nor its
+    quarter), takes it on a CPU, and that tile computes the product (against torch in float64)."""
+    f32 = np.dtype("float32")
+    m, n, k = 83, 517, 300
+    fit = kernels.round_up(m, ROW_FIT)
+    if not gemm_config(dev, f32)["TM"] // 4 < fit < gemm_config(dev, f32)["TM"]:
+        pytest.skip(f"{dev}'s big tile has {gemm_config(dev, f32)['TM']} rows")
+    fits = [o.how for o in plan_options(dev, f32, 1, m, n, k) if o.how.cfg["TM"] == fit and o.how.splits == 1]
+    assert fits
+    if dev.type == "cpu" and not dev.real:
+        assert plan(dev, f32, 1, m, n, k).cfg["TM"] == fit
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
+    out = gemm_raw(clnn.tensor(a), (0, k, 1), clnn.tensor(b), (0, n, 1), 1, m, n, k, how=fits[0])
+    wide = [torch.tensor(v.astype(np.float64)) for v in (a, b)]
+    ref, mag = wide[0] @ wide[1], wide[0].abs() @ wide[1].abs()
+    assert_sum_close(out.numpy()[0], ref.numpy(), mag.numpy(), TOL["float32"], "96-row tile")
 
 
 def test_big_short_products_take_a_short_k_slice(dev, rng):

@@ -53,7 +53,7 @@ def test_tune_stores_shows_is_used_and_resets(dev, db, capsys):
     f32 = np.dtype("float32")
     assert tuning.params(dev, "gemm") == {**tuning.params(dev, "gemm"), **stored["gemm"]["params"]}
     big, small = stored["gemm"]["params"], stored["gemm_small"]["params"]  # weighed: these and big, fewer rows
-    assert plan(dev, f32, 1, 512, 512, 512).cfg in (big, *_fewer_rows(big, small["TM"]), small)
+    assert plan(dev, f32, 1, 512, 512, 512).cfg in (big, *_fewer_rows(big, small["TM"], 512), small)
 
     assert cli.main(["tune", "--reset"]) == 0
     assert not db.exists() and "removed" in capsys.readouterr().out
