@@ -397,9 +397,9 @@ def test_a_tile_of_the_products_rows_computes_it(dev, rng):
     quarter), takes it on a CPU, and that tile computes the product (against torch in float64)."""
     f32 = np.dtype("float32")
     m, n, k = 83, 517, 300
-    fit = kernels.round_up(m, ROW_FIT)
-    if not gemm_config(dev, f32)["TM"] // 4 < fit < gemm_config(dev, f32)["TM"]:
-        pytest.skip(f"{dev}'s big tile has {gemm_config(dev, f32)['TM']} rows")
+    fit, rows = kernels.round_up(m, ROW_FIT), gemm_config(dev, f32)["TM"]
+    if not rows // 4 < fit < rows:
+        pytest.skip(f"{dev}'s big tile has {rows} rows")
     fits = [o.how for o in plan_options(dev, f32, 1, m, n, k) if o.how.cfg["TM"] == fit and o.how.splits == 1]
     assert fits
     if dev.type == "cpu" and not dev.real:
