@@ -13,6 +13,9 @@
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
 # slices fetched ahead into registers or not), then the two layers by Winograd's kernels (bench_conv --algorithm).
 #
+# $TESTS names the test files or ids the "tests" step runs (default: all of tests/); $TUNE_BUDGET the seconds "tune"
+# spends (default: a third of the time left).
+#
 # A step a later one depends on comes first: "tune" stores its winners in $OUT/tuning.json, which the benchmarks
 # after it use (CLNN_TUNING_DB). NVIDIA builds OpenCL slowly (seconds per GEMM tile): the first step that builds
 # a program pays for it, later processes read pyopencl's cache.
@@ -34,16 +37,16 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
   echo "=== $step ($t s left)" | tee -a "$OUT/bench.log"
   run() { timeout $(($(left) > 10 ? $(left) - 5 : 5)) "$@" 2>&1 | tee -a "$OUT/bench.log"; }
   case $step in
-    tests) timeout $((t - 5)) python3 -m pytest -n 8 -q -p no:cacheprovider tests > "$OUT/tests.log" 2>&1
+    tests) timeout $((t - 5)) python3 -m pytest -n 8 -q -p no:cacheprovider ${TESTS:-tests} > "$OUT/tests.log" 2>&1
            tail -15 "$OUT/tests.log" ;;
-    tune) run python3 -m clnn tune --budget $((t / 3)) ;;
+    tune) run python3 -m clnn tune --budget ${TUNE_BUDGET:-$((t / 3))} ;;
     gemm) run python3 benchmarks/bench_gemm.py ;;
     conv) for layer in 0 1 2; do run python3 benchmarks/bench_conv.py --layer $layer; done ;;
     steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5 ;;
     precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
     gpt) run python3 benchmarks/bench_gpt.py --steps 100 ;;
     host) run python3 benchmarks/run_all.py --only host ;;
-    profile) run python3 benchmarks/profile_steps.py ;;
+    profile) run python3 benchmarks/profile_steps.py --batch 128 ;;
     variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
                 run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }
                 for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --tile ${v//,/ }; done
