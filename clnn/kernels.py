@@ -122,8 +122,18 @@ def defines(dtype: np.dtype, half_math: bool = False, **extra: object) -> dict[s
     }
 
 
-def _options(defines: dict[str, object]) -> list[str]:
-    return [f"-D{k}={v}" for k, v in sorted(defines.items())] + [f"-I{kernel_dir}"]
+@functools.cache
+def _device_options(cl_device: cl.Device) -> tuple[str, ...]:
+    """Options every program gets on ``cl_device``: float32 division and square root rounded correctly where the
+    device offers it, as CUDA (and PyTorch on it) does by default. NVIDIA's OpenCL otherwise divides within 2 ulp
+    and may fuse a quotient's multiply into the sum it is added to, so two kernels dividing the same numbers
+    disagreed in the last bit (an H200: avg_pool2d's gradient by pixel and by row)."""
+    exact = cl_device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
+    return ("-cl-fp32-correctly-rounded-divide-sqrt",) if exact else ()
+
+
+def _options(dev: Device, defines: dict[str, object]) -> list[str]:
+    return [f"-D{k}={v}" for k, v in sorted(defines.items())] + [f"-I{kernel_dir}", *_device_options(dev.cl_device)]
 
 
 def program(dev: Device, file: str, defines: dict[str, object] | None = None) -> cl.Program:
@@ -140,7 +150,7 @@ def program(dev: Device, file: str, defines: dict[str, object] | None = None) ->
         prg = _programs.get(key)
         if prg is None:
             source = (kernel_dir / file).read_text()
-            options = _options(defines)
+            options = _options(dev, defines)
             try:
                 with warnings.catch_warnings():  # a successful build's log is the runtime's chatter (Intel's
                     warnings.simplefilter("ignore", cl.CompilerWarning)  # vectorizer remarks); failures raise

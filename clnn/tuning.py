@@ -194,8 +194,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # 5x5, the layer's training pass: 755 ms in 8x16 blocks, 533-608 in 4x16)
         "cpu simd16 intel": {"WM": 8},
         # H200, 32x64->128 56x56 (TFLOP/s, 62 tiles timed): 128x64 in 8x8 blocks, k-slices of 32: 20.5 against 16.0
-        # for gemm's 128x128 of 16, 17.4 for 128x128 of 32, 11.7 for 64x64
-        "gpu": {"TM": 128, "TN": 64, "TK": 32},
+        # for gemm's 128x128 of 16, 17.4 for 128x128 of 32, 11.7 for 64x64. Its neighbours (a later H200, 34 timed):
+        # 8-wide global loads 20.7 against 18.0, k-slices of 16 19.1, A's tile k-major in pairs (VWA 2) 19.4
+        "gpu": {"TM": 128, "TN": 64, "TK": 32, "VWG": 8},
     },
     # conv_direct_fwd's outputs per work-item along a row (unit strides): OV neighbours in explicit arrays, for
     # runtimes that vectorize a kernel across work-items only when it has no loops (PoCL). MAX_K: an input
@@ -222,10 +223,14 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # 32->64 56^2 4.7 / 3.6 / 4.0 against 4.5 / 4.3 / 4.5 and LeNet's conv2 (128x32->64 14^2) 5.6 / 3.6 / 4.8
     # against 5.1 / 4.6 / 5.3; PoCL 64->128 56^2 17.7 / 19.8 / 20.5 against 15.9 / 15.5 / 15.6, 64->64 56^2 10.2 /
     # 10.3 / 10.0 against 6.6 / 6.5 / 7.9, 32->64 56^2 5.7 / 7.0 / 5.3 against 4.2 / 4.6 / 5.8, LeNet's conv2 6.8 /
-    # 9.4 / 6.6 against 8.2 / 7.8 / 8.6. GPUs: unmeasured, so off
+    # 9.4 / 6.6 against 8.2 / 7.8 / 8.6
     "winograd": {
         "default": {"MIN_INTENSITY": 0, "M": 4, "VT": 1, "VT_STORE": 1},
         "cpu": {"MIN_INTENSITY": 32, "VT": 16, "VT_STORE": 16},
+        # H200 (clnn tune, 2026-11-26), a 3x3 layer's forward and both gradients, batch 32 at 28^2, Winograd against
+        # the implicit GEMM: 64->64 (intensity 32) 0.72 / 0.50 ms, 128->128 (64) 1.20 / 1.34, 256->256 (128) 2.26 /
+        # 4.08. Its batched product (36 x 128x6272x64): A's tile k-major in pairs 18.5 TFLOP/s against 17.5
+        "gpu": {"MIN_INTENSITY": 64, "VWA": 2},
         # Intel's runtime: GEMM tiles of 256x128 in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568); its
         # wino_store at VT 16 / 8 / 4: 5.4 / 4.2 / 2.9 ms at 8x128 56^2 (PoCL: 3.4 / 3.3 / 5.5), 7.9 / - / 2.2 at
         # 32x384 13^2
@@ -252,7 +257,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # writing, reading and summing one element of a k-split's partial product; FILL, work-groups per compute
         # unit a plan must give to count as full (0: any). `clnn tune --kernels plan` fits them to measured plans
         "default": {"STAGE": 0.5, "SPLIT": 1.0, "FILL": 0},
-        "gpu": {"FILL": 2},  # GPUs hide memory latency with several resident work-groups per compute unit
+        # H200 (clnn tune --kernels plan, 2026-11-26), every plan of 5 products timed: FILL 1 fits their fastest
+        # plans best (total log loss 0.033, FILL 2's 0.173). FILL 2 had chosen 0.135 ms for 1024^3 against the
+        # fastest's 0.124 (4 k-ranges), 0.612 for 2048^3 against 0.580 (one)
+        "gpu": {"FILL": 1},
         # Intel's CPU runtime: 128x128, 64x128 and 32x64 tiles ran at 150, 129 and 101 GFLOP/s (8x64->128 56x56),
         # costs per multiply-add of 1 : 1.16 : 1.49, which 1.5 models (1 : 1.14 : 1.55; 0.5 gives 1 : 1.06 : 1.22).
         # PoCL alike: AlexNet's 96x11664x6400 input gradient (conv2's) took 110 ms in the 32x64 tile STAGE 0.5

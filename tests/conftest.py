@@ -1,10 +1,28 @@
-"""Test set-up: every new tensor starts as NaN, so a kernel that skips an output element fails."""
+"""Test set-up: every new tensor starts as NaN, so a kernel that skips an output element fails; no tuning
+database is read, so the tables' rows, which tests pin and patch, choose every tile."""
+
+import os
+import tempfile
 
 import numpy as np
 import pytest
 
 import clnn
 from clnn.ops._core import poison_new_tensors
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_tuning_database():
+    """Point $CLNN_TUNING_DB at an empty folder's file for the session: a database left by `clnn tune` (the user's
+    cache, or gpu_check.sh's) would override the rows tests patch; test_tune sets its own."""
+    with tempfile.TemporaryDirectory() as folder:
+        old = os.environ.get("CLNN_TUNING_DB")
+        os.environ["CLNN_TUNING_DB"] = os.path.join(folder, "tuning.json")
+        yield
+        if old is None:
+            del os.environ["CLNN_TUNING_DB"]
+        else:
+            os.environ["CLNN_TUNING_DB"] = old
 
 
 @pytest.fixture(autouse=True, scope="session")
