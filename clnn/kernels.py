@@ -20,13 +20,15 @@ import numpy as np
 import pyopencl as cl
 
 from . import pocl_target, profiler, tuning
-from .device import Device
+from .device import Device, devices
 
 __all__ = [
     "KernelBuildError",
     "kernel_dir",
     "program",
     "kernel",
+    "build_options",
+    "build_binary",
     "defines",
     "launch",
     "launch_1d",
@@ -136,36 +138,74 @@ def _options(dev: Device, defines: dict[str, object]) -> list[str]:
     return [f"-D{k}={v}" for k, v in sorted(defines.items())] + [f"-I{kernel_dir}", *_device_options(dev.cl_device)]
 
 
-def program(dev: Device, file: str, defines: dict[str, object] | None = None) -> cl.Program:
+def _full_defines(dev: Device, defines: dict[str, object] | None) -> dict[str, object]:
+    """``defines`` with the device's storage conversions (``tuning.TABLE["storage"]``, and HALF_CONVERT where it
+    has cl_khr_fp16) under them."""
+    return {**tuning.params(dev, "storage"), "HALF_CONVERT": int(dev.fp16), **(defines or {})}
+
+
+def _compile(context: cl.Context, cl_device: cl.Device, file: str, options: list[str], binary: bytes | None,
+             where: str) -> cl.Program:
+    """kernels_cl/<file> built with ``options`` for ``cl_device``: from its source, or from a ``binary`` a
+    builder process made of it (:func:`build_binary`). Raises KernelBuildError naming ``where``."""
+    try:
+        with warnings.catch_warnings():  # a successful build's log is the runtime's chatter (Intel's
+            warnings.simplefilter("ignore", cl.CompilerWarning)  # vectorizer remarks); failures raise
+            prg = (cl.Program(context, [cl_device], [binary]) if binary is not None
+                   else cl.Program(context, (kernel_dir / file).read_text()))
+            return prg.build(options=options, devices=[cl_device])
+    except cl.RuntimeError as err:
+        why = pocl_target.unrepaired.get(cl_device.int_ptr, "no repair was tried")
+        hint = (f"\n  PoCL's LLVM does not know this processor and clnn could not name another target "
+                f"(clnn/pocl_target.py: {why}); Intel's CPU runtime (`pip install 'clnn[intel]'`) runs here"
+                if "unknown target CPU" in str(err) else "")
+        raise KernelBuildError(f"building kernels_cl/{file} failed on {where}\n  options: {' '.join(options)}\n"
+                               f"  compiler log:\n{err}{hint}") from None
+
+
+def program(dev: Device, file: str, defines: dict[str, object] | None = None,
+            binary: bytes | None = None) -> cl.Program:
     """The built program for ``kernels_cl/<file>`` on ``dev`` with ``defines`` and the device's storage
-    conversions (``tuning.TABLE["storage"]``, and HALF_CONVERT where it has cl_khr_fp16), built at most once."""
-    defines = {**tuning.params(dev, "storage"), "HALF_CONVERT": int(dev.fp16), **(defines or {})}
+    conversions, built at most once: from source, or from the ``binary`` a builder process sent
+    (:func:`build_binary`, ``clnn tune``'s)."""
+    defines = _full_defines(dev, defines)
     key = (dev.context.int_ptr, dev.cl_device.int_ptr, file, tuple(sorted((k, str(v)) for k, v in defines.items())))
     prg = _programs.get(key)
     if prg is not None:
         return prg
     with _lock:
         building = _building.setdefault(key, threading.Lock())
-    with building:  # each program built once; different ones at once (clnn tune builds candidates ahead)
+    with building:  # each program built once; different ones at once
         prg = _programs.get(key)
         if prg is None:
-            source = (kernel_dir / file).read_text()
-            options = _options(dev, defines)
-            try:
-                with warnings.catch_warnings():  # a successful build's log is the runtime's chatter (Intel's
-                    warnings.simplefilter("ignore", cl.CompilerWarning)  # vectorizer remarks); failures raise
-                    prg = cl.Program(dev.context, source).build(options=options, devices=[dev.cl_device])
-            except cl.RuntimeError as err:
-                why = pocl_target.unrepaired.get(dev.cl_device.int_ptr, "no repair was tried")
-                hint = (f"\n  PoCL's LLVM does not know this processor and clnn could not name another target "
-                        f"(clnn/pocl_target.py: {why}); Intel's CPU runtime (`pip install 'clnn[intel]'`) runs here"
-                        if "unknown target CPU" in str(err) else "")
-                raise KernelBuildError(
-                    f"building kernels_cl/{file} failed on {dev}\n"
-                    f"  defines: {defines}\n  options: {' '.join(options)}\n  compiler log:\n{err}{hint}"
-                ) from None
-            _programs[key] = prg
+            prg = _programs[key] = _compile(dev.context, dev.cl_device, file, _options(dev, defines), binary,
+                                            f"{dev}\n  defines: {defines}")
     return prg
+
+
+def _kernel_defines(file: str, name: str, defines: dict[str, object] | None) -> dict[str, object]:
+    """``defines`` with ``KERNEL_<name>`` where ``file`` guards its kernels so (:func:`_built_alone`)."""
+    return {**(defines or {}), f"KERNEL_{name}": 1} if _built_alone(file) else defines or {}
+
+
+def build_options(dev: Device, file: str, name: str, defines: dict[str, object] | None = None) -> list[str]:
+    """The build options of the program :func:`kernel` takes ``name`` from: what a builder process needs
+    (:func:`build_binary`) to build it elsewhere."""
+    return _options(dev, _full_defines(dev, _kernel_defines(file, name, defines)))
+
+
+_builder_contexts: dict[int, cl.Context] = {}
+
+
+def build_binary(index: int, file: str, options: list[str]) -> bytes:
+    """Build kernels_cl/<file> with ``options`` for device ``index`` of :func:`clnn.devices` in this process and
+    return the device's binary: run by ``clnn tune``'s builder processes, started with PyOpenCL's disk cache
+    off (PYOPENCL_NO_CACHE), so that ending one mid-build leaves no lock or partial entry behind. Raises
+    KernelBuildError."""
+    cl_device = devices()[index].cl_device
+    context = _builder_contexts.get(index) or _builder_contexts.setdefault(index, cl.Context([cl_device]))
+    prg = _compile(context, cl_device, file, options, None, f"{cl_device.name} (a builder process)")
+    return prg.get_info(cl.program_info.BINARIES)[0]
 
 
 @functools.cache
@@ -175,14 +215,16 @@ def _built_alone(file: str) -> bool:
     return re.search(r"^#ifdef KERNEL_\w+", (kernel_dir / file).read_text(), re.M) is not None
 
 
-def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None = None) -> cl.Kernel:
+def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None = None,
+           binary: bytes | None = None) -> cl.Kernel:
     """The cached ``cl.Kernel`` ``name`` from ``kernels_cl/<file>`` built with ``defines`` on ``dev`` (alone in
-    its program, with ``KERNEL_<name>`` defined, where the file guards its kernels so)."""
-    defines = {**(defines or {}), f"KERNEL_{name}": 1} if _built_alone(file) else defines or {}
+    its program, with ``KERNEL_<name>`` defined, where the file guards its kernels so); a first build takes
+    ``binary`` (:func:`build_binary`) when given."""
+    defines = _kernel_defines(file, name, defines)
     key = (dev.context.int_ptr, file, name, tuple(defines.items()))  # as given: no sorting on every launch
     k = _kernels.get(key)
     if k is None:
-        prg = program(dev, file, defines)  # the same program for the same defines in any order
+        prg = program(dev, file, defines, binary)  # the same program for the same defines in any order
         with _lock:  # one cl.Kernel per program and name, even when threads miss at once
             k = _of_program.get((prg.int_ptr, name))
             if k is None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import abc
 import argparse
 import collections
-import concurrent.futures
 import contextlib
 import functools
 import itertools
 import json
 import math
+import multiprocessing
+import multiprocessing.pool
 import os
 import random
 import time
@@ -146,8 +147,8 @@ class _Problem(abc.ABC):
         """The kernel with tile ``cfg`` on the timed (0) or the odd (1) shape's operands."""
 
     @abc.abstractmethod
-    def prebuild(self, cfg: dict[str, int]) -> None:
-        """Build the program :meth:`run` takes with tile ``cfg`` (a thread's, ahead of its turn)."""
+    def program_of(self, cfg: dict[str, int]) -> tuple[str, str, dict[str, object]]:
+        """The (file, kernel, defines) :meth:`run` builds with tile ``cfg``: what a builder process builds ahead."""
 
     def check(self, cfg: dict[str, int]) -> str | None:
         """Why ``cfg`` computes a wrong result (relative error over 1e-5), or None."""
@@ -178,8 +179,8 @@ class _GemmProblem(_Problem):
         sa32, sb32 = sa.astype(np.float32).astype(np.float64), sb.astype(np.float32).astype(np.float64)
         self.refs = (a.astype(np.float64) @ b, sa32.transpose(0, 2, 1) @ sb32.transpose(0, 2, 1))
 
-    def prebuild(self, cfg: dict[str, int]) -> None:
-        kernels.kernel(self.dev, "gemm.cl", "gemm", kernels.defines(np.float32, **cfg))
+    def program_of(self, cfg: dict[str, int]) -> tuple[str, str, dict[str, object]]:
+        return "gemm.cl", "gemm", kernels.defines(np.float32, **cfg)
 
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
         if which:
@@ -205,8 +206,8 @@ class _ConvProblem(_Problem):
             refs.append(_conv_ref(kind, *(v.astype(np.float64) for v in (x, wt, gy))))
         self.refs = (refs[0], refs[1])
 
-    def prebuild(self, cfg: dict[str, int]) -> None:
-        kernels.kernel(self.dev, "conv.cl", self.kind, kernels.defines(np.float32, **cfg))
+    def program_of(self, cfg: dict[str, int]) -> tuple[str, str, dict[str, object]]:
+        return "conv.cl", self.kind, kernels.defines(np.float32, **cfg)
 
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
         return conv.run_tile(self.kind, *self.operands[which], 1, cfg)
@@ -232,9 +233,9 @@ def _brief(cfg: dict[str, int]) -> str:
 
 
 def builders(dev: Device) -> int:
-    """Threads that build the next candidates' programs while one is timed: one per host core, none when the
+    """Processes that build the next candidates' programs while one is timed: one per host core, none when the
     device is the host's own CPU (they would take the cores its timings run on). NVIDIA's OpenCL builds a GEMM
-    tile in seconds: on an H200 only 4-8 tiles fit a sweep's time, one build after another."""
+    tile in seconds."""
     return 0 if dev.real.get("type", dev.type) == "cpu" else os.cpu_count() or 1
 
 
@@ -243,39 +244,76 @@ def _build_failure(err: kernels.KernelBuildError) -> str:
     return "build failed: " + next((ln.strip() for ln in lines if "error" in ln), lines[0])
 
 
-def _built_ahead(dev: Device, kind: str, problem: _Problem) -> Iterator[tuple[dict[str, int], str | None]]:
-    """``kind``'s candidates in order, each with why it cannot run (None: it may), their programs built ahead by
-    :func:`builders` threads; closing it waits for the builds under way (at most one per thread)."""
-    threads, source = builders(dev), iter(candidates(dev, kind))
-    pool = concurrent.futures.ThreadPoolExecutor(threads) if threads else None
-    ahead: collections.deque[tuple[dict[str, int], str | None, concurrent.futures.Future | None]] = collections.deque()
+@contextlib.contextmanager
+def _builder_pool(count: int) -> Iterator[multiprocessing.pool.Pool | None]:
+    """``count`` builder processes (None for none), spawned with PyOpenCL's disk cache off (each builds from
+    source and sends its binary back), ended on exit without waiting for the builds under way. Processes, not
+    threads: an H200's tuner, with 16 builder threads, timed one GEMM tile in its 37 s and then waited minutes
+    for the builds in flight."""
+    if not count:
+        yield None
+        return
+    was = os.environ.get("PYOPENCL_NO_CACHE")
+    os.environ["PYOPENCL_NO_CACHE"] = "1"  # what the spawned processes inherit
     try:
+        pool = multiprocessing.get_context("spawn").Pool(count)
+    finally:
+        if was is None:
+            del os.environ["PYOPENCL_NO_CACHE"]
+        else:
+            os.environ["PYOPENCL_NO_CACHE"] = was
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+
+
+def _built_ahead(dev: Device, kind: str, problem: _Problem,
+                 deadline: float) -> Iterator[tuple[dict[str, int], str | None]]:
+    """``kind``'s candidates in order, each with why it cannot run (None: it may), their programs built ahead by
+    :func:`builders` processes. Once one may run, it waits for a later one's build only until ``deadline``, and
+    ends there."""
+    source, count = iter(candidates(dev, kind)), builders(dev)
+    with _builder_pool(count) as pool:
+        ahead: collections.deque[tuple[dict[str, int], str | None, Any]] = collections.deque()
+        runnable = False
         while True:
-            while len(ahead) < max(1, threads) and (cfg := next(source, None)) is not None:
+            while len(ahead) < max(1, count) and (cfg := next(source, None)) is not None:
                 cfg = {**OPTIONAL_KEYS, **cfg}
                 why = config_problem(cfg, dev)
-                ahead.append((cfg, why, pool.submit(problem.prebuild, cfg) if pool and why is None else None))
+                build = None
+                if pool is not None and why is None:
+                    file, name, defines = problem.program_of(cfg)
+                    build = pool.apply_async(kernels.build_binary,
+                                             (dev.index, file, kernels.build_options(dev, file, name, defines)))
+                ahead.append((cfg, why, build))
             if not ahead:
                 return
-            cfg, why, built = ahead.popleft()
-            if built is not None and isinstance(built.exception(), kernels.KernelBuildError):
-                why = _build_failure(built.exception())
+            cfg, why, build = ahead.popleft()
+            if build is not None:
+                try:
+                    binary = build.get(max(0.0, deadline - time.perf_counter()) if runnable else None)
+                except multiprocessing.TimeoutError:
+                    return
+                except kernels.KernelBuildError as err:
+                    why = _build_failure(err)
+                else:
+                    file, name, defines = problem.program_of(cfg)
+                    kernels.kernel(dev, file, name, defines, binary)
+            runnable = runnable or why is None
             yield cfg, why
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
 
 
 def _search(dev: Device, kind: str, problem: _Problem, budget: float, path: Path | None, out: Printer,
             step: str) -> dict[str, Any] | None:
     """Time ``kind``'s candidates on ``problem`` within ``budget`` seconds (the current choice always), their
-    programs built ahead by :func:`builders` threads; store and return the fastest correct one's entry, or None
+    programs built ahead by :func:`builders` processes; store and return the fastest correct one's entry, or None
     when none ran."""
     deadline = time.perf_counter() + budget
     out(f"{kind}: timing {'x'.join(map(str, problem.shape))} float32 on {dev}")
     best: tuple[float, dict[str, int]] | None = None
     tried = 0
-    with contextlib.closing(_built_ahead(dev, kind, problem)) as ready:
+    with contextlib.closing(_built_ahead(dev, kind, problem, deadline)) as ready:
         for cfg, problem_text in ready:
             if best is not None and time.perf_counter() > deadline:
                 break
