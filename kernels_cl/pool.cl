@@ -97,6 +97,14 @@ inline real avg_output(int op, pool_geom g, __global const store_t *xp, int oh, 
     return (h0 >= h1 || w0 >= w1) ? (real)0 : acc / div;
 }
 
+/* along one axis, the outputs [*lo, *hi] whose windows (K taps d apart, stride s, padding p, O outputs) span input
+ * i: o * s - p <= i <= o * s - p + (K - 1) * d. A dilated window (d > 1) in that range may step over i. */
+inline void windows_holding(int i, int K, int s, int p, int d, int O, int *lo, int *hi) {
+    int first = i + p - (K - 1) * d;
+    *lo = first > 0 ? (first + s - 1) / s : 0;
+    *hi = min((i + p) / s, O - 1);
+}
+
 /* the gradient of input pixel (ih, iw): gy and idx point at this plane's (OH, OW) outputs */
 inline real pool_input_grad(int op, pool_geom g, __global const store_t *gy, __global const int *idx, int ih,
                             int iw) {
@@ -110,20 +118,20 @@ inline real pool_input_grad(int op, pool_geom g, __global const store_t *gy, __g
             }
         return acc;
     }
-    int dH = op == P_MAX ? g.dH : 1, dW = op == P_MAX ? g.dW : 1;
-    for (int kh = 0; kh < g.kH; ++kh) {
-        int th = ih + g.pH - kh * dH;  /* = oh * sH for a window holding ih at tap kh */
-        if (th < 0 || th % g.sH || th / g.sH >= g.OH) continue;
-        int oh = th / g.sH;
-        for (int kw = 0; kw < g.kW; ++kw) {
-            int tw = iw + g.pW - kw * dW;
-            if (tw < 0 || tw % g.sW || tw / g.sW >= g.OW) continue;
-            int o = oh * g.OW + tw / g.sW;
+    int dH = op == P_MAX ? g.dH : 1, dW = op == P_MAX ? g.dW : 1, oh0, oh1, ow0, ow1;
+    windows_holding(ih, g.kH, g.sH, g.pH, dH, g.OH, &oh0, &oh1);
+    windows_holding(iw, g.kW, g.sW, g.pW, dW, g.OW, &ow0, &ow1);
+    for (int oh = oh1; oh >= oh0; --oh) {  /* descending, as pool_bwd_rows adds them: the same bits */
+        if (dH > 1 && (ih + g.pH - oh * g.sH) % dH) continue;  /* the window's taps step over ih */
+        for (int ow = ow1; ow >= ow0; --ow) {
+            if (dW > 1 && (iw + g.pW - ow * g.sW) % dW) continue;
+            int o = oh * g.OW + ow;
             if (op == P_MAX) {
                 if (idx[o] == ih * g.W + iw) acc += LOAD(gy, o);
             } else {
                 int h0, h1, w0, w1;
-                acc += LOAD(gy, o) / avg_divisor(op, oh, tw / g.sW, g, &h0, &h1, &w0, &w1);
+                real v = LOAD(gy, o) / avg_divisor(op, oh, ow, g, &h0, &h1, &w0, &w1);
+                acc += v;
             }
         }
     }
