@@ -293,13 +293,12 @@ def _built_ahead(dev: Device, kind: str, problem: _Problem,
             if build is not None:
                 try:
                     binary = build.get(max(0.0, deadline - time.perf_counter()) if runnable else None)
+                    file, name, defines = problem.program_of(cfg)
+                    kernels.kernel(dev, file, name, defines, binary)  # the program, from the binary
                 except multiprocessing.TimeoutError:
                     return
                 except kernels.KernelBuildError as err:
                     why = _build_failure(err)
-                else:
-                    file, name, defines = problem.program_of(cfg)
-                    kernels.kernel(dev, file, name, defines, binary)
             runnable = runnable or why is None
             yield cfg, why
 
