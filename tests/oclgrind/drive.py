@@ -93,8 +93,8 @@ def _unoptimized(original: Callable) -> Callable:
     """Build without optimization: Oclgrind 21.10 aborts on LLVM's ``freeze`` instruction, which the
     optimizer emits (e.g. around integer division); -O0 code also maps reports to source lines."""
 
-    def options(defines):
-        return [*original(defines), "-cl-opt-disable"]
+    def options(dev, defines):
+        return [*original(dev, defines), "-cl-opt-disable"]
 
     return options
 
