@@ -44,9 +44,9 @@ TESTS = ROOT / "tests"
 # Test files that do not launch kernels through the ops (or run their own limit/device matrix):
 # the limits parts leave them out. Every other test file, present or future, is a kernel test.
 NOT_KERNEL_TESTS = ("test_device.py", "test_packaging.py", "test_oclgrind.py", "test_portability.py",
-                    "test_faults.py", "test_readme.py", "test_pocl_target.py", "test_matrix.py")
+                    "test_faults.py", "test_readme.py", "test_pocl_target.py")
 # Device-independent tests run once, in the PoCL part.
-ONCE = ("test_oclgrind.py", "test_packaging.py", "test_readme.py", "test_pocl_target.py", "test_matrix.py")
+ONCE = ("test_oclgrind.py", "test_packaging.py", "test_readme.py", "test_pocl_target.py")
 # An NVIDIA H100 SXM as its OpenCL driver reports it: 132 SMs, 1024 work-items per group, 48 KiB local memory.
 H100 = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
 DEFAULT_PARTS = "pocl,oclgrind,h100,intel,limits64,limits256"  # longest first (cold): they start first
