@@ -13,9 +13,6 @@ Parts (each a pytest run in a fresh process, so device choice and limits start c
   oclgrind  tests/test_oclgrind.py: every kernel under Oclgrind, zero reports (CLNN_REQUIRE_OCLGRIND=1),
             with Oclgrind's own limits, as a small GPU, posing as the H100 and posing as a CPU
 
-Twins share the parametrized cases (CLNN_TEST_HALF, tests/conftest.py): pocl and intel, limits64 and limits256 each
-run every test without parameters and half of each parametrized test's cases, the other half in the twin, so each
-case runs on one of the two CPU runtimes and under one of the two small-GPU limits. h100 and oclgrind run whole.
 A part whose pytest collected nothing (exit code 5) fails, as does a part whose device is missing.
 Parts run side by side, --jobs at a time (default: one per CPU core): most of a cold run is single-threaded
 kernel compilation. Each part's output is printed whole when it ends.
@@ -63,13 +60,12 @@ def parts(limits_device: str) -> dict[str, Part]:
     ignore_once = [f"--ignore={TESTS / f}" for f in ONCE]
     ignore_non_kernel = [f"--ignore={TESTS / f}" for f in NOT_KERNEL_TESTS]
     return {
-        "pocl": Part("pocl", {"CLNN_DEVICE": "pocl", "CLNN_TEST_HALF": "0"},
-                     [f"--ignore={TESTS / 'test_oclgrind.py'}"]),
-        "intel": Part("intel", {"CLNN_DEVICE": "intel", "CLNN_TEST_HALF": "1"}, ignore_once),
-        "limits64": Part("limits64", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": "wg=64,local=16384,fp64=0",
-                                      "CLNN_TEST_HALF": "0"}, ignore_non_kernel),
-        "limits256": Part("limits256", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": "wg=256,local=32768",
-                                        "CLNN_TEST_HALF": "1"}, ignore_non_kernel),
+        "pocl": Part("pocl", {"CLNN_DEVICE": "pocl"}, [f"--ignore={TESTS / 'test_oclgrind.py'}"]),
+        "intel": Part("intel", {"CLNN_DEVICE": "intel"}, ignore_once),
+        "limits64": Part("limits64", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": "wg=64,local=16384,fp64=0"},
+                         ignore_non_kernel),
+        "limits256": Part("limits256", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": "wg=256,local=32768"},
+                          ignore_non_kernel),
         "h100": Part("h100", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": H100}, ignore_non_kernel),
         "oclgrind": Part("oclgrind", {"CLNN_REQUIRE_OCLGRIND": "1"}, [str(TESTS / "test_oclgrind.py")]),
     }

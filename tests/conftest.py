@@ -1,10 +1,8 @@
 """Test set-up: every new tensor starts as NaN, so a kernel that skips an output element fails; no tuning
 database is read, so the tables' rows, which tests pin and patch, choose every tile."""
 
-import collections
 import os
 import tempfile
-import zlib
 
 import numpy as np
 import pytest
@@ -70,26 +68,9 @@ def pytest_runtest_makereport(item, call):
             rep.longrepr = (str(item.path), item.location[1] or 0, "Skipped: needs float64; the device has no fp64")
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_collection_modifyitems(items):
     """Test ids must be the same in every process: pytest-xdist's workers each collect the suite and refuse to
-    start when their lists differ (an id made from an object's repr carries its address).
-
-    With ``CLNN_TEST_HALF`` set (0 or 1: scripts/run_tests.py's twin parts), only that half of each parametrized
-    test's cases runs: its cases ordered by a hash of their ids, every other one, so each half holds cases of
-    every such test whatever its parameters' order. A test without parameters runs in both halves."""
+    start when their lists differ (an id made from an object's repr carries its address)."""
     unstable = [item.nodeid for item in items if " at 0x" in item.nodeid]
     if unstable:
         raise pytest.UsageError(f"test ids that name object addresses (give them ids=): {unstable[:3]}")
-    half = os.environ.get("CLNN_TEST_HALF")
-    if not half:
-        return
-    if half not in ("0", "1"):
-        raise pytest.UsageError(f"CLNN_TEST_HALF expects 0 or 1; got {half!r}")
-    cases: dict[str, list[pytest.Item]] = collections.defaultdict(list)
-    for item in items:
-        if "[" in item.nodeid:
-            cases[item.nodeid.split("[")[0]].append(item)
-    dropped = {item.nodeid for group in cases.values()
-               for item in sorted(group, key=lambda i: zlib.crc32(i.nodeid.encode()))[1 - int(half)::2]}
-    config.hook.pytest_deselected(items=[item for item in items if item.nodeid in dropped])
-    items[:] = [item for item in items if item.nodeid not in dropped]
