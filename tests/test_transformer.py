@@ -71,7 +71,10 @@ def _compare(cmod, tmod, inputs, call, dtype, rng, grad_inputs=(0,)):
 
 def _bool_mask(rng, shape):
     m = rng.random(shape) < 0.3
-    m[..., 0] = False  # every query keeps a key: a row with none is NaN in torch's weights
+    # Every query keeps two keys. With none, torch's weights are NaN. With one, its weight is exactly 1 and the
+    # query's gradient exactly 0, which float32 and torch's float64 each miss by their own rounding: a key padding
+    # mask hiding all keys but the first (0.3 ** 6 of draws) failed an unbatched case with relative error 1
+    m[..., :2] = False
     return m
 
 
