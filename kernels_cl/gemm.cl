@@ -25,9 +25,9 @@
  * one slice overlap the arithmetic of the other (GPUs); DB=0 stages, waits, multiplies, waits (CPUs). With
  * PF=1 a slice's loads go to registers before the multiply of the slice before and to local memory after it
  * (gemm.h's FETCH and PUT), so a work-item's own loads are in flight while it computes.
- * A tile whose columns all lie inside C, stored without activation or pre-activation, with beta 0 or an
- * addend whose rows are contiguous, is stored as whole VW-vectors where C's (and D's) rows are vector-aligned
- * (checked at run time; gemm.h's STORE_C_VEC, in any storage), else one element at a time.
+ * A tile whose columns all lie inside C, with beta 0 or an addend whose rows are contiguous, is stored as whole
+ * VW-vectors (activation applied lane by lane, pre-activation too) where C's (and D's, P's) rows are vector-aligned
+ * (checked at run time; gemm.h's store_act_vec, in any storage), else lane by lane (STORE_ACT_LANES).
  * The k order of the accumulation is fixed, so reruns are bit-identical. Arithmetic is in `real`
  * (float for half storage).
  *
@@ -124,8 +124,8 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #endif
 #undef STAGE_AT
 
-#if VW > 1 /* whole vectors where no element needs its own epilogue or bounds check */
-    const bool whole = act < 0 && !keep && col0 + TN <= N && stores_aligned(C, N) &&
+#if VW > 1 /* whole vectors where the tile's columns lie inside C, all rows aligned */
+    const bool whole = col0 + TN <= N && stores_aligned(C, N) && (!keep || stores_aligned(P, N)) &&
                        (beta == 0 || (d_cs == 1 && stores_aligned(D, d_rs)));
 #endif
 #pragma unroll
@@ -135,20 +135,20 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
             const int gj = col0 + (tx + v * RTN) * VW;
+            const size_t at = (size_t)gi * N + gj;
 #if VW > 1
             if (whole) {
                 const realv d = beta != 0 ? beta * LOAD_D_VEC(D + (size_t)gi * d_rs + gj) : (realv)0;
-                STORE_C_VEC(C + (size_t)gi * N + gj, alpha * acc[i][v] + d);
+                store_act_vec(C + at, P + at, alpha * acc[i][v] + d, act, keep);
                 continue;
             }
 #endif
             union { realv v; real s[VW]; } d = {(realv)0};
             if (beta != 0) {
-#pragma unroll
-                for (int q = 0; q < VW; ++q)
+                LANES_UNROLL for (int q = 0; q < VW; ++q)
                     if (gj + q < N) d.s[q] = beta * LOAD_D(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs);
             }
-            STORE_ACT_LANES(C, P, alpha * acc[i][v] + d.v, act, keep, (size_t)gi * N + gj + q, gj + q < N);
+            STORE_ACT_LANES(C, P, alpha * acc[i][v] + d.v, act, keep, at + q, gj + q < N);
         }
     }
 }

@@ -292,33 +292,38 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
     STORE_C(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
 }
 
-/* store_act(DST, PRE, OFF, lane q of VAL, ACT, KEEP) for the VW lanes q of the realv VAL where COND holds (COND
- * and OFF: expressions of q): each vector is rounded to C's storage at once, then stored lane by lane as plain
- * moves. A register block's epilogue unrolls this WM * NV times: rounding element by element (a half's score of
- * integer operations, a bf16's branch) made PoCL's build of a 16-wide half tile take twice float32's. */
-#if VW == 1
-#define STORE_ACT_LANES(DST, PRE, VAL, ACT, KEEP, OFF, COND)                                                \
-    do {                                                                                                    \
-        const int q = 0;                                                                                    \
-        if (COND) store_act(DST, PRE, OFF, VAL, ACT, KEEP);                                                 \
-    } while (0)
-#else
-#define STORE_ACT_LANES(DST, PRE, VAL, ACT, KEEP, OFF, COND)                                                \
-    do {                                                                                                    \
-        union { realv v; real s[VW]; } in_ = {VAL}, out_;                                                   \
-        union { c_rawv v; c_raw_t s[VW]; } raw_;                                                            \
-        if (KEEP) {                                                                                         \
-            raw_.v = C_NARROW(in_.v);                                                                       \
-            _Pragma("unroll") for (int q = 0; q < VW; ++q)                                                  \
-                if (COND) ((__global c_raw_t *)(PRE))[OFF] = raw_.s[q];                                     \
-        }                                                                                                   \
-        _Pragma("unroll") for (int q = 0; q < VW; ++q)                                                      \
-            out_.s[q] = (ACT) < 0 ? in_.s[q] : apply_unary(ACT, in_.s[q], 0, 0);                            \
-        raw_.v = C_NARROW(out_.v);                                                                          \
-        _Pragma("unroll") for (int q = 0; q < VW; ++q)                                                      \
-            if (COND) ((__global c_raw_t *)(DST))[OFF] = raw_.s[q];                                         \
-    } while (0)
+/* store_act_vec(C, P, v, act, keep): store_act of each lane of the realv v to the aligned C[0..VW) (and P[0..VW)),
+ * rounded to C's storage as whole vectors */
+#if VW > 1
+inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, int keep) {
+    if (keep) STORE_C_VEC(P, v);
+    if (act >= 0) {
+        union { realv v; real s[VW]; } u = {v};
+#pragma unroll
+        for (int q = 0; q < VW; ++q) u.s[q] = apply_unary(act, u.s[q], 0, 0);
+        v = u.v;
+    }
+    STORE_C_VEC(C, v);
+}
 #endif
+
+/* LANES_UNROLL: the pragma of loops over a vector's lanes in a store. Unrolled on GPUs; a loop on CPUs (tuning's
+ * storage ROLL_LANES), whose builds an epilogue of WM * NV vectors of lanes, each with its bounds check, had
+ * dominated: PoCL built a CPU GEMM tile in 9.6 s, 3.7 s with the lanes in loops (Zen 3), at the same speed */
+#if ROLL_LANES
+#define LANES_UNROLL _Pragma("unroll 1")
+#else
+#define LANES_UNROLL _Pragma("unroll")
+#endif
+
+/* store_act(DST, PRE, OFF, lane q of VAL, ACT, KEEP) for the VW lanes q of the realv VAL where COND holds (COND
+ * and OFF: expressions of q) */
+#define STORE_ACT_LANES(DST, PRE, VAL, ACT, KEEP, OFF, COND)                                                \
+    do {                                                                                                    \
+        union { realv v; real s[VW]; } in_ = {VAL};                                                         \
+        LANES_UNROLL for (int q = 0; q < VW; ++q)                                                           \
+            if (COND) store_act(DST, PRE, OFF, in_.s[q], ACT, KEEP);                                        \
+    } while (0)
 
 /* GATHER(X, t, p, COND, OFF): t[q] = operand X's element p[OFF] where COND holds, else 0, for q < VWG (OFF and
  * COND are expressions of q): the elements are read raw one at a time, then widened (and rounded) as one
