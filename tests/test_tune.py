@@ -290,6 +290,7 @@ def test_candidates_are_built_ahead_on_other_devices(dev, db, monkeypatch):
     first = tune.candidates
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: itertools.islice(first(dev, kind), 3))
     monkeypatch.setattr(tune, "builders", lambda dev: 2)
+    monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))  # timed in microseconds, not seconds
     from_binaries, kernel = [], kernels.kernel
 
     def spy(dev, file, name, defines=None, binary=None):
