@@ -84,9 +84,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # clnn_shape.h's walks
         "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0, "MATH_BUILTIN": 0, "GROUP_WALK": 0, "PREFETCH": 0, "ROLL_LANES": 0},
         # ROLL_LANES: gemm.h's stores lane by lane (a tile's columns past the edge, conv_fwd's scattered outputs) in
-        # loops, not unrolled. Zen 3, a CPU GEMM tile (64x128, 4x16 per item, 8-wide): PoCL built it in 9.6 -> 3.7 s,
-        # Intel's runtime in 4.2 -> 1.6 s; the same speed, 1024x1023x1024 and 512x500x512 (GFLOP/s 77-82 and 58-63
-        # on Intel's runtime, 60-67 and 49-53 on PoCL, either way)
+        # loops, not unrolled. Zen 3, a CPU GEMM tile (64x128, 4x16 per item, 8-wide): PoCL built it in 7.4-9.1 ->
+        # 3.7-4.1 s, Intel's runtime in 4.2 -> 0.9 s; GFLOP/s unrolled -> loops at 1024x1023x1024 and 512x500x512
+        # (every store lane by lane): Intel's runtime 80-88 -> 74-78 and 45-69 -> 55-70, PoCL 59-61 -> 55-56 and
+        # 30-32 -> 33-36, within the noise of the 2 shared cores (BENCHMARKS.md, eleventh session)
         "cpu": {"ROLL_LANES": 1},
         # PoCL calls vload_half / vstore_half out of line: a float16 conv ran 2x float32's time with them; its erfc
         # took 26 ns per element (GELU over 4.2M: 109 ms forward, 119 backward in the GPT example's step); its

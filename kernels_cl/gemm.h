@@ -309,7 +309,7 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
 
 /* LANES_UNROLL: the pragma of loops over a vector's lanes in a store. Unrolled on GPUs; a loop on CPUs (tuning's
  * storage ROLL_LANES), whose builds an epilogue of WM * NV vectors of lanes, each with its bounds check, had
- * dominated: PoCL built a CPU GEMM tile in 9.6 s, 3.7 s with the lanes in loops (Zen 3), at the same speed */
+ * dominated: PoCL built a CPU GEMM tile in 7.4-9.1 s, 3.7-4.1 s with the lanes in loops (Zen 3), at the same speed */
 #if ROLL_LANES
 #define LANES_UNROLL _Pragma("unroll 1")
 #else
