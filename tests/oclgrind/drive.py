@@ -348,6 +348,9 @@ def _gemm_tiled(dt: np.dtype, rng: np.random.Generator) -> None:
     bias = data(rng, (19,), dt)
     y = linear_act(a, clnn.tensor(np.ascontiguousarray(bn.T)), clnn.tensor(bias), "tanh")  # stores the pre-activation
     check("linear + tanh", y, np.tanh(a64 @ b64 + bias), dt)
+    wn, wbias = data(rng, (136, 9), dt), data(rng, (136,), dt)  # 136 outputs: a first tile of whole, aligned vectors
+    y = linear_act(a, clnn.tensor(wn), clnn.tensor(wbias), "tanh")  # (store_act_vec, with the pre-activation)
+    check("linear + tanh, whole vectors", y, np.tanh(a64 @ wn.astype(np.float64).T + wbias), dt)
     bat = data(rng, (2, 9, 5), dt)
     out = clnn.matmul(a, clnn.tensor(bat, requires_grad=True))
     check("matmul batched", out, a64 @ bat.astype(np.float64), dt)
