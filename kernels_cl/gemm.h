@@ -217,30 +217,18 @@ VEC_CONVERSIONS(VW)
 #ifndef C_REAL
 #define C_REAL 0
 #endif
-/* c_raw_t, C_NARROW(v) (VW > 1): C's elements as stored (a half's or bf16's bits), and a realv rounded to them at
- * once */
 #if C_REAL
 typedef real c_t;
-#define C_RAW_T REAL_T
-#define C_NARROW(v) (v)
 #define STORE_C(p, i, v) ((p)[i] = (v))
 #define STORE_C_VEC(p, v) (*(__global realv *)(p) = (v))
 #elif C_F32
 typedef float c_t;
-#define C_RAW_T float
-#define C_NARROW CAT(vec_round, VW)
 #define STORE_C(p, i, v) ((p)[i] = round_store((float)(v)))
 #define STORE_C_VEC(p, v) (*(__global realv *)(p) = CAT(vec_round, VW)(v))
 #else
 typedef store_t c_t;
-#define C_RAW_T RAW_T
-#define C_NARROW CAT(vec_narrow, VW)
 #define STORE_C STORE
 #define STORE_C_VEC CAT(vec_store, VW)
-#endif
-typedef C_RAW_T c_raw_t;
-#if VW > 1
-typedef CAT(C_RAW_T, VW) c_rawv;
 #endif
 /* Per operand X (A, B): its element type X_t, LOAD_X(p, i) (one element, as real), and for gathers its raw
  * element type X_RAW_T, X_RAW(p, i) (the stored bits, or a float32 operand's float), X_WIDEN (a vector of
