@@ -220,11 +220,10 @@ def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None 
     """The cached ``cl.Kernel`` ``name`` from ``kernels_cl/<file>`` built with ``defines`` on ``dev`` (alone in
     its program, with ``KERNEL_<name>`` defined, where the file guards its kernels so); a first build takes
     ``binary`` (:func:`build_binary`) when given."""
-    defines = _kernel_defines(file, name, defines)
-    key = (dev.context.int_ptr, file, name, tuple(defines.items()))  # as given: no sorting on every launch
+    key = (dev.context.int_ptr, file, name, tuple(defines.items()) if defines else ())  # as given: no sorting
     k = _kernels.get(key)
     if k is None:
-        prg = program(dev, file, defines, binary)  # the same program for the same defines in any order
+        prg = program(dev, file, _kernel_defines(file, name, defines), binary)  # the same for defines in any order
         with _lock:  # one cl.Kernel per program and name, even when threads miss at once
             k = _of_program.get((prg.int_ptr, name))
             if k is None:
@@ -269,7 +268,7 @@ def launch(
             raise ValueError(
                 f"work-group of {wg} work-items exceeds {dev}'s max_work_group_size {dev.max_work_group_size}"
             )
-        global_size = tuple([round_up(g, ls) for g, ls in zip(global_size, local_size)])
+        global_size = tuple([-(-g // ls) * ls for g, ls in zip(global_size, local_size)])  # round_up, inline
     if 0 in global_size:
         return None
     if k in _untyped:
@@ -332,10 +331,17 @@ def cl_vector(cltype: np.dtype, *values: int) -> np.generic:
     return np.array(values, cltype.fields["s0"][0]).view(cltype)[0]
 
 
+_REAL = {np.dtype(t): np.dtype(np.float64 if t == np.float64 else np.float32)
+         for t in (np.float16, BFLOAT16, np.float32, np.float64)}
+
+
 def real_dtype(dtype: np.dtype) -> np.dtype:
     """The arithmetic type (clnn_dtype.h's ``real``) of ``dtype``'s kernels: float64's own, float32 for the
     others (partial sums and planes of half data are kept in it)."""
-    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+    real = _REAL.get(dtype)  # asked on every launch with a scalar
+    if real is None:
+        real = np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+    return real
 
 
 def real_scalar(dtype: np.dtype, value: float) -> np.generic:

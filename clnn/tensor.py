@@ -114,6 +114,15 @@ class Tensor:
         self.grad: Tensor | None = None
         self._node: Node | None = None
 
+    @classmethod
+    def _wrap(cls, data: cl.MemoryObjectHolder, shape: tuple[int, ...], dtype: np.dtype, device: Device) -> Tensor:
+        """A tensor of facts already in ``__init__``'s form (``shape`` a tuple of ints, ``dtype`` a NumPy dtype):
+        ops' outputs and views, without ``__init__``'s conversions (they are a good part of an op's host time)."""
+        t = object.__new__(cls)
+        t.data, t.shape, t.dtype, t.device = data, shape, dtype, device
+        t.requires_grad, t.grad, t._node = False, None, None
+        return t
+
     # ---- facts ------------------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
@@ -186,7 +195,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same memory, cut from the graph."""
-        return Tensor(self.data, self.shape, self.dtype, self.device)
+        return Tensor._wrap(self.data, self.shape, self.dtype, self.device)
 
     def backward(self, grad: Tensor | None = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.

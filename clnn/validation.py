@@ -113,8 +113,13 @@ def require_instance(label: str, value: Any, cls: type, what: str) -> Any:
     return value
 
 
+_SUPPORTED = frozenset(SUPPORTED_DTYPES)
+
+
 def check_dtype_on(dtype: Any, dev: Device) -> np.dtype:
     """``dtype`` as a NumPy dtype, if tensors of it can live on ``dev``; else a TypeError."""
+    if isinstance(dtype, np.dtype) and dtype in _SUPPORTED and (dev.fp64 or dtype != np.float64):
+        return dtype  # every op's allocation asks: the common case without the conversions
     try:
         dt = np.dtype(dtype)
     except TypeError:

@@ -36,20 +36,13 @@ def poison_new_tensors(on: bool = True) -> None:
 def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     """An uninitialized tensor (memory from the device's pool)."""
     shape = tuple([int(s) for s in shape])
-    if shape and min(shape) < 0:
-        raise ValueError(f"shape: dimensions must be >= 0; got {shape}")
     dt = check_dtype_on(dtype, dev)
     n = math.prod(shape)
-    if n > INT_MAX:
-        raise ValueError(f"shape: tensors hold at most 2**31 - 1 elements; got {shape} ({n} elements)")
     nbytes = n * dt.itemsize
-    if nbytes > dev.max_alloc_size:
-        raise MemoryError(
-            f"cannot allocate {nbytes} bytes for a tensor of shape {shape}, {dt.name} on {dev}: "
-            f"its largest single allocation is {dev.max_alloc_size} bytes"
-        )
+    if nbytes > dev.max_alloc_size or n > INT_MAX or (shape and min(shape) < 0):
+        _refuse(shape, dt, dev, n, nbytes)
     try:
-        buf = dev.pool.allocate(max(nbytes, 8))
+        buf = (dev._pool or dev.pool).allocate(max(nbytes, 8))
     except Exception as err:  # pyopencl raises MemoryError or cl.Error, depending on where it failed
         raise MemoryError(
             f"cannot allocate {nbytes} bytes for a tensor of shape {shape} on {dev} "
@@ -59,13 +52,25 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
         profiler._active._allocated(dev, nbytes)
     if _poison["on"]:
         dev.fill(buf, np.array(np.nan, dt) if dt in FLOAT_DTYPES else np.array(-1, dt), nbytes)
-    return Tensor(buf, shape, dt, dev)
+    return Tensor._wrap(buf, shape, dt, dev)
+
+
+def _refuse(shape: tuple[int, ...], dt: np.dtype, dev: Device, n: int, nbytes: int) -> None:
+    """:func:`empty`'s error for a shape it cannot allocate."""
+    if min(shape) < 0:
+        raise ValueError(f"shape: dimensions must be >= 0; got {shape}")
+    if n > INT_MAX:
+        raise ValueError(f"shape: tensors hold at most 2**31 - 1 elements; got {shape} ({n} elements)")
+    raise MemoryError(
+        f"cannot allocate {nbytes} bytes for a tensor of shape {shape}, {dt.name} on {dev}: "
+        f"its largest single allocation is {dev.max_alloc_size} bytes"
+    )
 
 
 def view_as(t: Tensor, shape: tuple[int, ...]) -> Tensor:
     """``t``'s memory as ``shape`` (the same number of elements), recorded nowhere: an op's view of its own
     operands and results, where ``reshape`` would add a graph node."""
-    return t if t.shape == shape else Tensor(t.data, shape, t.dtype, t.device)
+    return t if t.shape == shape else Tensor._wrap(t.data, shape, t.dtype, t.device)
 
 
 def autocast(policy: str, *xs: Any) -> tuple[Any, ...]:
@@ -109,7 +114,10 @@ def record(out: Tensor, inputs: tuple[Tensor, ...], backward: Backward, name: st
 
     ``backward(grad_out)`` returns one gradient (or None) per input, in order.
     """
-    if is_grad_enabled() and any(t.requires_grad for t in inputs):
-        out.requires_grad = True
-        out._node = Node(inputs, backward, name)
+    if is_grad_enabled():
+        for t in inputs:
+            if t.requires_grad:
+                out.requires_grad = True
+                out._node = Node(inputs, backward, name)
+                break
     return out

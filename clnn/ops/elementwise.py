@@ -98,7 +98,7 @@ def _binary(op: str, a: Any, b: Any) -> Tensor:
     require_float(f"{op}: a", a)
     out_shape = broadcast_shapes(op, a.shape, b.shape)
     out = _binary_launch(BINARY[op], a, b, out_shape, "binary", a.dtype)
-    saved = out.detach()
+    saved = out.detach() if op in ("div", "pow") else None  # the gradients that read the result
 
     def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None]:
         ga = gb = None

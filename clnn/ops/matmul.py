@@ -257,7 +257,12 @@ def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
 def partials(dtype: np.dtype, shape: tuple[int, ...], dev: Device) -> tuple[Tensor, dict[str, int]]:
     """A k-split's buffer of partial products for ``dtype`` results, in ``real`` (float64 for float64, else
     float32: half partials would round before their sum), and the tiled kernels' define that stores into it."""
-    return empty(shape, kernels.real_dtype(dtype), dev), {"C_REAL": 1} if np.dtype(dtype) in HALF_DTYPES else {}
+    return empty(shape, kernels.real_dtype(dtype), dev), _partials_defines(dtype)
+
+
+def _partials_defines(dtype: np.dtype) -> dict[str, int]:
+    """The tiled kernels' define that stores into :func:`partials`' buffer."""
+    return {"C_REAL": 1} if np.dtype(dtype) in HALF_DTYPES else {}
 
 
 def rounding(dtype: np.dtype, **operands: Tensor) -> dict[str, int]:
@@ -302,37 +307,59 @@ def gemm_raw(
         c, c_strides, beta = out, (0, 0, 0), 0.0
     addend = (c, c_strides or (m * n, n, 1))
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
-    how = how or plan(dev, dtype, batch, m, n, k)
-    cfg, splits, ks = how.cfg, how.splits, how.ks
-    rounded = rounding(dtype, A=a, B=b, D=c, C=out)
+    rounded = (a.dtype != dtype, b.dtype != dtype, c.dtype != dtype, store != dtype)
+    if how is None:  # planned here (plan keeps its plans): the launch's kernel and geometry are kept with the plan
+        how = plan(dev, dtype, batch, m, n, k)
+        launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, rounded, batch, m, n, id(how)),
+                                 lambda: _launch_plan(dev, dtype, rounded, batch, m, n, how))
+        if launch[3] is not how:  # another plan that had the same id
+            launch = _launch_plan(dev, dtype, rounded, batch, m, n, how)
+    else:
+        launch = _launch_plan(dev, dtype, rounded, batch, m, n, how)
+    kernel, global_size, local_size, _ = launch
     fused = epilogue(act, out, pre)
-    untiled = defines(dtype, **rounded)  # gemm_direct's: no tile
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
+    if how.kernel == "direct":
+        kernels.launch(dev, kernel, global_size, local_size, np.int32(m), np.int32(n), np.int32(k),
+                       real_scalar(dtype, alpha), real_scalar(dtype, beta), a.data, *strides, *fused, out.data)
+        return out
+    splits = how.splits
+    part = out if splits == 1 else partials(dtype, (batch, splits, m, n), dev)[0]
+    kernels.launch(
+        dev, kernel, global_size, local_size, np.int32(m), np.int32(n), np.int32(k), np.int32(how.ks),
+        np.int32(splits), real_scalar(dtype, alpha if splits == 1 else 1.0),
+        real_scalar(dtype, beta if splits == 1 else 0.0), a.data, *strides,
+        *(fused if splits == 1 else epilogue("none", part, None)), part.data,
+    )
+    if splits > 1:
+        summed = defines(dtype, **_rounding_defines(dtype, rounded, "DC"))  # gemm_sum reads no A or B
+        sum_partials(part, out, splits, m, n, summed, alpha, beta, addend, act, pre)
+    return out
+
+
+def _rounding_defines(dtype: np.dtype, rounded: tuple[bool, bool, bool, bool], names: str) -> dict[str, int]:
+    """gemm.h's ``<name>_F32`` defines of the operands ``names`` (of A, B, D, C) that ``rounded`` marks as float32
+    where the kernel computes in the half ``dtype`` (:func:`rounding`)."""
+    return {f"{name}_F32": 1 for name, r in zip("ABDC", rounded) if r and name in names}
+
+
+def _launch_plan(dev: Device, dtype: np.dtype, rounded: tuple[bool, bool, bool, bool], batch: int, m: int, n: int,
+                 how: GemmPlan) -> tuple[Any, tuple[int, ...], tuple[int, ...], GemmPlan]:
+    """gemm_raw's kernel, global and local size for the plan ``how`` of one product whose operands A, B, D and
+    result C are float32 where ``rounded`` says (a half ``dtype`` rounds them in its loads and stores)."""
     if how.kernel == "direct":
         dx = min(32, 1 << (n - 1).bit_length())
         dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
-        kernels.launch(
-            dev, kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (n, m, batch), (dx, dy, 1),
-            np.int32(m), np.int32(n), np.int32(k), real_scalar(dtype, alpha), real_scalar(dtype, beta),
-            a.data, *strides, *fused, out.data,
-        )
-        return out
+        untiled = defines(dtype, **_rounding_defines(dtype, rounded, "ABDC"))  # gemm_direct's: no tile
+        return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (n, m, batch), (dx, dy, 1), how
+    cfg, splits = how.cfg, how.splits
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
-    part, into_part = (out, rounded) if splits == 1 else partials(dtype, (batch, splits, m, n), dev)
-    if splits > 1:
-        into_part = {**rounding(dtype, A=a, B=b), **into_part}  # the partials: no addend, no rounded C
-    kernels.launch(
-        dev, kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **into_part)),
-        (groups_n * rtn, groups_m * rtm, batch * splits),
-        (rtn, rtm, 1), np.int32(m), np.int32(n), np.int32(k), np.int32(ks), np.int32(splits),
-        real_scalar(dtype, alpha if splits == 1 else 1.0), real_scalar(dtype, beta if splits == 1 else 0.0),
-        a.data, *strides, *(fused if splits == 1 else epilogue("none", part, None)), part.data,
-    )
-    if splits > 1:
-        summed = defines(dtype, **rounding(dtype, D=c, C=out))  # gemm_sum reads no A or B
-        sum_partials(part, out, splits, m, n, summed, alpha, beta, addend, act, pre)
-    return out
+    # the partials: no addend, no rounded C (partials' own define)
+    into_part = (_rounding_defines(dtype, rounded, "ABDC") if splits == 1 else
+                 {**_rounding_defines(dtype, rounded, "AB"), **_partials_defines(dtype)})
+    k_tiled = kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **into_part))
+    return k_tiled, (groups_n * rtn, groups_m * rtm, batch * splits), (rtn, rtm, 1), how
 
 
 def sum_partials(part: Tensor, out: Tensor, splits: int, m: int, n: int, defs: dict[str, object], alpha: float = 1.0,

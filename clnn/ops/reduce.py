@@ -70,8 +70,10 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     into ``final`` and ``idx``, through as many partial stages as the plan asks for."""
     dev = src.device
     n_out = outer * inner
-    knobs = tuning.params(dev, "reduce")
-    vw = knobs["VW" if inner == 1 else "VW_COLS"] if op == "sum" and src.dtype in (float32, float64) else 0
+    rows = inner == 1
+    vw = (tuning.memoized(dev, ("reduce vw", id(dev), rows),
+                          lambda: tuning.params(dev, "reduce")["VW" if rows else "VW_COLS"])
+          if op == "sum" and src.dtype in (float32, float64) else 0)
     if vw:  # sums (CPUs): a work-item per output, chunk and (inner > 1) vector of columns, in vectors
         name, local = ("reduce_sum_rows" if inner == 1 else "reduce_sum_cols"), 1
     # CPUs walk contiguous chunks serially ~2-3x faster than a work-group shares them (Intel, PoCL)
@@ -90,7 +92,8 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     xp, xi = part or (src, idx)  # buffers the kernel won't read stand in for absent ones
     out_vals, out_idx = nxt if out_part else (final, idx)
     vec = {"ROW_VW": vw} if vw else {}
-    k = kernels.kernel(dev, "reduce.cl", name, defines(src.dtype, RED_WG=group_size(dev), **vec))
+    k = tuning.memoized(dev, ("reduce", id(dev), name, src.dtype, vw), lambda: kernels.kernel(
+        dev, "reduce.cl", name, defines(src.dtype, RED_WG=group_size(dev), **vec)))
     n = outer * s * (inner if name != "reduce_sum_cols" else -(-inner // vw))
     args = (np.int32(OPS[op]), np.int32(flags), np.int32(outer), np.int32(length), np.int32(inner), np.int32(chunk),
             src.data, xp.data, xi.data, final.data, out_vals.data, out_idx.data)
