@@ -332,14 +332,14 @@ def gemm_raw(
         *(fused if splits == 1 else epilogue("none", part, None)), part.data,
     )
     if splits > 1:
-        summed = defines(dtype, **_rounding_defines(dtype, rounded, "DC"))  # gemm_sum reads no A or B
+        summed = defines(dtype, **_rounding_defines(rounded, "DC"))  # gemm_sum reads no A or B
         sum_partials(part, out, splits, m, n, summed, alpha, beta, addend, act, pre)
     return out
 
 
-def _rounding_defines(dtype: np.dtype, rounded: tuple[bool, bool, bool, bool], names: str) -> dict[str, int]:
+def _rounding_defines(rounded: tuple[bool, bool, bool, bool], names: str) -> dict[str, int]:
     """gemm.h's ``<name>_F32`` defines of the operands ``names`` (of A, B, D, C) that ``rounded`` marks as float32
-    where the kernel computes in the half ``dtype`` (:func:`rounding`)."""
+    where the kernel computes in a half type (:func:`rounding`, from flags)."""
     return {f"{name}_F32": 1 for name, r in zip("ABDC", rounded) if r and name in names}
 
 
@@ -350,14 +350,14 @@ def _launch_plan(dev: Device, dtype: np.dtype, rounded: tuple[bool, bool, bool, 
     if how.kernel == "direct":
         dx = min(32, 1 << (n - 1).bit_length())
         dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
-        untiled = defines(dtype, **_rounding_defines(dtype, rounded, "ABDC"))  # gemm_direct's: no tile
+        untiled = defines(dtype, **_rounding_defines(rounded, "ABDC"))  # gemm_direct's: no tile
         return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (n, m, batch), (dx, dy, 1), how
     cfg, splits = how.cfg, how.splits
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
     # the partials: no addend, no rounded C (partials' own define)
-    into_part = (_rounding_defines(dtype, rounded, "ABDC") if splits == 1 else
-                 {**_rounding_defines(dtype, rounded, "AB"), **_partials_defines(dtype)})
+    into_part = (_rounding_defines(rounded, "ABDC") if splits == 1 else
+                 {**_rounding_defines(rounded, "AB"), **_partials_defines(dtype)})
     k_tiled = kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **into_part))
     return k_tiled, (groups_n * rtn, groups_m * rtm, batch * splits), (rtn, rtm, 1), how
 
