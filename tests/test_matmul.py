@@ -354,6 +354,21 @@ def test_forced_plans_match_torch(dev, rng, how, ta, tb, sa, sb):
                      f"{how} {sa}@{sb} ta={ta} tb={tb} splits={forced.splits}")
 
 
+@pytest.mark.parametrize("how", ["direct", "small-db"])
+def test_one_plan_for_products_of_other_shapes(dev, rng, monkeypatch, how):
+    """gemm_raw keeps each planned product's kernel and geometry with the plan it got: a planner that hands the same
+    plan to products of other shapes and batches (a patched one, as the fused-layer tests use) still has each
+    launched over its own rows, columns and batch."""
+    kind, cfg, _ = _force(dev, how)
+    forced = GemmPlan(kind, cfg, 1, cfg["TK"])  # one k-slice: every k below is shorter
+    monkeypatch.setattr(matmul_mod, "plan", lambda *args, **kw: forced)
+    for batch, m, n, k in ((1, 5, 7, 3), (1, 9, 7, 3), (1, 5, 13, 3), (2, 5, 7, 3), (1, 70, 3, 5)):
+        a, b = _rand(rng, (batch, m, k)), _rand(rng, (batch, k, n))
+        out = gemm_raw(clnn.tensor(a, device=dev), (m * k, k, 1), clnn.tensor(b, device=dev), (k * n, n, 1),
+                       batch, m, n, k)
+        assert_close(out.numpy(), (_ref(a) @ _ref(b)).numpy(), TOL["float32"], f"{batch}x{m}x{n}x{k}")
+
+
 def test_planner_picks_by_shape(dev):
     """On a GPU the issue's 127x253x61 takes the direct kernel and a big square product the GPU row's
     tile; a long k over few outputs splits; on the CPU the small product stays tiled."""
