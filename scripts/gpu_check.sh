@@ -7,7 +7,8 @@
 #
 # "host" times what the host spends per small op and per step of a small MLP against PyTorch CUDA, and the same
 # launches replayed raw through PyOpenCL (run_all.py's host rows): whether NVIDIA's enqueue or clnn's Python bounds
-# the models of short kernels.
+# the models of short kernels; then clnn's Python per launch of two training steps with the enqueue stubbed
+# (bench_host.py, comparable with the CPU sessions' figures).
 #
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
@@ -45,7 +46,8 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5 ;;
     precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
     gpt) run python3 benchmarks/bench_gpt.py --steps 100 ;;
-    host) run python3 benchmarks/run_all.py --only host ;;
+    host) run python3 benchmarks/run_all.py --only host
+          run python3 benchmarks/bench_host.py ;;
     profile) run python3 benchmarks/profile_steps.py --batch 128 ;;
     variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
                 run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }
