@@ -268,7 +268,7 @@ def launch(
             raise ValueError(
                 f"work-group of {wg} work-items exceeds {dev}'s max_work_group_size {dev.max_work_group_size}"
             )
-        global_size = tuple([-(-g // ls) * ls for g, ls in zip(global_size, local_size)])  # round_up, inline
+        global_size = tuple([round_up(g, ls) for g, ls in zip(global_size, local_size)])
     if 0 in global_size:
         return None
     if k in _untyped:

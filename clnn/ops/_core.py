@@ -42,7 +42,7 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
     if nbytes > dev.max_alloc_size or n > INT_MAX or (shape and min(shape) < 0):
         _refuse(shape, dt, dev, n, nbytes)
     try:
-        buf = (dev._pool or dev.pool).allocate(max(nbytes, 8))
+        buf = dev.pool.allocate(max(nbytes, 8))
     except Exception as err:  # pyopencl raises MemoryError or cl.Error, depending on where it failed
         raise MemoryError(
             f"cannot allocate {nbytes} bytes for a tensor of shape {shape} on {dev} "

@@ -307,15 +307,15 @@ def gemm_raw(
         c, c_strides, beta = out, (0, 0, 0), 0.0
     addend = (c, c_strides or (m * n, n, 1))
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
-    rounded = (a.dtype != dtype, b.dtype != dtype, c.dtype != dtype, store != dtype)
+    rounded = rounding(dtype, A=a, B=b, D=c, C=out)
     if how is None:  # planned here (plan keeps its plans): the launch's kernel and geometry are kept with the plan
         how = plan(dev, dtype, batch, m, n, k)
-        launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, rounded, batch, m, n, id(how)),
-                                 lambda: _launch_plan(dev, dtype, rounded, batch, m, n, how))
+        launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, tuple(rounded), batch, m, n, id(how)),
+                                 lambda: _launch_plan(dev, dtype, rounded, a, b, batch, m, n, how))
         if launch[3] is not how:  # another plan that had the same id
-            launch = _launch_plan(dev, dtype, rounded, batch, m, n, how)
+            launch = _launch_plan(dev, dtype, rounded, a, b, batch, m, n, how)
     else:
-        launch = _launch_plan(dev, dtype, rounded, batch, m, n, how)
+        launch = _launch_plan(dev, dtype, rounded, a, b, batch, m, n, how)
     kernel, global_size, local_size, _ = launch
     fused = epilogue(act, out, pre)
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
@@ -332,32 +332,25 @@ def gemm_raw(
         *(fused if splits == 1 else epilogue("none", part, None)), part.data,
     )
     if splits > 1:
-        summed = defines(dtype, **_rounding_defines(rounded, "DC"))  # gemm_sum reads no A or B
+        summed = defines(dtype, **rounding(dtype, D=c, C=out))  # gemm_sum reads no A or B
         sum_partials(part, out, splits, m, n, summed, alpha, beta, addend, act, pre)
     return out
 
 
-def _rounding_defines(rounded: tuple[bool, bool, bool, bool], names: str) -> dict[str, int]:
-    """gemm.h's ``<name>_F32`` defines of the operands ``names`` (of A, B, D, C) that ``rounded`` marks as float32
-    where the kernel computes in a half type (:func:`rounding`, from flags)."""
-    return {f"{name}_F32": 1 for name, r in zip("ABDC", rounded) if r and name in names}
-
-
-def _launch_plan(dev: Device, dtype: np.dtype, rounded: tuple[bool, bool, bool, bool], batch: int, m: int, n: int,
-                 how: GemmPlan) -> tuple[Any, tuple[int, ...], tuple[int, ...], GemmPlan]:
-    """gemm_raw's kernel, global and local size for the plan ``how`` of one product whose operands A, B, D and
-    result C are float32 where ``rounded`` says (a half ``dtype`` rounds them in its loads and stores)."""
+def _launch_plan(dev: Device, dtype: np.dtype, rounded: dict[str, int], a: Tensor, b: Tensor, batch: int, m: int,
+                 n: int, how: GemmPlan) -> tuple[Any, tuple[int, ...], tuple[int, ...], GemmPlan]:
+    """gemm_raw's kernel, global and local size for the plan ``how`` of one product of ``a`` and ``b`` whose
+    float32 operands and result a half ``dtype`` rounds in its loads and stores (``rounded``: :func:`rounding`'s)."""
     if how.kernel == "direct":
         dx = min(32, 1 << (n - 1).bit_length())
         dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
-        untiled = defines(dtype, **_rounding_defines(rounded, "ABDC"))  # gemm_direct's: no tile
+        untiled = defines(dtype, **rounded)  # gemm_direct's: no tile
         return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (n, m, batch), (dx, dy, 1), how
     cfg, splits = how.cfg, how.splits
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
     # the partials: no addend, no rounded C (partials' own define)
-    into_part = (_rounding_defines(rounded, "ABDC") if splits == 1 else
-                 {**_rounding_defines(rounded, "AB"), **_partials_defines(dtype)})
+    into_part = rounded if splits == 1 else {**rounding(dtype, A=a, B=b), **_partials_defines(dtype)}
     k_tiled = kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **into_part))
     return k_tiled, (groups_n * rtn, groups_m * rtm, batch * splits), (rtn, rtm, 1), how
 
