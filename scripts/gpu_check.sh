@@ -13,6 +13,7 @@
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
 # slices fetched ahead into registers or not), then the two layers by Winograd's kernels (bench_conv --algorithm).
+# $VARIANT_LAYERS names the convolution layers timed (default "0 1"; empty: GEMM alone, no Winograd).
 #
 # $TESTS names the test files or ids the "tests" step runs (default: all of tests/); $TUNE_BUDGET the seconds "tune"
 # spends (default: a third of the time left).
@@ -51,10 +52,12 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     profile) run python3 benchmarks/profile_steps.py --batch 128 ;;
     variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
                 run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }
-                for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --tile ${v//,/ }; done
+                for layer in ${VARIANT_LAYERS-0 1}; do run python3 benchmarks/bench_conv.py --layer $layer --tile ${v//,/ }; done
               done
-              for layer in 0 1; do run python3 benchmarks/bench_conv.py --layer $layer --algorithm winograd; done
-              for a in gemm winograd; do run python3 benchmarks/bench_conv.py --layer 1 --backward --algorithm $a; done ;;
+              for layer in ${VARIANT_LAYERS-0 1}; do run python3 benchmarks/bench_conv.py --layer $layer --algorithm winograd; done
+              if [ -n "${VARIANT_LAYERS-0 1}" ]; then
+                for a in gemm winograd; do run python3 benchmarks/bench_conv.py --layer 1 --backward --algorithm $a; done
+              fi ;;
     *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt host profile variants" ;;
   esac
 done
