@@ -154,9 +154,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu simd8 intel": {"TN": 96, "WN": 24},
         # a 128x128 tile of 8x8 blocks (256 work-items), as the fast CUDA/OpenCL SGEMMs use on big GPUs. NVIDIA H200
         # (OpenCL 3.0 CUDA 13.0, 2026-11-26), 4096^3 float32: 31.8 TFLOP/s single-buffered against 20.4 with DB 1
-        # (twice the local memory: fewer resident work-groups), 30.3 in 8-wide vectors; cuBLAS 50.8. Only NVIDIA
-        # has been measured: `clnn tune` stores a device's own winner
-        "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
+        # (twice the local memory: fewer resident work-groups), 30.3 in 8-wide vectors; cuBLAS 50.8. A later H200
+        # (2026-11-27; kernels' TFLOP/s at 4096^3 / 4096x4096x256 / 1024^3, two calls agreeing within 3 %): A's tile
+        # k-major in fours (VWA 4) with 8-wide global loads 32.6 / 32.0 / 26.8, where the row-major tile with 4-wide
+        # loads now ran 25.8 / 26.4 / 22.4; VWA 1, 2, 8 with VWG 8: 30.0 / 31.9 / 32.3 at 4096^3; VWA 4 with 4-wide
+        # loads 20.3, with slices fetched ahead (PF) 29.6. Only NVIDIA has been measured: `clnn tune` stores a
+        # device's own winner
+        "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 8, "VWA": 4, "APAD": 1, "DB": 0},
     },
     "gemm_small": {  # the same kernel with a smaller tile, for products with few rows or columns
         "default": {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},

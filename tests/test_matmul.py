@@ -300,8 +300,9 @@ FORCED = {  # name: (kind, tile, k-splits); the tile also builds the direct kern
     "gpu-row-split": ("tiled", GPU_ROW, 3),
     "small-db": ("tiled", SMALL_DB, 1),
     "small-db-split": ("tiled", SMALL_DB, 4),
-    # A's tile k-major, read in 4-row (GPU row) and 2-row vectors (gemm.h's VWA), double-buffered and split
-    "gpu-row-k-major": ("tiled", {**GPU_ROW, "VWA": 4}, 1),
+    # A's tile row-major, a row at a time (gemm.h's VWA 1, the GPU row k-major in 4-row vectors), and k-major in
+    # 2-row vectors, double-buffered and split
+    "gpu-row-row-major": ("tiled", {**GPU_ROW, "VWA": 1, "VWG": 4}, 1),
     "small-db-k-major-split": ("tiled", {**SMALL_DB, "VWA": 2}, 4),
     # slices fetched a slice ahead into registers (gemm.h's PF), single- and double-buffered
     "gpu-row-prefetch-split": ("tiled", {**GPU_ROW, "PF": 1}, 2),
@@ -453,7 +454,7 @@ def test_big_short_products_take_a_short_k_slice(dev, rng):
 def test_config_fits_small_devices(dev, wg, local, dtype, vwa, monkeypatch):
     """The tile shrinks to the device's work-group and local memory, A's tile k-major (VWA 4: TK rows of TM plus
     APAD vectors) or not (TM rows of TK + APAD)."""
-    monkeypatch.setitem(tuning.TABLE["gemm"], "default", {**tuning.TABLE["gemm"]["default"], "VWA": vwa})
+    monkeypatch.setitem(tuning.TABLE, "gemm", {key: {**row, "VWA": vwa} for key, row in tuning.TABLE["gemm"].items()})
     small = dataclasses.replace(dev, max_work_group_size=wg, local_mem_size=local)
     cfg = gemm_config(small, np.dtype(dtype))
     itemsize = np.dtype(dtype).itemsize
