@@ -10,6 +10,9 @@
 # the models of short kernels; then clnn's Python per launch of two training steps with the enqueue stubbed
 # (bench_host.py, comparable with the CPU sessions' figures).
 #
+# "regs" builds GEMM's tile once per variant in $VARIANTS with NVIDIA's -cl-nv-verbose and keeps ptxas's lines:
+# registers, spills and local memory per kernel (what a variant's occupancy and speed follow from).
+#
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
 # slices fetched ahead into registers or not), then the two layers by Winograd's kernels (bench_conv --algorithm).
@@ -50,6 +53,11 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     host) run python3 benchmarks/run_all.py --only host
           run python3 benchmarks/bench_host.py ;;
     profile) run python3 benchmarks/profile_steps.py --batch 128 ;;
+    regs) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
+            echo "--tile ${v//,/ }" | tee -a "$OUT/bench.log"
+            PYOPENCL_BUILD_OPTIONS=-cl-nv-verbose PYOPENCL_COMPILER_OUTPUT=1 run python3 benchmarks/bench_gemm.py \
+              --sizes 1024 --reps 1 --tile ${v//,/ } | grep -E "ptxas|Used [0-9]+ registers|spill"
+          done ;;
     variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
                 run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }
                 for layer in ${VARIANT_LAYERS-0 1}; do run python3 benchmarks/bench_conv.py --layer $layer --tile ${v//,/ }; done
@@ -58,7 +66,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
               if [ -n "${VARIANT_LAYERS-0 1}" ]; then
                 for a in gemm winograd; do run python3 benchmarks/bench_conv.py --layer 1 --backward --algorithm $a; done
               fi ;;
-    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt host profile variants" ;;
+    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt host profile variants regs" ;;
   esac
 done
 echo "done, $(left) s left"
