@@ -6,8 +6,9 @@
  * D (read only when beta != 0) is D[b*d_bs + i*d_rs + j*d_cs]: a zero stride broadcasts it, so a
  * Linear layer's bias row is added in the store, with no copy of it into C first. The store then applies
  * the activation act, a unary.h code (negative: none), and with keep also writes the value before it to
- * P (laid out as C): nn.Sequential's Linear -> activation in one launch (gemm.h's store_act). A split
- * gemm's partials take act < 0, keep 0; gemm_sum applies them.
+ * P (laid out as C): nn.Sequential's Linear -> activation in one launch (gemm.h's store_act, in programs built
+ * with FUSED_ACT; the others ignore act and keep). A split gemm's partials take act < 0, keep 0; gemm_sum
+ * applies them.
  *
  * gemm (tiled): each work-group computes a TM x TN tile of C. Per TK-deep slice of the k axis it
  * stages op(A)'s TM x TK block (As: row-major As[m][k], rows padded by APAD against bank conflicts, or with

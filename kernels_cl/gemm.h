@@ -273,17 +273,30 @@ typedef store_t d_t;
 #define LOAD_D_VEC CAT(vec_load, VW)
 #endif
 
+/* FUSED_ACT = 1: the stores apply the kernel's act and keep arguments (nn.Sequential's fused activation: a switch over
+ * unary.h's codes in every store of the epilogue); 0: they ignore them and store plainly, the build of most products.
+ * A 200x300x100 product's first call (its programs' builds) took 1.1-1.4 s on Intel's runtime with the switch in
+ * every program, 0.55-0.65 s without; PoCL 3.6-3.8 and 2.5-2.7 s (Zen 3) */
+#ifndef FUSED_ACT
+#define FUSED_ACT 0
+#endif
+
 /* C[i] = act(v) for a unary.h code act (any negative code: none); with keep, also P[i] = v, the
- * pre-activation that the backward of an activation other than relu differentiates at */
+ * pre-activation that the backward of an activation other than relu differentiates at (FUSED_ACT: else C[i] = v) */
 inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int act, int keep) {
+#if FUSED_ACT
     if (keep) STORE_C(P, i, v);
     STORE_C(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
+#else
+    STORE_C(C, i, v);
+#endif
 }
 
 /* store_act_vec(C, P, v, act, keep): store_act of each lane of the realv v to the aligned C[0..VW) (and P[0..VW)),
  * rounded to C's storage as whole vectors */
 #if VW > 1
 inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, int keep) {
+#if FUSED_ACT
     if (keep) STORE_C_VEC(P, v);
     if (act >= 0) {
         union { realv v; real s[VW]; } u = {v};
@@ -291,6 +304,7 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
         for (int q = 0; q < VW; ++q) u.s[q] = apply_unary(act, u.s[q], 0, 0);
         v = u.v;
     }
+#endif
     STORE_C_VEC(C, v);
 }
 #endif

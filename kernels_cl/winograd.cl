@@ -221,10 +221,7 @@ __kernel void wino_store(int O, int OH, int OW, int TH, int TW, int R0, int RC, 
             for (int q = 0; q < VT; ++q) run[WINO_M * q + b] = l[q];
         }
         const size_t at = (((size_t)n * O + pr) * OH + WINO_M * ti + a) * OW + ow0;
-        if (act < 0 && !keep) /* the common plain store, without store_act's tests per element */
-            for (int e = 0; e < cols; ++e) STORE_C(y, at + e, run[e]);
-        else
-            for (int e = 0; e < cols; ++e) store_act(y, pre, at + e, run[e], act, keep);
+        for (int e = 0; e < cols; ++e) store_act(y, pre, at + e, run[e], act, keep);
     }
 }
 #endif

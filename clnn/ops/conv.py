@@ -30,7 +30,7 @@ from ..validation import require_float, require_ints, require_tensor, same_devic
 from . import winograd
 from ._core import autocast, autocast_loads, empty, record
 from .creation import zeros
-from .matmul import act_backward, check_act, epilogue, keeps_pre, partials, plan, rounding, sum_partials
+from .matmul import act_backward, act_defines, check_act, epilogue, keeps_pre, partials, plan, rounding, sum_partials
 from .norm import channel_sum
 from .shape import strided_copy
 
@@ -115,7 +115,8 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
         y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, dev)
         layout = (g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1, 0)
     rows, cols, k = g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw
-    cfg, rounded = cfg or _tile(dev, dt, rows, cols, k, g, fusable), rounding(dt, A=w, B=x, C=y)
+    cfg, rounded = cfg or _tile(dev, dt, rows, cols, k, g, fusable), {**rounding(dt, A=w, B=x, C=y),
+                                                                       **act_defines(act, pre)}
     args = (*g.args(), *(np.int32(v) for v in layout), x.data, w.data, (bias if bias is not None else y).data,
             np.int32(bias is not None), *epilogue(act, y, pre), y.data)
     if cfg is None:

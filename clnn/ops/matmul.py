@@ -248,6 +248,12 @@ def epilogue(act: str, out: Tensor, pre: Tensor | None) -> tuple[Any, ...]:
     return np.int32(-1 if act == "none" else UNARY[act]), np.int32(pre is not None), (out if pre is None else pre).data
 
 
+def act_defines(act: str, pre: Tensor | None) -> dict[str, int]:
+    """The define that builds a store's activation into a kernel (gemm.h's ``FUSED_ACT``) where ``act`` or ``pre``
+    needs it: kernels without it ignore :func:`epilogue`'s arguments."""
+    return {"FUSED_ACT": 1} if act != "none" or pre is not None else {}
+
+
 def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
     """``g`` through a fused ``act`` with output ``y``: relu's mask from ``y``, the others at ``pre``; the
     same ``unary_grad`` an unfused activation runs, so the gradients are identical."""
@@ -307,7 +313,7 @@ def gemm_raw(
         c, c_strides, beta = out, (0, 0, 0), 0.0
     addend = (c, c_strides or (m * n, n, 1))
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
-    rounded = rounding(dtype, A=a, B=b, D=c, C=out)
+    rounded = {**rounding(dtype, A=a, B=b, D=c, C=out), **act_defines(act, pre)}
     if how is None:  # planned here (plan keeps its plans): the launch's kernel and geometry are kept with the plan
         how = plan(dev, dtype, batch, m, n, k)
         launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, tuple(rounded), batch, m, n, id(how)),
@@ -332,7 +338,7 @@ def gemm_raw(
         *(fused if splits == 1 else epilogue("none", part, None)), part.data,
     )
     if splits > 1:
-        summed = defines(dtype, **rounding(dtype, D=c, C=out))  # gemm_sum reads no A or B
+        summed = defines(dtype, **rounding(dtype, D=c, C=out), **act_defines(act, pre))  # gemm_sum reads no A or B
         sum_partials(part, out, splits, m, n, summed, alpha, beta, addend, act, pre)
     return out
 

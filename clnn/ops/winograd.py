@@ -22,7 +22,7 @@ from ..device import Device
 from ..kernels import defines
 from ..tensor import Tensor
 from ._core import empty
-from .matmul import epilogue, gemm_raw, plan, rounding
+from .matmul import act_defines, epilogue, gemm_raw, plan, rounding
 
 WORKSPACE = 16 << 20  # bytes of the two plane buffers a chunk of tiles goes through
 FILTER_BYTES = 36 << 20  # most bytes of transformed filters (or of the weight gradient's planes): 512 x 512 channels
@@ -137,7 +137,7 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
     vt, vt_store = _vt(dev, tw), _vt(dev, tw, store=True)
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
     put = kernels.kernel(dev, "winograd.cl", "wino_store",
-                         defines(dtype, WINO_M=m, VT=vt_store, **rounding(dtype, C=y)))
+                         defines(dtype, WINO_M=m, VT=vt_store, **rounding(dtype, C=y), **act_defines(act, pre)))
     step = _chunk(n * th, tw, max(c, o), m, dtype)
     vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step * tw)
     for r0 in range(0, n * th, step):
