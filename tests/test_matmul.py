@@ -619,3 +619,27 @@ def test_fused_linear_activation(dev, rng, monkeypatch, act, path, bias, fout):
     for got, want, mag, what in zip(runs[0][1:], (tx.grad, tw.grad, tb.grad if bias else None), mags,
                                     ("input", "weight", "bias")):
         assert_sum_close(got, want.numpy(), mag.numpy(), 1e-5, f"fused {what} gradient")
+
+
+
+@pytest.mark.parametrize("path", ["direct", "tiled", "split"])
+def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
+    """Plain products build their stores without the switch over activations (gemm.h's FUSED_ACT: faster builds); a
+    fused Linear -> tanh builds it into the kernel that stores (the product's, or gemm_sum after a k-split) alone."""
+    how = _linear_plan(dev, path, 131)
+    monkeypatch.setattr(matmul_mod, "plan", lambda *args, **kw: how)
+    built, real_kernel = [], kernels.kernel
+
+    def spy(d, file, name, defines=None):
+        built.append((name, (defines or {}).get("FUSED_ACT", 0)))
+        return real_kernel(d, file, name, defines)
+
+    monkeypatch.setattr(kernels, "kernel", spy)
+    x, w = clnn.tensor(_rand(rng, (7, 131)), device=dev), clnn.tensor(_rand(rng, (37, 131)), device=dev)
+    matmul_mod.linear_act(x, w, None)
+    assert built and all(fused == 0 for _, fused in built), built
+    built.clear()
+    matmul_mod.linear_act(x, w, None, "tanh")
+    *others, (last, fused) = built
+    assert fused == 1 and last == {"direct": "gemm_direct", "tiled": "gemm", "split": "gemm_sum"}[path], built
+    assert all(fused == 0 for _, fused in others), built
