@@ -115,8 +115,8 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
         y = empty((g.n, g.o, g.oh, g.ow), dt if store is None else store, dev)
         layout = (g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1, 0)
     rows, cols, k = g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw
-    cfg, rounded = cfg or _tile(dev, dt, rows, cols, k, g, fusable), {**rounding(dt, A=w, B=x, C=y),
-                                                                       **act_defines(act, pre)}
+    cfg = cfg or _tile(dev, dt, rows, cols, k, g, fusable)
+    flags = {**rounding(dt, A=w, B=x, C=y), **act_defines(act, pre)}  # the program's, beside its tile
     args = (*g.args(), *(np.int32(v) for v in layout), x.data, w.data, (bias if bias is not None else y).data,
             np.int32(bias is not None), *epilogue(act, y, pre), y.data)
     if cfg is None:
@@ -126,14 +126,14 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
         # a known unit stride lets Intel's runtime load neighbouring outputs' inputs as one vector, not a
         # gather: ResNet's stem input gradient (8x3->64 7x7 224^2, stride-1 phases) 185 -> 20 ms
         ov = int(tuning.params(dev, "conv_direct")["OV"]) if g.sw == 1 else 1  # outputs per work-item along ow
-        direct = defines(dt, **rounded, RO=ro, OV=ov, UNIT_SW=int(g.sw == 1))
+        direct = defines(dt, **flags, RO=ro, OV=ov, UNIT_SW=int(g.sw == 1))
         k_ = kernels.kernel(dev, "conv.cl", "conv_direct_fwd", direct)
         items = -(-g.ow // ov)
         across = min(kernels.group_size(dev, 64), kernels.round_up(items, 16))  # a multiple of CPUs' vector width
         kernels.launch(dev, k_, (items, g.oh, g.n * g.groups * -(-rows // ro)), (across, 1, 1), *args)
     else:
         rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
-        kernels.launch(dev, kernels.kernel(dev, "conv.cl", "conv_fwd", defines(dt, **cfg, **rounded)),
+        kernels.launch(dev, kernels.kernel(dev, "conv.cl", "conv_fwd", defines(dt, **cfg, **flags)),
                        (-(-cols // cfg["TN"]) * rtn, -(-rows // cfg["TM"]) * rtm, g.groups), (rtn, rtm, 1), *args)
     return y
 

@@ -313,15 +313,15 @@ def gemm_raw(
         c, c_strides, beta = out, (0, 0, 0), 0.0
     addend = (c, c_strides or (m * n, n, 1))
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
-    rounded = {**rounding(dtype, A=a, B=b, D=c, C=out), **act_defines(act, pre)}
+    flags = {**rounding(dtype, A=a, B=b, D=c, C=out), **act_defines(act, pre)}  # the program's, beside its tile
     if how is None:  # planned here (plan keeps its plans): the launch's kernel and geometry are kept with the plan
         how = plan(dev, dtype, batch, m, n, k)
-        launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, tuple(rounded), batch, m, n, id(how)),
-                                 lambda: _launch_plan(dev, dtype, rounded, a, b, batch, m, n, how))
+        launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, tuple(flags), batch, m, n, id(how)),
+                                 lambda: _launch_plan(dev, dtype, flags, a, b, batch, m, n, how))
         if launch[3] is not how:  # another plan that had the same id
-            launch = _launch_plan(dev, dtype, rounded, a, b, batch, m, n, how)
+            launch = _launch_plan(dev, dtype, flags, a, b, batch, m, n, how)
     else:
-        launch = _launch_plan(dev, dtype, rounded, a, b, batch, m, n, how)
+        launch = _launch_plan(dev, dtype, flags, a, b, batch, m, n, how)
     kernel, global_size, local_size, _ = launch
     fused = epilogue(act, out, pre)
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
@@ -343,20 +343,21 @@ def gemm_raw(
     return out
 
 
-def _launch_plan(dev: Device, dtype: np.dtype, rounded: dict[str, int], a: Tensor, b: Tensor, batch: int, m: int,
+def _launch_plan(dev: Device, dtype: np.dtype, flags: dict[str, int], a: Tensor, b: Tensor, batch: int, m: int,
                  n: int, how: GemmPlan) -> tuple[Any, tuple[int, ...], tuple[int, ...], GemmPlan]:
     """gemm_raw's kernel, global and local size for the plan ``how`` of one product of ``a`` and ``b`` whose
-    float32 operands and result a half ``dtype`` rounds in its loads and stores (``rounded``: :func:`rounding`'s)."""
+    float32 operands and result a half ``dtype`` rounds in its loads and stores, and whose store may apply an activation
+    (``flags``: :func:`rounding`'s and :func:`act_defines`' defines)."""
     if how.kernel == "direct":
         dx = min(32, 1 << (n - 1).bit_length())
         dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
-        untiled = defines(dtype, **rounded)  # gemm_direct's: no tile
+        untiled = defines(dtype, **flags)  # gemm_direct's: no tile
         return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (n, m, batch), (dx, dy, 1), how
     cfg, splits = how.cfg, how.splits
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
-    # the partials: no addend, no rounded C (partials' own define)
-    into_part = rounded if splits == 1 else {**rounding(dtype, A=a, B=b), **_partials_defines(dtype)}
+    # the partials: no addend, no rounded C (partials' own define), no activation
+    into_part = flags if splits == 1 else {**rounding(dtype, A=a, B=b), **_partials_defines(dtype)}
     k_tiled = kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **into_part))
     return k_tiled, (groups_n * rtn, groups_m * rtm, batch * splits), (rtn, rtm, 1), how
 
