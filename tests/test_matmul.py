@@ -621,7 +621,6 @@ def test_fused_linear_activation(dev, rng, monkeypatch, act, path, bias, fout):
         assert_sum_close(got, want.numpy(), mag.numpy(), 1e-5, f"fused {what} gradient")
 
 
-
 @pytest.mark.parametrize("path", ["direct", "tiled", "split"])
 def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
     """Plain products build their stores without the switch over activations (gemm.h's FUSED_ACT: faster builds); a
