@@ -145,9 +145,10 @@ def _full_defines(dev: Device, defines: dict[str, object] | None) -> dict[str, o
     return {**tuning.params(dev, "storage"), "HALF_CONVERT": int(dev.fp16), **(defines or {})}
 
 
-# PyOpenCL's own switch for showing successful builds' logs (with PYOPENCL_BUILD_OPTIONS=-cl-nv-verbose, NVIDIA's
-# registers and spills per kernel)
-_compiler_output = os.environ.get("PYOPENCL_COMPILER_OUTPUT", "").lower() in ("1", "true", "yes", "on")
+def _compiler_output() -> bool:
+    """PyOpenCL's own switch for showing successful builds' logs, read at each build as PyOpenCL reads it (with
+    PYOPENCL_BUILD_OPTIONS=-cl-nv-verbose: NVIDIA's registers and spills per kernel)."""
+    return os.environ.get("PYOPENCL_COMPILER_OUTPUT", "").lower() in ("1", "true", "yes", "on")
 
 
 def _compile(context: cl.Context, cl_device: cl.Device, file: str, options: list[str], binary: bytes | None,
@@ -156,7 +157,7 @@ def _compile(context: cl.Context, cl_device: cl.Device, file: str, options: list
     builder process made of it (:func:`build_binary`). Raises KernelBuildError naming ``where``."""
     try:
         with warnings.catch_warnings():
-            if not _compiler_output:  # a successful build's log is the runtime's chatter (Intel's vectorizer
+            if not _compiler_output():  # a successful build's log is the runtime's chatter (Intel's vectorizer
                 warnings.simplefilter("ignore", cl.CompilerWarning)  # remarks) unless asked for; failures raise
             prg = (cl.Program(context, [cl_device], [binary]) if binary is not None
                    else cl.Program(context, (kernel_dir / file).read_text()))

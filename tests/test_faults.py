@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +147,24 @@ def test_build_failure_on_one_device_leaves_the_cache_usable(dev):
     assert kernels.kernel(dev, "elementwise.cl", "unary", kernels.defines(np.float32)) is not \
         kernels.kernel(other, "elementwise.cl", "unary", kernels.defines(np.float32))
 
+
+def test_build_logs_are_shown_only_when_pyopencl_is_asked(dev, monkeypatch):
+    """A successful build's log (a runtime's remarks, or NVIDIA's registers with -cl-nv-verbose) reaches the user as
+    PyOpenCL's CompilerWarning where PYOPENCL_COMPILER_OUTPUT asks for it, read at each build; else it is silenced."""
+
+    class Chatty:
+        def build(self, *args, **kwargs):
+            warnings.warn("ptxas info: Used 96 registers", kernels.cl.CompilerWarning, stacklevel=2)
+            return self
+
+    monkeypatch.setattr(kernels.cl, "Program", lambda context, source: Chatty())
+    monkeypatch.delenv("PYOPENCL_COMPILER_OUTPUT", raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernels._compile(dev.context, dev.cl_device, "copy.cl", [], None, str(dev))
+    monkeypatch.setenv("PYOPENCL_COMPILER_OUTPUT", "1")
+    with pytest.warns(kernels.cl.CompilerWarning, match="Used 96 registers"):
+        kernels._compile(dev.context, dev.cl_device, "copy.cl", [], None, str(dev))
 
 def test_build_failure_raised_by_the_driver_is_not_cached(dev, monkeypatch):
     """A build that fails on one device (here: injected into its first attempt only) is retried later."""
