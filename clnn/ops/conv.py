@@ -106,8 +106,9 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
     ``store`` (``dtype``, or float32 holding the half result); records nothing. ``cfg`` forces conv_fwd's
     tile. With ``y`` and ``layout`` (YN, YO, YR, YC, Y0: conv.cl's YLAYOUT), the output is stored into ``y``
     at those element strides instead (one phase of an input gradient). ``fusable``: conv{1,2}d's own
-    forward, whose kernel must not depend on whether an activation is fused (:func:`_tile`). Without ``cfg``
-    and ``y``, products :func:`_winograd` picks run by Winograd's kernels."""
+    forward, whose kernel and tile must not depend on whether an activation is fused (:func:`_tile`; only its
+    store does, gemm.h's FUSED_ACT). Without ``cfg`` and ``y``, products :func:`_winograd` picks run by Winograd's
+    kernels."""
     dev, dt = x.device, x.dtype if dtype is None else np.dtype(dtype)
     if cfg is None and y is None and _winograd(g, dev, dt):
         return winograd.forward(x, w, bias, (g.ph, g.pw), dt, store, act, pre)
