@@ -40,8 +40,8 @@
  * of s, then alpha and beta * D: more work-groups for small-M*N, long-k products (a convolution's weight gradient), still
  * without atomics. The last k-slice of a range loops only over its kn <= TK valid columns.
  *
- * gemm_direct: one work-item per element of C, k in order, no local memory and no padding: for
- * products so small that the launch, not the arithmetic, should bound them (127x253x61).
+ * gemm_direct: one work-item per element of C (a flat grid, C's rows one after another), k in order, no local
+ * memory and no padding: for products so small that the launch, not the arithmetic, should bound them (127x253x61).
  *
  * Defines: the element type (clnn_dtype.h), A_F32, B_F32, D_F32 (gemm.h: a float32 operand rounded to the
  * element type as it is loaded), C_F32 (gemm.h: C and P float32, holding results rounded to the element
@@ -51,7 +51,7 @@
  * ahead into registers). Requires TM % WM == TN % WN == WN % VW == WM % VWA == 0, TM % VWG == TN % VWG ==
  * TK % VWG == 0 and KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM,
  * batch*S); gemm_sum: one work-item per element of the (batch, M, N) result; gemm_direct: global
- * (N, M, batch), any work-group.
+ * (batch*M*N), any work-group.
  */
 #include "gemm.h"
 
@@ -174,13 +174,14 @@ __kernel void gemm_sum(int total, int M, int N, int S, real alpha, real beta, __
 
 /* C[b][i][j] = alpha * sum over k (in order) of A[b][i][k] * B[b][k][j] + beta * D[b][i][j] */
 #ifdef KERNEL_gemm_direct
-__kernel void gemm_direct(int M, int N, int K, real alpha, real beta,
+__kernel void gemm_direct(int M, int N, int K, int batch, real alpha, real beta,
                           __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
                           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
                           __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
                           __global c_t *P, __global c_t *C) {
-    const int j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
-    if (i >= M || j >= N) return;
+    const size_t e = get_global_id(0), mn = (size_t)M * N;
+    if (e >= mn * batch) return;
+    const int b = e / mn, i = e % mn / N, j = e % N;
     A += (size_t)b * a_bs + (size_t)i * a_rs;
     B += (size_t)b * b_bs + (size_t)j * b_cs;
     real acc = 0;

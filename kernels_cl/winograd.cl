@@ -159,10 +159,11 @@ __kernel void wino_data(int C, int H, int W, int PH, int PW, int TH, int TW, int
 
 #ifdef KERNEL_wino_filter
 /* U[xi][o][c] = (G w[o][c] G^T)[xi] for w (O, C, 3, 3); FLIP: U[xi][c][o] from w[o][c] reversed in both taps.
- * The grid's first axis runs along U's rows (c, or o with FLIP), so neighbouring work-items store neighbours */
+ * A flat grid along U's rows (c, or o with FLIP), so neighbouring work-items store neighbours */
 __kernel void wino_filter(int O, int C, int FLIP, __global const a_t *restrict w, __global real *restrict u) {
-    const int c = get_global_id(FLIP ? 1 : 0), o = get_global_id(FLIP ? 0 : 1);
-    if (c >= C || o >= O) return;
+    const int e = get_global_id(0), along = FLIP ? O : C;
+    if (e >= O * C) return;
+    const int c = FLIP ? e / along : e % along, o = FLIP ? e % along : e / along;
     __global const a_t *wf = w + ((size_t)o * C + c) * 9;
     real g[3][3], f[AL][AL];
 #if A_F32 && STORE_HALF && VW == 8 && !HALF_SOFT
@@ -251,8 +252,8 @@ __kernel void wino_grad_tiles(int O, int OH, int OW, int TH, int TW, int R0, int
 #ifdef KERNEL_wino_filter_grad
 /* gw[o][c] (3x3) = G^T gW[.][o][c] G from the (AL*AL, O, C) planes */
 __kernel void wino_filter_grad(int O, int C, __global const real *restrict m, __global c_t *restrict gw) {
-    const int c = get_global_id(0), o = get_global_id(1);
-    if (c >= C || o >= O) return;
+    const int e = get_global_id(0), c = e % C, o = e / C;
+    if (e >= O * C) return;
     const size_t plane = (size_t)O * C, at = (size_t)o * C + c;
     real f[AL][AL], out[3][3];
 #pragma unroll

@@ -223,6 +223,19 @@ def test_winograd_against_torch(op, xs, ws, kw, m, rng, monkeypatch):
     assert names >= WINOGRAD_KERNELS and not any(n.startswith("conv_") for n in names), names
 
 
+def test_winograd_filters_of_any_shape_launch_one_work_group_size(dev, rng, monkeypatch):
+    """Winograd's filter transforms and their gradient run over flat grids in work-groups of one size, chosen by
+    clnn (not left to the runtime, which fits one to each grid), whatever the channel counts: a runtime that compiles
+    a kernel for each work-group size (PoCL) compiles each once."""
+    set_winograd(monkeypatch, 1)
+    with profiler.profile(dev) as prof:
+        for c, o in ((1, 1), (5, 3), (2, 37)):
+            check("conv2d", (1, c, 5, 6), (o, c, 3, 3), {"padding": 1}, rng)
+    groups = {(e.name, e.local_size) for e in prof.kernels if e.name in ("wino_filter", "wino_filter_grad")}
+    assert sorted(name for name, _ in groups) == ["wino_filter", "wino_filter_grad"], groups
+    assert None not in {size for _, size in groups}, groups
+
+
 @pytest.mark.parametrize("m", [2, 4])
 def test_winograd_float64(m, dev, rng, monkeypatch):
     if not dev.supports(np.float64):

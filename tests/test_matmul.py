@@ -370,6 +370,20 @@ def test_one_plan_for_products_of_other_shapes(dev, rng, monkeypatch, how):
         assert_close(out.numpy(), (_ref(a) @ _ref(b)).numpy(), TOL["float32"], f"{batch}x{m}x{n}x{k}")
 
 
+def test_direct_products_of_any_shape_launch_one_work_group_size(dev, rng, monkeypatch):
+    """The direct kernel runs over a flat grid in work-groups of one size whatever the product's shape and batch,
+    so a runtime that compiles a kernel for each work-group size (PoCL, 0.2-0.9 s each) compiles it once."""
+    monkeypatch.setitem(tuning.TABLE, "gemm_direct", {"default": {"MAX_MACS": 1 << 40}})
+    with clnn.profiler.profile(dev) as prof:
+        for batch, m, n, k in ((1, 1, 1, 3), (1, 5, 7, 2), (3, 70, 3, 5), (2, 9, 41, 4), (1, 257, 1, 1)):
+            a, b = _rand(rng, (batch, m, k)), _rand(rng, (batch, k, n))
+            out = gemm_raw(clnn.tensor(a, device=dev), (m * k, k, 1), clnn.tensor(b, device=dev), (k * n, n, 1),
+                           batch, m, n, k)
+            assert_close(out.numpy(), (_ref(a) @ _ref(b)).numpy(), TOL["float32"], f"{batch}x{m}x{n}x{k}")
+    groups = {e.local_size for e in prof.kernels if e.name == "gemm_direct"}
+    assert len(groups) == 1 and len(prof.kernels) == 5, (groups, [e.name for e in prof.kernels])
+
+
 def test_planner_picks_by_shape(dev):
     """On a GPU the issue's 127x253x61 takes the direct kernel and a big square product the GPU row's
     tile; a long k over few outputs splits; on the CPU the small product stays tiled."""

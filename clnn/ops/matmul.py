@@ -326,7 +326,7 @@ def gemm_raw(
     fused = epilogue(act, out, pre)
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
-        kernels.launch(dev, kernel, global_size, local_size, np.int32(m), np.int32(n), np.int32(k),
+        kernels.launch(dev, kernel, global_size, local_size, np.int32(m), np.int32(n), np.int32(k), np.int32(batch),
                        real_scalar(dtype, alpha), real_scalar(dtype, beta), a.data, *strides, *fused, out.data)
         return out
     splits = how.splits
@@ -349,10 +349,8 @@ def _launch_plan(dev: Device, dtype: np.dtype, flags: dict[str, int], a: Tensor,
     float32 operands and result a half ``dtype`` rounds in its loads and stores, and whose store may apply an activation
     (``flags``: :func:`rounding`'s and :func:`act_defines`' defines)."""
     if how.kernel == "direct":
-        dx = min(32, 1 << (n - 1).bit_length())
-        dy = max(1, min(dev.max_work_group_size // dx, 256 // dx, 1 << (m - 1).bit_length()))
         untiled = defines(dtype, **flags)  # gemm_direct's: no tile
-        return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (n, m, batch), (dx, dy, 1), how
+        return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (batch * m * n,), (group_size(dev),), how
     cfg, splits = how.cfg, how.splits
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])

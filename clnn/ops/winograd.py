@@ -119,7 +119,7 @@ def _filters(w: Tensor, o: int, c: int, m: int, dtype: np.dtype, flip: bool) -> 
     dev, p = w.device, positions(m)
     u = empty((p, c, o) if flip else (p, o, c), kernels.real_dtype(dtype), dev)
     k = kernels.kernel(dev, "winograd.cl", "wino_filter", defines(dtype, WINO_M=m, **rounding(dtype, A=w)))
-    kernels.launch(dev, k, (o, c) if flip else (c, o), None, np.int32(o), np.int32(c), np.int32(flip), w.data, u.data)
+    kernels.launch_1d(dev, k, o * c, np.int32(o), np.int32(c), np.int32(flip), w.data, u.data)
     return u
 
 
@@ -188,5 +188,5 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
         _product(z, (o * tc, tc, 1), v, (c * tc, 1, tc), o, c, tc, acc, add=r0 > 0)
     gw = empty((o, c, 3, 3), store or dtype, dev)
     k = kernels.kernel(dev, "winograd.cl", "wino_filter_grad", defines(dtype, WINO_M=m, **rounding(dtype, C=gw)))
-    kernels.launch(dev, k, (c, o), None, np.int32(o), np.int32(c), acc.data, gw.data)
+    kernels.launch_1d(dev, k, o * c, np.int32(o), np.int32(c), acc.data, gw.data)
     return gw

@@ -426,11 +426,12 @@ def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 def attention(dt: np.dtype, rng: np.random.Generator) -> None:
-    """Attention on each path (on CPUs the blocked GEMMs too, forced for these few keys): no mask, bool (a row with
-    no key), broadcast float, causal with L > S, dropout; multi-head layouts."""
+    """Attention on each path (on CPUs the blocked GEMMs too, forced for these few keys; other devices have only the
+    fused kernels): no mask, bool (a row with no key), broadcast float, causal with L > S, dropout; multi-head
+    layouts."""
     from clnn import tuning
 
-    for min_keys in (0, 1):  # fused, then blocked
+    for min_keys in (0, 1) if clnn.device().type == "cpu" else (0,):  # fused, then blocked
         tuning.TABLE["attention_rows"] = {"default": {"MIN_KEYS": min_keys}}
         _attention_cases(dt, rng)
 
