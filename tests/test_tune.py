@@ -84,6 +84,7 @@ def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeyp
     too_local = {"TM": 64, "TN": 64, "TK": 64, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "VWA": 4, "APAD": 1, "DB": 1}
     fits = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0}
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([too_big, too_local, fits]))
+    monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))  # a GPU pose's 2048^3 is seconds on a CPU
     lines: list[str] = []
     winners = tune.tune_gemm(small, 0.5, None, lines.append)
     assert any("skip" in ln and "work-group of 256 exceeds the device's 64" in ln for ln in lines), lines
@@ -319,6 +320,7 @@ def test_a_candidate_that_fails_to_build_is_skipped_with_the_error(dev, db, monk
     monkeypatch.setattr(kernels, "_options", lambda dev, d: [o.replace("-DTK=24", "-DTK=24)") for o in options(dev, d)])
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([bad, good]))
     monkeypatch.setattr(tune, "builders", lambda dev: processes)
+    monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))  # a GPU pose's 2048^3 is seconds on a CPU
     lines: list[str] = []
     winners = tune.tune_gemm(dev, 30.0 if processes else 0.5, None, lines.append)
     skipped = [ln for ln in lines if ln.startswith("  skip") and "TK=24" in ln]
