@@ -166,6 +166,7 @@ def test_build_logs_are_shown_only_when_pyopencl_is_asked(dev, monkeypatch):
     with pytest.warns(kernels.cl.CompilerWarning, match="Used 96 registers"):
         kernels._compile(dev.context, dev.cl_device, "copy.cl", [], None, str(dev))
 
+
 def test_build_failure_raised_by_the_driver_is_not_cached(dev, monkeypatch):
     """A build that fails on one device (here: injected into its first attempt only) is retried later."""
     other = _twin(dev)
