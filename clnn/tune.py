@@ -59,6 +59,8 @@ _SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations
     "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1), "PF": (0, 1),
 }
 _FLAGS = ("APAD", "DB", "PF")  # on/off keys: one step apart when they differ
+_SPACE_KEYS = tuple(k for k in _KEYS if k in _SPACE)  # the keys of _space()'s tuples
+_UNROLLED = 16  # the KU tried against the current choice's, on it alone (NVIDIA's registers follow it: gemm.h)
 _MAX_ACC = 128  # accumulators per work-item; more spills registers on every device
 
 
@@ -78,7 +80,7 @@ def _conv_shape(dev: Device) -> tuple[int, int, int, int, int]:
 
 
 def _space() -> list[tuple[int, ...]]:
-    """The tiles of _SPACE (values in _KEYS' order) whose rows and columns divide into the work-items' blocks and
+    """The tiles of _SPACE (values in _SPACE_KEYS' order) whose rows and columns divide into the work-items' blocks and
     vectors, whose sides hold whole load runs, with at most _MAX_ACC accumulators per work-item: checked on tuples,
     since the whole product is ~10^6 tiles (config_problem still checks each one yielded)."""
     rows = [r for r in itertools.product(_SPACE["TM"], _SPACE["WM"], _SPACE["VWA"]) if r[0] % r[1] == r[1] % r[2] == 0]
@@ -97,13 +99,14 @@ def _step(key: str, a: int, b: int) -> float:
 
 def _distance(cfg: dict[str, int], to: dict[str, int]) -> float:
     """How far apart two tiles are: the sum of their keys' steps."""
-    return sum(_step(k, cfg[k], to[k]) for k in _KEYS)
+    return sum(_step(k, cfg[k], to[k]) for k in _SPACE_KEYS)
 
 
 @functools.lru_cache(maxsize=4)
 def _nearest_first(current: tuple[int, ...], seed: int) -> list[tuple[int, ...]]:
-    """_space() nearest ``current`` (values in _KEYS' order) first, each distance's tiles in a fixed shuffled order."""
-    steps = [{v: _step(key, v, c) for v in _SPACE[key]} for key, c in zip(_KEYS, current)]
+    """_space() nearest ``current`` (values in _SPACE_KEYS' order) first, each distance's tiles in a fixed shuffled
+    order."""
+    steps = [{v: _step(key, v, c) for v in _SPACE[key]} for key, c in zip(_SPACE_KEYS, current)]
     tiles = _space()
     random.Random(seed).shuffle(tiles)
     tiles.sort(key=lambda t: sum(d[v] for d, v in zip(steps, t)))  # stable: the shuffle orders each distance's
@@ -111,15 +114,17 @@ def _nearest_first(current: tuple[int, ...], seed: int) -> list[tuple[int, ...]]
 
 
 def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]]:
-    """Every ``gemm.cl`` tile worth timing for ``kind``, without repeats: the current choice, the table's rows,
-    then the space nearest the current choice first (each distance's tiles in a fixed shuffled order; invalid
+    """Every ``gemm.cl`` tile worth timing for ``kind``, without repeats: the current choice, the same with its
+    slice's k-loop unrolled by _UNROLLED or left to the compiler (KU), the table's rows, then the space nearest the
+    current choice first (each distance's tiles in a fixed shuffled order, with the current KU; invalid
     combinations left out). On an H200 a 1.55x faster GEMM tile was the current choice's nearest neighbour
     (single-buffered), where in the shuffled space each of ~10^5 tiles came as likely first. The convolution
     kernels are single-buffered, so their candidates all have DB=0."""
     current = gemm_config(dev, np.float32, kind)
-    firsts = [current] + [{**current, **row} for rows in (tuning.TABLE["gemm"], tuning.TABLE["gemm_small"])
-                          for row in rows.values()]
-    rest = (dict(zip(_KEYS, t)) for t in _nearest_first(tuple(current[k] for k in _KEYS), seed))
+    firsts = [current, current | {"KU": 0 if current["KU"] else _UNROLLED}]
+    firsts += [{**current, **row} for kinds in ("gemm", "gemm_small") for row in tuning.TABLE[kinds].values()]
+    rest = (dict(zip(_SPACE_KEYS, t), KU=current["KU"])
+            for t in _nearest_first(tuple(current[k] for k in _SPACE_KEYS), seed))
     seen = set()
     for cfg in itertools.chain(firsts, rest):
         cfg = {**cfg, "DB": 0} if kind in conv.TUNED else cfg

@@ -158,9 +158,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # (2026-11-27; kernels' TFLOP/s at 4096^3 / 4096x4096x256 / 1024^3, two calls agreeing within 3 %): A's tile
         # k-major in fours (VWA 4) with 8-wide global loads 32.6 / 32.0 / 26.8, where the row-major tile with 4-wide
         # loads now ran 25.8 / 26.4 / 22.4; VWA 1, 2, 8 with VWG 8: 30.0 / 31.9 / 32.3 at 4096^3; VWA 4 with 4-wide
-        # loads 20.3, with slices fetched ahead (PF) 29.6. Only NVIDIA has been measured: `clnn tune` stores a
-        # device's own winner
-        "gpu": {"TM": 128, "TN": 128, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 8, "VWA": 4, "APAD": 1, "DB": 0},
+        # loads 20.3, with slices fetched ahead (PF) 29.6. A third H200 (2026-11-27, fifteenth session) ran that row
+        # at 24.5 in 158 registers a work-item (one work-group an SM): NVIDIA's compiler had left the slice's k-loop
+        # rolled. Unrolled by 16 (KU), 123 registers (two work-groups an SM): 37.3 / 35.6 / 29.3; with k-slices of 32,
+        # 126 registers: 40.1 / 36.6 / 30.5 (cuBLAS's whole call 50.7 / 37.9 / 28.9); KU 32 39.6, KU 8 25.6 (164
+        # registers), DB with PF 37.2 (207). Only NVIDIA has been measured: `clnn tune` stores a device's own winner
+        "gpu": {"TM": 128, "TN": 128, "TK": 32, "WM": 8, "WN": 8, "VW": 4, "VWG": 8, "VWA": 4, "APAD": 1, "DB": 0,
+                "KU": 16},
     },
     "gemm_small": {  # the same kernel with a smaller tile, for products with few rows or columns
         "default": {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
@@ -239,8 +243,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"MIN_INTENSITY": 32, "VT": 16, "VT_STORE": 16},
         # H200 (clnn tune, 2026-11-26), a 3x3 layer's forward and both gradients, batch 32 at 28^2, Winograd against
         # the implicit GEMM: 64->64 (intensity 32) 0.72 / 0.50 ms, 128->128 (64) 1.20 / 1.34, 256->256 (128) 2.26 /
-        # 4.08. Its batched product (36 x 128x6272x64): A's tile k-major in pairs 18.5 TFLOP/s against 17.5
-        "gpu": {"MIN_INTENSITY": 64, "VWA": 2},
+        # 4.08. Its batched product (36 x 128x6272x64): A's tile k-major in pairs 18.5 TFLOP/s against 17.5. It keeps
+        # k-slices of 16, rolled (gemm's KU 16 and TK 32: the 256->256 28^2 layer's forward 0.35x cuDNN against 0.42)
+        "gpu": {"MIN_INTENSITY": 64, "VWA": 2, "TK": 16, "KU": 0},
         # Intel's runtime: GEMM tiles of 256x128 in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568); its
         # wino_store at VT 16 / 8 / 4: 5.4 / 4.2 / 2.9 ms at 8x128 56^2 (PoCL: 3.4 / 3.3 / 5.5), 7.9 / - / 2.2 at
         # 32x384 13^2

@@ -48,8 +48,9 @@
  * type); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per work-item), VW (vector width 1, 2, 4, 8
  * or 16), VWG (global load run 1, 2, 4, 8 or 16), VWA (A's local vectors: 1, 2, 4, 8 or 16 rows), APAD (As
  * row padding, in VWA-vectors), DB (0 or 1: double-buffered local tiles), PF (0 or 1: loads fetched a slice
- * ahead into registers). Requires TM % WM == TN % WN == WN % VW == WM % VWA == 0, TM % VWG == TN % VWG ==
- * TK % VWG == 0 and KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM,
+ * ahead into registers), KU (a full slice's k-loop unrolled KU steps at a time; 0: the compiler's choice).
+ * Requires TM % WM == TN % WN == WN % VW == WM % VWA == 0, TM % VWG == TN % VWG == TK % VWG == 0 and
+ * KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM,
  * batch*S); gemm_sum: one work-item per element of the (batch, M, N) result; gemm_direct: global
  * (batch*M*N), any work-group.
  */

@@ -111,11 +111,12 @@ def test_against_torch(op, xs, ws, kw, rng, monkeypatch):
     check(op, xs, ws, kw, rng)
 
 
-# GPU tile options in every tile kind (64 work-items): A's tile k-major, read in VWA-row vectors (gemm.h), and
-# slices fetched a slice ahead into registers (PF). The second is double-buffered where gemm.cl runs it
-# (conv.cl's tiles are single-buffered whatever DB says)
+# GPU tile options in every tile kind (64 work-items): A's tile k-major, read in VWA-row vectors (gemm.h), with a
+# full slice's k-loop unrolled (KU), and slices fetched a slice ahead into registers (PF). The second is
+# double-buffered where gemm.cl runs it (conv.cl's tiles are single-buffered whatever DB says)
 GPU_OPTIONS = {
-    "vwa2": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 0},
+    "vwa2-unrolled": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 0,
+                      "KU": 4},
     "vwa8-prefetch": {"TM": 64, "TN": 16, "TK": 16, "WM": 8, "WN": 2, "VW": 2, "VWG": 4, "VWA": 8, "APAD": 0, "DB": 1,
                       "PF": 1},
     "prefetch": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0, "PF": 1},

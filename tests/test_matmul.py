@@ -18,6 +18,7 @@ from helpers import assert_close, assert_sum_close
 import clnn
 from clnn import kernels, tuning
 from clnn.ops.matmul import (
+    OPTIONAL_KEYS,
     ROW_FIT,
     SHORT_K_MACS,
     GemmPlan,
@@ -283,7 +284,7 @@ def test_other_tunings_are_correct(dev, rng, monkeypatch, row):
     monkeypatch.setitem(tuning.TABLE, "gemm", {"default": row})
     monkeypatch.setitem(tuning.TABLE, "gemm_small", {"default": row})
     if (row["TM"] // row["WM"]) * (row["TN"] // row["WN"]) <= dev.max_work_group_size:  # else it shrinks
-        assert gemm_config(dev, np.dtype("float32")) == {"VWG": row["VW"], "VWA": 1, "DB": 0, "PF": 0, **row}
+        assert gemm_config(dev, np.dtype("float32")) == {"VWG": row["VW"], "DB": 0, **OPTIONAL_KEYS, **row}
     for ta, tb, (m, n, k) in [(False, False, (67, 61, 37)), (True, True, (67, 61, 37)), (False, True, (64, 48, 32))]:
         a, b = _rand(rng, (k, m) if ta else (m, k)), _rand(rng, (n, k) if tb else (k, n))
         out = clnn.gemm(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), trans_a=ta, trans_b=tb)
@@ -307,6 +308,9 @@ FORCED = {  # name: (kind, tile, k-splits); the tile also builds the direct kern
     # slices fetched a slice ahead into registers (gemm.h's PF), single- and double-buffered
     "gpu-row-prefetch-split": ("tiled", {**GPU_ROW, "PF": 1}, 2),
     "small-db-prefetch": ("tiled", {**SMALL_DB, "VWA": 4, "PF": 1}, 1),
+    # a full slice's k-loop unrolled (gemm.h's KU; the GPU row's 16 in its 32-deep slices), by a count that does
+    # not divide the slice's 8 steps
+    "small-db-unrolled-by-3": ("tiled", {**SMALL_DB, "KU": 3}, 1),
 }
 FORCED_SHAPES = [  # (a shape, b shape): batches broadcast as in matmul
     ((127, 61), (61, 253)),  # the small product
@@ -391,7 +395,7 @@ def test_planner_picks_by_shape(dev):
     f32 = np.dtype("float32")
     assert plan(gpu, f32, 1, 127, 253, 61).kernel == "direct"
     big = plan(gpu, f32, 1, 4096, 4096, 4096)
-    assert (big.kernel, big.cfg, big.splits) == ("tiled", {"VWA": 1, "PF": 0, **GPU_ROW}, 1)
+    assert (big.kernel, big.cfg, big.splits) == ("tiled", {**OPTIONAL_KEYS, **GPU_ROW}, 1)
     assert plan(gpu, f32, 1, 64, 64, 100352).splits > 1
     assert plan(dev, f32, 1, 1, 1, 1).kernel == "direct"
     if dev.type == "cpu":
@@ -413,8 +417,8 @@ def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
     assert [c["TM"] for c in _fewer_rows(row, 16, 300)] == [128, 64]
     assert [c["TM"] for c in _fewer_rows(row, 16, 20)] == [128, 64]  # the quarter holds them: no tile of 32 rows
     assert [c["TM"] for c in _fewer_rows(row, 128, 96)] == [128]
-    assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**row, "VWA": 1, "PF": 0, "TM": 64}
-    assert plan(cpu, f32, 1, 96, 4096, 512).cfg == {**row, "VWA": 1, "PF": 0, "TM": 96}
+    assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**OPTIONAL_KEYS, **row, "TM": 64}
+    assert plan(cpu, f32, 1, 96, 4096, 512).cfg == {**OPTIONAL_KEYS, **row, "TM": 96}
     # 3 tiles of 256 x 64 over a long k on 2 units: a split in two evens the units out unless it costs too much
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1.0, "FILL": 0}})
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits > 1

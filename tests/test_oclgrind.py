@@ -208,10 +208,10 @@ def test_every_kernel_ran_under_oclgrind(runs):
     )
 
 
-@pytest.mark.parametrize("option", ["VWA", "PF"])
+@pytest.mark.parametrize("option", ["VWA", "PF", "KU"])
 def test_gpu_tile_options_ran_under_oclgrind(runs, option):
-    """gemm.h's k-major A tile (VWA > 1) and slices fetched ahead (PF 1) ran in each kernel that stages tiles:
-    gemm, conv_fwd, conv_bwd_weight."""
+    """gemm.h's k-major A tile (VWA > 1), slices fetched ahead (PF 1) and unrolled multiplies (KU > 0) ran in each
+    kernel that stages tiles: gemm, conv_fwd, conv_bwd_weight."""
     off = OPTIONAL_KEYS[option]  # the kernels' default
     ran = {(f["file"], f["kernel"]) for fam in ("gemm", "conv") for lim in LIMIT_PASSES for f in runs(fam, lim).fetched
            if int(f["defines"].get(option, off)) != off}

@@ -62,8 +62,10 @@ def test_tune_stores_shows_is_used_and_resets(dev, db, capsys):
 
 
 def test_a_stored_entry_decides_the_tile(dev, db, rng):
-    """An odd tile no table row has (A's tile k-major), stored for this device, is what gemm then runs, correctly."""
-    odd = {"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 1, "PF": 1}
+    """An odd tile no table row has (A's tile k-major, its multiply unrolled by 3), stored for this device, is what
+    gemm then runs, correctly."""
+    odd = {"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 1, "PF": 1,
+           "KU": 3}
     f32 = np.dtype("float32")
     before = plan(dev, f32, 1, 300, 200, 150).cfg
     tuning.store(dev, "gemm", {"params": odd})
@@ -82,7 +84,8 @@ def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeyp
                                 _pool=None)
     too_big = {"VWA": 1, **tuning.TABLE["gemm"]["gpu"]}  # 256 work-items
     too_local = {"TM": 64, "TN": 64, "TK": 64, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "VWA": 4, "APAD": 1, "DB": 1}
-    fits = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0}
+    fits = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0,
+            "KU": 0}
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([too_big, too_local, fits]))
     monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))  # a GPU pose's 2048^3 is seconds on a CPU
     lines: list[str] = []
@@ -120,7 +123,8 @@ def test_a_stored_conv_entry_decides_the_tile(dev, db, rng, monkeypatch):
     layer with 16 channels in and out, for its forward and its input gradient (its 16 rows fill the tile, so it
     beats gemm_small's on every device and pose), no other kind changes, and forward and gradients stay correct."""
     # 16-wide runs: no tile with fewer rows (the planner's other candidates) is valid; A's tile k-major
-    odd = {"TM": 16, "TN": 64, "TK": 16, "WM": 4, "WN": 8, "VW": 2, "VWG": 16, "VWA": 4, "APAD": 1, "DB": 0, "PF": 1}
+    odd = {"TM": 16, "TN": 64, "TK": 16, "WM": 4, "WN": 8, "VW": 2, "VWG": 16, "VWA": 4, "APAD": 1, "DB": 0, "PF": 1,
+           "KU": 2}
     xa, wa, gya = (rng.standard_normal(s).astype(np.float32) for s in ((2, 16, 30, 30), (16, 16, 3, 3),
                                                                        (2, 16, 30, 30)))
     x = clnn.tensor(xa, device=dev)
@@ -143,8 +147,11 @@ def test_a_stored_conv_entry_decides_the_tile(dev, db, rng, monkeypatch):
 
 
 def test_candidate_space_is_valid_and_starts_with_the_current_choice(dev):
+    """The current choice first, then the same with its multiply unrolled (gemm.h's KU) or not."""
     first = list(zip(range(50), tune.candidates(dev, "gemm")))
-    assert first[0][1] == gemm_config(dev, np.float32, "gemm")
+    current = gemm_config(dev, np.float32, "gemm")
+    assert first[0][1] == current
+    assert first[1][1] == {**current, "KU": 0 if current["KU"] else 16}
     keys = [tuple(c.values()) for _, c in first]
     assert len(set(keys)) == len(keys)
     assert all(config_problem(c) is None for _, c in first)
@@ -314,7 +321,8 @@ def test_candidates_are_built_ahead_on_other_devices(dev, db, monkeypatch):
 def test_a_candidate_that_fails_to_build_is_skipped_with_the_error(dev, db, monkeypatch, processes):
     """Built ahead by a builder process or when its turn comes, a candidate whose program does not build is skipped
     with the compiler's error line; the search goes on to the next. The planted error: TK's value cut short."""
-    good = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0}
+    good = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0,
+            "KU": 0}
     bad = {**good, "TK": 24}
     options = kernels._options
     monkeypatch.setattr(kernels, "_options", lambda dev, d: [o.replace("-DTK=24", "-DTK=24)") for o in options(dev, d)])
@@ -338,7 +346,8 @@ def _slow_unless_tn_32(index: int, file: str, options: list[str]) -> bytes:
 def test_the_search_ends_at_its_budget_whatever_the_builds_take(dev, db, monkeypatch):
     """Once a candidate has run, the search waits for later builds only until its budget ends, and does not wait
     for the builds under way: their processes are ended."""
-    good = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0}
+    good = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0,
+            "KU": 0}
     slow = [{**good, "TN": tn} for tn in (48, 64, 96)]
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([good, *slow]))
     monkeypatch.setattr(tune, "builders", lambda dev: 2)

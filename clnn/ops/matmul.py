@@ -23,21 +23,21 @@ from .reduce import broadcast_to, sum_to_shape
 from .shape import reshape
 
 FUSED_ACTS = ("relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu")  # activations a GEMM or conv store applies
-_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "VWA", "APAD", "DB", "PF")
+_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "VWA", "APAD", "DB", "PF", "KU")
 _FALLBACK = {  # 16 work-items
-    "TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "VWA": 1, "APAD": 0, "DB": 0, "PF": 0}
+    "TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "VWA": 1, "APAD": 0, "DB": 0, "PF": 0, "KU": 0}
 
 
-OPTIONAL_KEYS = {"VWA": 1, "PF": 0}  # tile keys a table row or stored entry may leave out: the kernels' defaults
+OPTIONAL_KEYS = {"VWA": 1, "PF": 0, "KU": 0}  # keys a table row or stored entry may leave out: the kernels' defaults
 
 
 def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int = 4) -> str | None:
     """Why ``cfg`` is not a valid ``gemm.cl`` tile, or does not fit ``dev``'s work-group and local memory
     (for ``itemsize``-byte arithmetic; limits unchecked without ``dev``); None when it is fine."""
     cfg = {**OPTIONAL_KEYS, **cfg}  # tiles written before these keys existed (tests, stored entries)
-    tm, tn, tk, wm, wn, vw, vwg, vwa, apad, db, pf = (cfg[key] for key in _KEYS)
-    if min(tm, tn, tk, wm, wn, vw, vwg, vwa) <= 0 or apad < 0 or db not in (0, 1) or pf not in (0, 1):
-        return "parameters must be positive (APAD >= 0, DB and PF 0 or 1)"
+    tm, tn, tk, wm, wn, vw, vwg, vwa, apad, db, pf, ku = (cfg[key] for key in _KEYS)
+    if min(tm, tn, tk, wm, wn, vw, vwg, vwa) <= 0 or min(apad, ku) < 0 or db not in (0, 1) or pf not in (0, 1):
+        return "parameters must be positive (APAD and KU >= 0, DB and PF 0 or 1)"
     if tm % wm or tn % wn or wn % vw or wm % vwa or tm % vwg or tn % vwg or tk % vwg:
         return "needs TM % WM == TN % WN == WN % VW == WM % VWA == 0 and TM, TN, TK multiples of VWG"
     if any(v not in (1, 2, 4, 8, 16) for v in (vw, vwg, vwa)):

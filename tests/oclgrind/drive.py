@@ -289,7 +289,7 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     """gemm with every transpose flag and beta, batched broadcast matmul, both backward products and a
     k-split product (gemm_sum), all tiled; then the direct kernel and a double-buffered tile with vector
     loads, forced, transposed and batched; then that tile's staging variants (A's tile k-major, VWA, with slices
-    fetched ahead, PF; single-buffered, fetched ahead), one product each way."""
+    fetched ahead, PF, and multiplies unrolled, KU; single-buffered, fetched ahead), one product each way."""
     saved = dict(tuning.TABLE["gemm_direct"]["default"])
     tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the planner would pick the direct kernel here
     try:
@@ -300,7 +300,7 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     an, bn, cn = data(rng, (2, 17, 16), dt), data(rng, (16, 20), dt), data(rng, (2, 17, 20), dt)
     ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
     a, b, c = clnn.tensor(an), clnn.tensor(bn), clnn.tensor(cn)
-    for opts in ({"VWA": 2, "PF": 1}, {"DB": 0, "PF": 1}):
+    for opts in ({"VWA": 2, "PF": 1, "KU": 4}, {"DB": 0, "PF": 1}):
         how = GemmPlan("tiled", {**tile, **opts}, 1, 16)
         for a_st, b_st, x, y in (((272, 16, 1), (0, 20, 1), a, b), ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):
             out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how)
@@ -584,12 +584,13 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
 
 def _conv_gpu_options(w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.random.Generator) -> None:
     """A grouped conv2d with SiLU and its gradients by tiles whose A tile is k-major (the weights in the forward, gy
-    in the weight gradient) and whose slices are fetched a slice ahead (gemm.h's VWA and PF): 33 output pixels, two
-    whole column tiles and a part of one (rows of 37 took Oclgrind 40 s a pass)."""
+    in the weight gradient), whose slices are fetched a slice ahead and multiplied unrolled (gemm.h's VWA, PF and
+    KU): 33 output pixels, two whole column tiles and a part of one (rows of 37 took Oclgrind 40 s a pass)."""
     from clnn.ops.conv import conv_act
 
     rows = {kind: tuning.TABLE[kind] for kind in ("conv_fwd", "conv_bwd_weight")}
-    tile = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0, "PF": 1}
+    tile = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0, "PF": 1,
+            "KU": 4}
     tuning.TABLE.update({kind: {"default": tile} for kind in rows})
     try:
         x = _leaf(rng, (1, 18, 3, 11), dt)
