@@ -224,6 +224,25 @@ def test_winograd_against_torch(op, xs, ws, kw, m, rng, monkeypatch):
     assert names >= WINOGRAD_KERNELS and not any(n.startswith("conv_") for n in names), names
 
 
+def test_winograd_chunks_fill_whole_column_tiles(dev, rng, monkeypatch):
+    """Where a layer's tiles take several chunks, a chunk holds the most rows of tiles that fill whole column tiles of
+    Winograd's GEMM and divide the rows evenly (32 of 160 rows of 3 tiles: 96 columns in 16-column tiles, where 40
+    rows would fit a plane buffer): the forward's and input gradient's products have no ragged column tile; forward
+    and gradients as torch's."""
+    set_winograd(monkeypatch, 1, 2)
+    tile = {"TM": 16, "TN": 16, "TK": 8, "WM": 2, "WN": 4, "VW": 2, "VWG": 2, "APAD": 0, "DB": 0}
+    for key in tuning.TABLE["winograd"]:
+        monkeypatch.setitem(tuning.TABLE["winograd"], key, {**tuning.TABLE["winograd"][key], **tile})
+    xs, ws = (20, 3, 16, 6), (5, 3, 3, 3)  # F(2x2): 8 rows of 3 tiles an image, 16 positions; 5 plane rows
+    monkeypatch.setattr(winograd, "WORKSPACE", 2 * 40 * 16 * 5 * 3 * 4)  # 40 rows of tiles in half of it
+    columns = []
+    product = winograd._product
+    monkeypatch.setattr(winograd, "_product", lambda a, a_st, b, b_st, m, n, k, into, add=False: (
+        columns.append(n if b_st[2] == 1 else k), product(a, a_st, b, b_st, m, n, k, into, add))[1])
+    check("conv2d", xs, ws, {"padding": 1}, rng)
+    assert columns and set(columns) == {96}, columns
+
+
 def test_winograd_filters_of_any_shape_launch_one_work_group_size(dev, rng, monkeypatch):
     """Winograd's filter transforms and their gradient run over flat grids in work-groups of one size, chosen by
     clnn (not left to the runtime, which fits one to each grid), whatever the channel counts: a runtime that compiles
