@@ -235,10 +235,13 @@ def test_winograd_chunks_fill_whole_column_tiles(dev, rng, monkeypatch):
         monkeypatch.setitem(tuning.TABLE["winograd"], key, {**tuning.TABLE["winograd"][key], **tile})
     xs, ws = (20, 3, 16, 6), (5, 3, 3, 3)  # F(2x2): 8 rows of 3 tiles an image, 16 positions; 5 plane rows
     monkeypatch.setattr(winograd, "WORKSPACE", 2 * 40 * 16 * 5 * 3 * 4)  # 40 rows of tiles in half of it
-    columns = []
-    product = winograd._product
-    monkeypatch.setattr(winograd, "_product", lambda a, a_st, b, b_st, m, n, k, into, add=False: (
-        columns.append(n if b_st[2] == 1 else k), product(a, a_st, b, b_st, m, n, k, into, add))[1])
+    columns, product = [], winograd._product
+
+    def noting_columns(a, a_st, b, b_st, m, n, k, into, add=False):
+        columns.append(n if b_st[2] == 1 else k)  # a chunk's tiles: the columns, or the weight gradient's k
+        product(a, a_st, b, b_st, m, n, k, into, add)
+
+    monkeypatch.setattr(winograd, "_product", noting_columns)
     check("conv2d", xs, ws, {"padding": 1}, rng)
     assert columns and set(columns) == {96}, columns
 
