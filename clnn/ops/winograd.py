@@ -71,18 +71,20 @@ def _planes(buf: Tensor, shape: tuple[int, int, int]) -> Tensor:
     return Tensor(buf.data, shape, buf.dtype, buf.device)
 
 
-def _chunk(tile_rows: int, tw: int, rows: int, m: int, dtype: np.dtype, tn: int) -> int:
+def _chunk(dev: Device, tile_rows: int, tw: int, rows: int, m: int, dtype: np.dtype) -> int:
     """Tile rows (of ``tw`` tiles) per chunk: planes of F(mxm)'s positions with up to ``rows`` rows in half of
     WORKSPACE, in chunks alike (a short last chunk's GEMM would be inefficient). Where it takes several, the most
-    tile rows above half that whose tiles fill whole ``tn``-column GEMM tiles, if they divide the tile rows: the
-    forward's and input gradient's products then have no ragged column tile (384 -> 384 channels at 13x13, batch
-    64, forward and gradients: PoCL 914-969 -> 650-667 ms in 8 chunks of 128 columns against 7 of 148); else the
-    tile rows shared out evenly."""
+    tile rows above half that whose tiles fill whole column tiles of ``dev``'s Winograd GEMM tile, if they divide the
+    tile rows: the forward's and input gradient's products then have no ragged column tile (384 -> 384 channels at
+    13x13, batch 64, forward and gradients: PoCL 914-969 -> 650-667 ms in 8 chunks of 128 columns against 7 of 148);
+    else the tile rows shared out evenly."""
     most = max(1, WORKSPACE // 2 // (positions(m) * rows * tw * kernels.real_dtype(dtype).itemsize))
-    unit = tn // math.gcd(tn, tw)  # tile rows of whole column tiles
-    for step in range(most // unit * unit, most // 2, -unit):
-        if tile_rows > most and tile_rows % step == 0:
-            return step
+    if tile_rows > most:
+        tn = gemm_config(dev, dtype, "winograd")["TN"]
+        unit = tn // math.gcd(tn, tw)  # tile rows of whole column tiles
+        for step in range(most // unit * unit, most // 2, -unit):
+            if tile_rows % step == 0:
+                return step
     return -(-tile_rows // -(-tile_rows // most))
 
 
@@ -147,7 +149,7 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
     put = kernels.kernel(dev, "winograd.cl", "wino_store",
                          defines(dtype, WINO_M=m, VT=vt_store, **rounding(dtype, C=y), **act_defines(act, pre)))
-    step = _chunk(n * th, tw, max(c, o), m, dtype, gemm_config(dev, dtype, "winograd")["TN"])
+    step = _chunk(dev, n * th, tw, max(c, o), m, dtype)
     vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step * tw)
     for r0 in range(0, n * th, step):
         rc = min(step, n * th - r0)
@@ -186,7 +188,7 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
     grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles",
                           defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, A=gy)))
-    step = _chunk(n * th, tw, max(c, o), m, dtype, gemm_config(dev, dtype, "winograd")["TN"])
+    step = _chunk(dev, n * th, tw, max(c, o), m, dtype)
     acc = empty((p, o, c), pt, dev)
     vbuf, zbuf = _workspace(dev, dtype, p * max(c, o) * step * tw)
     for r0 in range(0, n * th, step):
