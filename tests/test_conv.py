@@ -317,11 +317,13 @@ def test_winograd_route(c, o, kw, dtype, takes, monkeypatch):
 
 
 def test_winograd_needs_a_row_of_tiles_to_fit_a_plane_buffer():
-    """Channels or widths whose filters fit FILTER_BYTES but one row of tiles' planes would not fit half of
-    WORKSPACE are not Winograd's: 8 F(4x4) tiles of 36 float32 positions (width 32) in 8 MiB hold 7281 channels,
-    and 64 channels hold 910 tiles (width 3640)."""
-    assert winograd.suits(4, 7281, 32, (1, 1), np.float32) and not winograd.suits(4, 7282, 32, (1, 1), np.float32)
-    assert winograd.suits(64, 64, 3640, (1, 1), np.float32) and not winograd.suits(64, 64, 3641, (1, 1), np.float32)
+    """Channels or widths whose filters fit FILTER_BYTES but one row of tiles' planes would not fit a plane buffer
+    are not Winograd's: 8 F(4x4) tiles of 36 float32 positions (width 32) in 16 MiB hold 14563 channels, and 64
+    channels hold 1820 tiles (width 7280); 512 x 512 channels' filters (36 MiB) leave 8 MiB buffers: 113 tiles."""
+    assert winograd.suits(4, 14563, 32, (1, 1), np.float32) and not winograd.suits(4, 14564, 32, (1, 1), np.float32)
+    assert winograd.suits(64, 64, 7280, (1, 1), np.float32) and not winograd.suits(64, 64, 7281, (1, 1), np.float32)
+    assert winograd.suits(512, 512, 452, (1, 1), np.float32) and not winograd.suits(512, 512, 453, (1, 1), np.float32)
+    assert [winograd.plane_bytes(c, c, np.float32) >> 20 for c in (1, 418, 419, 512)] == [16, 16, 8, 8]
 
 
 @pytest.mark.parametrize("m, oh, ow, takes", [(4, 1, 1, 2), (4, 2, 2, 2), (4, 1, 7, 2), (4, 3, 3, 4), (4, 7, 9, 4),
@@ -333,12 +335,14 @@ def test_winograd_tile_size(m, oh, ow, takes, dev, monkeypatch):
     assert winograd.tile_size(oh, ow, dev) == takes
 
 
-def test_winograd_memory_bound(rng, monkeypatch):
+@pytest.mark.parametrize("n, c, s", [(32, 256, 28), (48, 512, 12)])
+def test_winograd_memory_bound(n, c, s, rng, monkeypatch):
     """Winograd's layer holds less than 64 MiB beyond its inputs, outputs and gradients at any launch (its peak),
-    at a batch whose transformed planes would take 110 MiB at once: the tiles go in chunks."""
+    at a batch whose transformed filters and planes would take more at once: the tiles go in chunks, through 16 MiB
+    plane buffers beside 256 x 256 channels' 9 MiB of filters, 8 MiB ones beside 512 x 512's 36."""
     set_winograd(monkeypatch, 1)
-    mib, n, c, s = 1 << 20, 32, 256, 28
-    assert winograd.positions(4) * 2 * c * n * (s // 4) ** 2 * 4 > 96 * mib
+    mib = 1 << 20
+    assert winograd.positions(4) * c * (c + 2 * n * (s // 4) ** 2) * 4 > 64 * mib
     x, w, b = (clnn.tensor(rng.standard_normal(sh).astype(np.float32), requires_grad=True)
                for sh in ((n, c, s, s), (c, c, 3, 3), (c,)))
     gy = clnn.tensor(rng.standard_normal((n, c, s, s)).astype(np.float32))
@@ -355,6 +359,7 @@ def test_winograd_memory_bound(rng, monkeypatch):
         y = F.conv2d(x, w, b, padding=1)
         y.backward(gy)
     assert {k.name for k in prof.kernels} >= WINOGRAD_KERNELS
+    assert sum(k.name == "wino_data" for k in prof.kernels) > 3  # forward, input and weight gradients: in chunks
     results = sum(t.size * 4 for t in (y, x.grad, w.grad, b.grad))
     assert 0 < peak[0] - before - results < 64 * mib
 

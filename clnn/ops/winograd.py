@@ -5,8 +5,8 @@ The forward transforms each (M+2)x(M+2) input window and each filter into (M+2)^
 one batched GEMM (``gemm_raw``, the positions on its batch axis) and transforms the products back into MxM
 outputs with the bias and activation in the store. The input gradient is the same with the filters transposed
 and reversed; the weight gradient is F(3x3, MxM): gy's MxM tiles and the same input windows, their products
-summed over the tiles by the GEMM. The batch's rows of tiles are processed in chunks whose planes fit
-``WORKSPACE`` bytes, so a layer's extra memory does not grow with the batch. Planes are float32 (float64 for
+summed over the tiles by the GEMM. The batch's rows of tiles are processed in chunks whose planes fit two
+buffers of :func:`plane_bytes`, so a layer's extra memory does not grow with the batch. Planes are float32 (float64 for
 float64): half storage is read and rounded as the implicit GEMM's loads round it (float32 operands under autocast)
 and the result rounded once, in the store. ``conv.py`` decides when (:func:`suits` and tuning's ``winograd`` row).
 """
@@ -25,9 +25,10 @@ from ..tensor import Tensor
 from ._core import empty
 from .matmul import act_defines, epilogue, gemm_config, gemm_raw, plan, rounding
 
-WORKSPACE = 16 << 20  # bytes of the two plane buffers a chunk of tiles goes through
+LIMIT = 64 << 20  # most bytes a layer holds beside its inputs, outputs and gradients, at any batch
 FILTER_BYTES = 36 << 20  # most bytes of transformed filters (or of the weight gradient's planes): 512 x 512 channels
 PARTIAL_BYTES = 8 << 20  # most bytes of a batched GEMM's k-split partial products
+WORKSPACE = 32 << 20  # most bytes of the two plane buffers a chunk of tiles goes through (LIMIT leaves less)
 
 
 def positions(m: int) -> int:
@@ -50,19 +51,30 @@ def suits(c: int, o: int, width: int, pad: tuple[int, int], dtype: np.dtype) -> 
     images (input and output) at most ``width`` wide and padding ``pad`` in ``dtype`` (any float type): padding at
     most 2 (the input gradient's is 2 - padding), transformed filters within FILTER_BYTES (F(4x4)'s 36 planes) and
     the planes of one row of tiles (the least a chunk takes) within a plane buffer. Then a layer's extra memory
-    stays under 64 MiB at any batch: at most FILTER_BYTES of filters or weight-gradient planes, WORKSPACE and
-    PARTIAL_BYTES."""
+    stays under LIMIT (64 MiB) at any batch: at most FILTER_BYTES of filters or weight-gradient planes, the plane
+    buffers LIMIT leaves beside them and PARTIAL_BYTES."""
     item = kernels.real_dtype(dtype).itemsize
     row = max(positions(m) * -(-width // m) for m in (2, 4)) * item
-    return max(pad) <= 2 and positions(4) * item * o * c <= FILTER_BYTES and row * max(c, o) <= WORKSPACE // 2
+    return max(pad) <= 2 and positions(4) * item * o * c <= FILTER_BYTES and row * max(c, o) <= plane_bytes(c, o, dtype)
 
 
-def _workspace(dev: Device, dtype: np.dtype, elements: int) -> tuple[Tensor, Tensor]:
-    """Two plane buffers of at least ``elements`` each: a power of two of them, at most WORKSPACE / 2 bytes, so
+def plane_bytes(c: int, o: int, dtype: np.dtype) -> int:
+    """Bytes of each of the two plane buffers of a layer of ``c`` to ``o`` channels: a power of two, at most half of
+    WORKSPACE, within what LIMIT leaves beside F(4x4)'s filters and PARTIAL_BYTES (float32: 16 MiB up to about
+    418 x 418 channels, 8 MiB for 512 x 512). Larger chunks fill a GPU: an H200 ran the 256 -> 256 28^2 layer
+    at batch 64 in 1.06 ms in 7 chunks of 448 columns, 1.53 in 14 of 224 (forward; forward and gradients 3.31 /
+    4.25), AlexNet's step at batch 128 in 32.8 ms against 35.1."""
+    item = kernels.real_dtype(dtype).itemsize
+    left = (LIMIT - PARTIAL_BYTES - positions(4) * c * o * item) // 2
+    return min(WORKSPACE // 2, 1 << (max(left, 1).bit_length() - 1))
+
+
+def _workspace(dev: Device, dtype: np.dtype, elements: int, c: int, o: int) -> tuple[Tensor, Tensor]:
+    """Two plane buffers of at least ``elements`` each: a power of two of them, at most :func:`plane_bytes`, so
     layers share a few sizes that the memory pool reuses (per-layer sizes left it holding 128 MiB more after an
     AlexNet step) and small layers take small buffers."""
     pt = kernels.real_dtype(dtype)
-    n = min(WORKSPACE // 2 // pt.itemsize, 1 << (elements - 1).bit_length())
+    n = min(plane_bytes(c, o, dtype) // pt.itemsize, 1 << (elements - 1).bit_length())
     return empty((n,), pt, dev), empty((n,), pt, dev)
 
 
@@ -71,14 +83,14 @@ def _planes(buf: Tensor, shape: tuple[int, int, int]) -> Tensor:
     return Tensor(buf.data, shape, buf.dtype, buf.device)
 
 
-def _chunk(dev: Device, tile_rows: int, tw: int, rows: int, m: int, dtype: np.dtype) -> int:
-    """Tile rows (of ``tw`` tiles) per chunk: planes of F(mxm)'s positions with up to ``rows`` rows in half of
-    WORKSPACE, in chunks alike (a short last chunk's GEMM would be inefficient). Where it takes several, the most
-    tile rows above half that whose tiles fill whole column tiles of ``dev``'s Winograd GEMM tile, if they divide the
-    tile rows: the forward's and input gradient's products then have no ragged column tile (384 -> 384 channels at
-    13x13, batch 64, forward and gradients: PoCL 914-969 -> 650-667 ms in 8 chunks of 128 columns against 7 of 148);
-    else the tile rows shared out evenly."""
-    most = max(1, WORKSPACE // 2 // (positions(m) * rows * tw * kernels.real_dtype(dtype).itemsize))
+def _chunk(dev: Device, tile_rows: int, tw: int, c: int, o: int, m: int, dtype: np.dtype) -> int:
+    """Tile rows (of ``tw`` tiles) per chunk: planes of F(mxm)'s positions of ``c`` and ``o`` channels in a plane
+    buffer (:func:`plane_bytes`), in chunks alike (a short last chunk's GEMM would be inefficient). Where it takes
+    several, the most tile rows above half that whose tiles fill whole column tiles of ``dev``'s Winograd GEMM tile,
+    if they divide the tile rows: the forward's and input gradient's products then have no ragged column tile
+    (384 -> 384 channels at 13x13, batch 64, forward and gradients: PoCL 914-969 -> 650-667 ms in 8 chunks of 128
+    columns against 7 of 148, 8 MiB buffers); else the tile rows shared out evenly."""
+    most = max(1, plane_bytes(c, o, dtype) // (positions(m) * max(c, o) * tw * kernels.real_dtype(dtype).itemsize))
     if tile_rows > most:
         tn = gemm_config(dev, dtype, "winograd")["TN"]
         unit = tn // math.gcd(tn, tw)  # tile rows of whole column tiles
@@ -149,8 +161,8 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
     put = kernels.kernel(dev, "winograd.cl", "wino_store",
                          defines(dtype, WINO_M=m, VT=vt_store, **rounding(dtype, C=y), **act_defines(act, pre)))
-    step = _chunk(dev, n * th, tw, max(c, o), m, dtype)
-    vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step * tw)
+    step = _chunk(dev, n * th, tw, c, o, m, dtype)
+    vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step * tw, c, o)
     for r0 in range(0, n * th, step):
         rc = min(step, n * th - r0)
         tc = rc * tw
@@ -188,9 +200,9 @@ def weight_grad(x: Tensor, gy: Tensor, pad: tuple[int, int], dtype: np.dtype, st
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
     grad = kernels.kernel(dev, "winograd.cl", "wino_grad_tiles",
                           defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, A=gy)))
-    step = _chunk(dev, n * th, tw, max(c, o), m, dtype)
+    step = _chunk(dev, n * th, tw, c, o, m, dtype)
     acc = empty((p, o, c), pt, dev)
-    vbuf, zbuf = _workspace(dev, dtype, p * max(c, o) * step * tw)
+    vbuf, zbuf = _workspace(dev, dtype, p * max(c, o) * step * tw, c, o)
     for r0 in range(0, n * th, step):
         rc = min(step, n * th - r0)
         tc = rc * tw
