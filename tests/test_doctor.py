@@ -25,8 +25,11 @@ def _fake(root, rel):
 
 
 @pytest.fixture
-def machine(tmp_path):
-    """A fake machine: NVIDIA mounted as in a container, ROCm and Intel's GPU runtime, and decoys."""
+def machine(tmp_path, monkeypatch):
+    """A fake machine: NVIDIA mounted as in a container, ROCm and Intel's GPU runtime, and decoys; the real
+    machine's vendor libraries and GPUs unseen (a machine with NVIDIA's runtime would otherwise report its own)."""
+    monkeypatch.setattr(doc, "default_roots", lambda: [])
+    monkeypatch.setattr(doc, "pci_gpu_vendors", lambda: set())
     return {
         "nvidia": _fake(tmp_path, "usr/local/nvidia/lib64/libnvidia-opencl.so.1"),
         "amdocl64": _fake(tmp_path, "opt/rocm-6.2.0/lib/libamdocl64.so"),
@@ -130,6 +133,7 @@ def test_doctor_reports_stale_entries_and_gpus_without_a_runtime(tmp_path, monke
     monkeypatch.setenv("OCL_ICD_VENDORS", str(tmp_path))
     monkeypatch.setattr(doc, "pci_gpu_vendors", lambda: {"0x10de"})
     monkeypatch.setattr(doc, "default_roots", lambda: [])
+    monkeypatch.setattr(doc, "devices", lambda: [d for d in clnn.devices() if d.real.get("type", d.type) != "gpu"])
     rc, out = _doctor(capsys, "--icd-dir", str(tmp_path))
     assert rc == 1
     assert f"{tmp_path / 'old.icd'} names /gone/libamdocl64.so, which does not exist" in out
