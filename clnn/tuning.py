@@ -171,7 +171,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
         "cpu simd16": {"WN": 32, "VW": 16, "VWG": 16},
         # H200, 64x100352x288 (a convolution's few-row product): 8x8 blocks 15.6 TFLOP/s against 13.7 in 4x4, 14.3
-        # single-buffered, 14.0 for 32x128
+        # single-buffered, 14.0 for 32x128. Winograd's products of the 256->256 28^2 layer at batch 64 (36 x
+        # 256x448x256 a chunk, which the planner gives this tile), its forward and gradients in ms: this row (with
+        # gemm's KU 16) 3.32, 64x128 single-buffered 3.51, 64x64 single-buffered 4.06, 128x128 4.30-4.31
         "gpu": {"TM": 64, "TN": 64, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1},
     },
     # laid over gemm_small's tile for float16 and bfloat16 storage. PoCL builds a 16-wide half tile in about twice
@@ -244,7 +246,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # H200 (clnn tune, 2026-11-26), a 3x3 layer's forward and both gradients, batch 32 at 28^2, Winograd against
         # the implicit GEMM: 64->64 (intensity 32) 0.72 / 0.50 ms, 128->128 (64) 1.20 / 1.34, 256->256 (128) 2.26 /
         # 4.08. Its batched product (36 x 128x6272x64): A's tile k-major in pairs 18.5 TFLOP/s against 17.5. It keeps
-        # k-slices of 16, rolled (gemm's KU 16 and TK 32: the 256->256 28^2 layer's forward 0.35x cuDNN against 0.42)
+        # k-slices of 16, rolled (gemm's KU 16 and TK 32: the 256->256 28^2 layer's forward 0.35x cuDNN against 0.42).
+        # In 16 MiB plane buffers (winograd.plane_bytes) the planner gives that layer's and AlexNet's products
+        # gemm_small's tile, so this one's variants timed alike there (2026-11-27, sixteenth session)
         "gpu": {"MIN_INTENSITY": 64, "VWA": 2, "TK": 16, "KU": 0},
         # Intel's runtime: GEMM tiles of 256x128 in 8x16 blocks: 249 against 205 GFLOP/s (16 x 256x256x1568); its
         # wino_store at VT 16 / 8 / 4: 5.4 / 4.2 / 2.9 ms at 8x128 56^2 (PoCL: 3.4 / 3.3 / 5.5), 7.9 / - / 2.2 at

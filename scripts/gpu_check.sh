@@ -18,8 +18,9 @@
 # slices fetched ahead into registers or not), then the two layers by Winograd's kernels (bench_conv --algorithm).
 # $VARIANT_LAYERS names the convolution layers timed (default "0 1"; empty: GEMM alone, no Winograd).
 #
-# $TESTS names the test files or ids the "tests" step runs (default: all of tests/); $TUNE_BUDGET the seconds "tune"
-# spends (default: a third of the time left).
+# $TESTS names the test files or ids the "tests" step runs (default: all of tests/), verbosely: each line names the
+# worker that ran the test, so a worker's order can be replayed; $TUNE_BUDGET the seconds "tune" spends (default: a
+# third of the time left).
 #
 # A step a later one depends on comes first: "tune" stores its winners in $OUT/tuning.json, which the benchmarks
 # after it use (CLNN_TUNING_DB). NVIDIA builds OpenCL slowly (seconds per GEMM tile): the first step that builds
@@ -42,7 +43,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
   echo "=== $step ($t s left)" | tee -a "$OUT/bench.log"
   run() { timeout $(($(left) > 10 ? $(left) - 5 : 5)) "$@" 2>&1 | tee -a "$OUT/bench.log"; }
   case $step in
-    tests) timeout $((t - 5)) python3 -m pytest -n 8 -q -p no:cacheprovider ${TESTS:-tests} > "$OUT/tests.log" 2>&1
+    tests) timeout $((t - 5)) python3 -m pytest -n 8 -v -o addopts= -p no:cacheprovider ${TESTS:-tests} > "$OUT/tests.log" 2>&1
            tail -15 "$OUT/tests.log" ;;
     tune) run python3 -m clnn tune --budget ${TUNE_BUDGET:-$((t / 3))} ;;
     gemm) run python3 benchmarks/bench_gemm.py ;;

@@ -32,6 +32,19 @@ def _poison_outputs():
     poison_new_tensors(False)
 
 
+@pytest.fixture(autouse=True)
+def _device_faults_fail_their_test():
+    """Wait for each test's queued work on the default device: a kernel that faults fails the test that launched it
+    (at its teardown), not whichever test next waits for the queue (on NVIDIA's runtime every call after a fault
+    fails with OUT_OF_RESOURCES)."""
+    yield
+    try:
+        device = clnn.device()
+    except clnn.DeviceError:  # tests of device selection may leave none to choose
+        return
+    device.synchronize()
+
+
 @pytest.fixture
 def dev() -> clnn.Device:
     """The device under test: CLNN_DEVICE, else the automatic choice."""
