@@ -1,11 +1,12 @@
 """Where a training step's time goes: wall time, kernel time, launches, and the kernels that take the most.
 
 For each model named: the median step (forward, backward, optimizer, synchronized) after warm-up, then one
-profiled step (``clnn.profiler``) summed by (kernel, op). A step whose kernel time is far below its wall time
-is host-bound: count its launches (through NVIDIA's OpenCL each costs the host tens of microseconds).
+profiled step (``clnn.profiler``) summed by (kernel, op), and its longest launches with their grids. A step whose
+kernel time is far below its wall time is host-bound: count its launches (through NVIDIA's OpenCL each costs the
+host tens of microseconds).
 
     python benchmarks/profile_steps.py [--models alexnet,gpt,lenet] [--batch 64] [--policy mixed_float16]
-                                       [--top 20] [--device SPEC]
+                                       [--top 20] [--launches 8] [--device SPEC]
 
 ``alexnet`` is examples/alexnet.py's model with Adam, ``lenet`` bench_lenet.py's with Adam, ``gpt`` the GPT
 example's step (AdamW, gradient clipping) on its own corpus; ``--policy`` runs the first two under autocast as
@@ -53,8 +54,9 @@ def gpt_step(dev: clnn.Device) -> Callable:
     return step
 
 
-def report(name: str, dev: clnn.Device, step: Callable, top: int, reps: int = 5) -> None:
-    """Print the step's median wall time, its kernel time and launches, and its ``top`` (kernel, op) pairs."""
+def report(name: str, dev: clnn.Device, step: Callable, top: int, launches: int, reps: int = 5) -> None:
+    """Print the step's median wall time, its kernel time and launches, its ``top`` (kernel, op) pairs and its
+    ``launches`` longest launches with their grids (which tells one layer's launch of a kernel from another's)."""
     for _ in range(2):
         step()
     dev.synchronize()
@@ -77,6 +79,10 @@ def report(name: str, dev: clnn.Device, step: Callable, top: int, reps: int = 5)
     print("| kernel | op | ms | launches |\n|---|---|---:|---:|")
     for (kernel, op), (ns, n) in sorted(by_kernel.items(), key=lambda kv: -kv[1][0])[:top]:
         print(f"| {kernel} | {op} | {ns / 1e6:.3f} | {n} |")
+    if launches:
+        print("\n| launch | op | ms | global size | local size |\n|---|---|---:|---|---|")
+        for k in sorted(prof.kernels, key=lambda k: -k.device_ns)[:launches]:
+            print(f"| {k.name} | {k.op} | {k.device_ns / 1e6:.3f} | {k.global_size} | {k.local_size} |")
 
 
 def main() -> None:
@@ -85,6 +91,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="AlexNet's and LeNet's batch")
     parser.add_argument("--policy", choices=sorted(POLICIES), default="float32")
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--launches", type=int, default=8, help="the longest single launches to list")
     parser.add_argument("--device", default=None)
     add_tile_option(parser)
     args = parser.parse_args()
@@ -101,7 +108,8 @@ def main() -> None:
             step = gpt_step(dev)
         else:
             raise SystemExit(f"profile_steps: --models expects names from alexnet, gpt, lenet; got {name!r}")
-        report(f"{name} ({args.policy}, batch {args.batch})" if name != "gpt" else "gpt", dev, step, args.top)
+        report(f"{name} ({args.policy}, batch {args.batch})" if name != "gpt" else "gpt", dev, step, args.top,
+               args.launches)
 
 
 if __name__ == "__main__":
