@@ -4,7 +4,9 @@ Usage: ``python benchmarks/bench_conv.py [--layer 0] [--batch N] [--backward] [-
 [--threads N] [--algorithm auto|gemm|winograd] [--tile KEY=VALUE ...]``
 
 The layers of the GEMM/convolution issue's table: 0: 64 -> 128 channels, 3x3, padding 1, 56x56, batch 32;
-1: 256 -> 256, 3x3, padding 1, 28x28, batch 64; 2: 3 -> 64, 7x7, stride 2, padding 3, 224x224, batch 128
+1: 256 -> 256, 3x3, padding 1, 28x28, batch 64; 2: 3 -> 64, 7x7, stride 2, padding 3, 224x224, batch 128; and
+the AlexNet-style step's first two (examples/alexnet.py), whose implicit GEMMs take most of its time on a GPU:
+3: 3 -> 96, 11x11, stride 4, padding 5, 224x224; 4: 96 -> 256, 5x5, padding 2, 27x27; both batch 128
 (``--batch`` overrides). PyTorch runs on CUDA (TF32 off, cuDNN) when the clnn device is NVIDIA and PyTorch
 has CUDA, else on the CPU with as many threads as the machine has cores (``--threads``). Each side is timed
 back to back, best of ``--reps`` after a warm-up (the machine is shared, so the minimum is the least noisy
@@ -26,7 +28,8 @@ import clnn
 import clnn.functional as F
 
 # (batch, in channels, out channels, image size, kernel, stride, padding)
-LAYERS = [(32, 64, 128, 56, 3, 1, 1), (64, 256, 256, 28, 3, 1, 1), (128, 3, 64, 224, 7, 2, 3)]
+LAYERS = [(32, 64, 128, 56, 3, 1, 1), (64, 256, 256, 28, 3, 1, 1), (128, 3, 64, 224, 7, 2, 3),
+          (128, 3, 96, 224, 11, 4, 5), (128, 96, 256, 27, 5, 1, 2)]
 
 
 def main() -> None:

@@ -198,6 +198,11 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # CPUs, forced tiles (ms, PoCL): 8x64->128 56x56 128x128 75, 64x64 64; LeNet's conv2 (128x32->64 14x14)
         # 27 against 13
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+        # AVX2, PoCL (Zen 3, ms, two runs each, variants interleaved): 128 rows in 128-deep slices (half the
+        # slices, each with its table of pixels and two barriers) against 64 in 64: AlexNet's conv2 (8x96->256 5x5
+        # 27^2) 97 / 90 against 114 / 111, its conv1 (11x11 stride 4) 27 / 22 against 39 / 32, ResNet's stem 32 / 31
+        # against 33 / 35, 8x128->256 3x3 stride 2 28^2 17 / 13 against 22 / 16; LeNet's conv2 and a 1x1 alike
+        "cpu simd8": {"TM": 128, "TK": 128},
         # AVX-512 (GFLOP/s, 8x64->128 56x56): PoCL 193 for 64x64 in 4x32 blocks of 16-wide vectors, 134 in 4x16
         # of 8-wide ones, 256 for 128x96 in 8x32 (left out: blocks of 8 rows build too slowly for the test suite)
         # PoCL, Zen 5: a 256x64 tile (the planner weighs 128 and 64 rows too) 245 against 178 for 64x64 on 8x256->256
@@ -205,7 +210,8 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu simd16": {"TM": 256, "WN": 32, "VW": 16, "VWG": 16},
         # Intel's runtime: 141 for 128x96 in 8x32 blocks against 108 for 64x64 (78 with 8-wide vectors; LeNet's
         # conv2 89 against 75); Zen 5, 8x256->256 28x28: 256x96 331 against 287 for 128x96
-        "cpu intel": {"TM": 256, "TN": 96},
+        # (its 64-deep slices: 128 ran AlexNet's conv2 alike, its conv1 faster, 8x128->256 3x3 stride 2 slower)
+        "cpu intel": {"TM": 256, "TN": 96, "TK": 64},
         # 8x32 blocks are 16 accumulators of 16 lanes: AVX-512 has 32 registers, AVX2 16 (Zen 3, 16x96->256 27x27
         # 5x5, the layer's training pass: 755 ms in 8x16 blocks, 533-608 in 4x16)
         "cpu simd16 intel": {"WM": 8},
