@@ -53,8 +53,8 @@ from .tensor import Tensor
 
 Printer = Callable[[str], None]
 
-_SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations
-    "TM": (16, 32, 64, 128, 256), "TN": (16, 32, 48, 64, 96, 128, 192), "TK": (8, 16, 32, 64),
+_SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations (TK 256: PoCL's GEMM on AVX2)
+    "TM": (16, 32, 64, 128, 256), "TN": (16, 32, 48, 64, 96, 128, 192), "TK": (8, 16, 32, 64, 128, 256),
     "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 24, 32), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
     "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1), "PF": (0, 1),
 }

@@ -189,8 +189,8 @@ def test_half_split_k_keeps_float32_partials(dev, rng, dtype, tol):
     B = [Q; -Q + R/1000] give partials of the size of P Q that cancel to a result a thousand times smaller, which
     partials rounded to half would bury (elementwise error about 1e-1 of the result). The planner splits half
     products too."""
-    m, n, k0 = 37, 29, 64
     tile = {**_tile(dev), "DB": 0}
+    m, n, k0 = 37, 29, max(64, tile["TK"])  # each range whole k-slices
     p, q, r = (rng.standard_normal(s) for s in ((m, k0), (k0, n), (k0, n)))
     a = np.concatenate([p, p], axis=1).astype(dtype)
     b = np.concatenate([q, -q + r / 1000], axis=0).astype(dtype)
@@ -589,6 +589,7 @@ def _linear_plan(dev, path, k):
         return GemmPlan("direct", cfg)
     if path == "tiled":
         return tiled_plan(cfg, k)
+    cfg = {**cfg, "TK": min(cfg["TK"], 64)}  # slices short enough for 3 ranges of 131
     ks = kernels.round_up(-(-k // 3), cfg["TK"])
     return GemmPlan("tiled", cfg, -(-k // ks), ks)
 
