@@ -151,7 +151,7 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # AVX2, PoCL (Zen 3, the kernel's GFLOP/s, medians of 4, variants interleaved; two runs): k-slices of 256
         # against 64 at 1024^3 82 / 80 against 73 / 62, at 2048^3 84 / 84 against 69 / 68 (128: 67 / 86); each slice
         # costs PoCL a loop over its work-items per barrier. Intel's runtime ran 128 and 256 no faster: its row
-        # keeps 64, and so do the tiles laid over this one (conv_fwd's, Winograd's), unmeasured at 256
+        # keeps 64. Winograd's product takes 256 too; conv_fwd keeps 64 (mixed there)
         "cpu simd8": {"TK": 256},
         # AVX2 (Zen 3, 16 vector registers), Intel's runtime: 12 accumulators in 4x24 blocks, 256x96 tiles, 90 / 90
         # GFLOP/s at 1024^3 / 2048^3 against 81 / 79 in 4x16 (8 accumulators: an FMA's latency in a row). PoCL there
@@ -189,7 +189,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # gemm's tile; DB is ignored). `clnn tune --kernels conv` stores measured ones per device.
     "conv_fwd": {
         "default": {},
-        "cpu": {"TK": 64},  # not gemm's AVX2 PoCL slices of 256: measured on GEMMs only
+        # not gemm's AVX2 PoCL slices of 256: AlexNet's conv2 -11 %, 8x128->256 3x3 stride 2 -20 %, ResNet's stem
+        # +13 % (PoCL, forward and input gradient)
+        "cpu": {"TK": 64},
         # Intel's CPU runtime, Zen 5 (GFLOP/s, 8x256->256 28x28): 256 rows (all of its channels: the image is
         # staged once per k-slice) 307 against 282 for 128; a 128-channel layer keeps 128 rows (the planner's
         # fewer-rows candidate), in 4-row blocks: 298 against 262 in 8-row ones
@@ -254,7 +256,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # 9.4 / 6.6 against 8.2 / 7.8 / 8.6
     "winograd": {
         "default": {"MIN_INTENSITY": 0, "M": 4, "VT": 1, "VT_STORE": 1},
-        "cpu": {"MIN_INTENSITY": 32, "VT": 16, "VT_STORE": 16, "TK": 64},
+        # its product takes gemm's k-slices: 256 on AVX2 with PoCL (ms, the layer's kernels for forward and
+        # gradients, medians of 5-7, three runs: 8x64->128 56^2 113 / 118 / 100 against 146 / 117 / 98, 8x256->256
+        # 28^2 155 / 128 / 116 against 178 / 134 / 130, 16x384->384 13^2 184 / 184 / 165 against 222 / 219 / 161)
+        "cpu": {"MIN_INTENSITY": 32, "VT": 16, "VT_STORE": 16},
         # H200 (clnn tune, 2026-11-26), a 3x3 layer's forward and both gradients, batch 32 at 28^2, Winograd against
         # the implicit GEMM: 64->64 (intensity 32) 0.72 / 0.50 ms, 128->128 (64) 1.20 / 1.34, 256->256 (128) 2.26 /
         # 4.08. Its batched product (36 x 128x6272x64): A's tile k-major in pairs 18.5 TFLOP/s against 17.5. It keeps
