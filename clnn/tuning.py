@@ -148,10 +148,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # against 346 / 345 for 128x128 (NumPy 260). 8x32 blocks ran 5 % faster but take twice as long to build
         # (2.4 s against 1.0 for gemm.cl), which the test suite, with its hundreds of programs, could not afford
         "cpu intel": {"TM": 256, "TK": 64},
-        # AVX2, PoCL (Zen 3, the kernel's GFLOP/s, medians of 4, variants interleaved; two runs): k-slices of 256
-        # against 64 at 1024^3 82 / 80 against 73 / 62, at 2048^3 84 / 84 against 69 / 68 (128: 67 / 86); each slice
-        # costs PoCL a loop over its work-items per barrier. Intel's runtime ran 128 and 256 no faster: its row
-        # keeps 64. Winograd's product takes 256 too; conv_fwd keeps 64 (mixed there)
+        # AVX2, PoCL (Zen 3, the kernel's GFLOP/s at 1024^3 / 2048^3, medians of 10, variants interleaved): k-slices
+        # of 256 74 / 76, of 128 69 / 71, of 64 60 / 61 (two shorter runs alike); each slice costs PoCL a loop over
+        # its work-items per barrier. Intel's runtime ran 128 and 256 no faster: its row keeps 64. Winograd's product
+        # takes 256 too; conv_fwd keeps 64 (mixed there)
         "cpu simd8": {"TK": 256},
         # AVX2 (Zen 3, 16 vector registers), Intel's runtime: 12 accumulators in 4x24 blocks, 256x96 tiles, 90 / 90
         # GFLOP/s at 1024^3 / 2048^3 against 81 / 79 in 4x16 (8 accumulators: an FMA's latency in a row). PoCL there
