@@ -151,7 +151,7 @@ def test_candidate_space_is_valid_and_starts_with_the_current_choice(dev):
     first = list(zip(range(50), tune.candidates(dev, "gemm")))
     current = gemm_config(dev, np.float32, "gemm")
     assert first[0][1] == current
-    assert first[1][1] == {**current, "KU": 0 if current["KU"] else 16}
+    assert first[1][1] == {**current, "KU": 0 if current["KU"] else tune._UNROLLED}
     keys = [tuple(c.values()) for _, c in first]
     assert len(set(keys)) == len(keys)
     assert all(config_problem(c) is None for _, c in first)

@@ -59,9 +59,9 @@ def suits(c: int, o: int, width: int, pad: tuple[int, int], dtype: np.dtype) -> 
 
 
 def plane_bytes(c: int, o: int, dtype: np.dtype) -> int:
-    """Bytes of each of the two plane buffers of a layer of ``c`` to ``o`` channels: a power of two, at most half of
-    WORKSPACE, within what LIMIT leaves beside F(4x4)'s filters and PARTIAL_BYTES (float32: 16 MiB up to about
-    418 x 418 channels, 8 MiB for 512 x 512). Larger chunks fill a GPU: an H200 ran the 256 -> 256 28^2 layer
+    """Bytes of each of the two plane buffers of a layer of ``c`` to ``o`` channels: the largest power of two within
+    what LIMIT leaves beside F(4x4)'s filters and PARTIAL_BYTES, at most half of WORKSPACE (float32: 16 MiB up to
+    about 418 x 418 channels, 8 MiB for 512 x 512). Larger chunks fill a GPU: an H200 ran the 256 -> 256 28^2 layer
     at batch 64 in 1.06 ms in 7 chunks of 448 columns, 1.53 in 14 of 224 (forward; forward and gradients 3.31 /
     4.25), AlexNet's step at batch 128 in 32.8 ms against 35.1."""
     item = kernels.real_dtype(dtype).itemsize
