@@ -461,10 +461,16 @@ def test_grad_scaler_step_unscales_in_the_update(dev, rng, monkeypatch, make, dt
     from clnn.ops import foreach
 
     shapes = ((7, 3), (5,), (1,), *((k,) for k in range(2, foreach.MT + 2)))
-    values = [rng.standard_normal(s).astype(np.float32) * 1e3 for s in shapes]
+
+    def away_from_zero(shape: tuple[int, ...]) -> np.ndarray:
+        """Magnitudes in [0.5, 2): every first step (SGD 0.1 * 500 / 128 and over, Adam's 0.01, RMSprop's 0.1)
+        moves every element by more than half a bfloat16 ulp, so an unchanged parameter means a skipped step."""
+        return rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 2.0, shape)
+
+    values = [(away_from_zero(s) * 1e3).astype(np.float32) for s in shapes]
     if bad is not None:
         values[-1][rng.integers(values[-1].size)] = bad
-    init = [rng.standard_normal(s) for s in shapes]
+    init = [away_from_zero(s) for s in shapes]
     with clnn.use_device(dev):
         def model():
             params = [clnn.tensor(a, dtype=dtype, requires_grad=True) for a in init]
