@@ -89,8 +89,10 @@ def test_training_step_records_every_launch(dev, step, launches):
 
 def test_profiling_changes_no_result(dev, rng):
     """The same step with and without the profiler gives bit-identical parameters."""
-    x = clnn.tensor(rng.standard_normal((3, 2, 7, 5)).astype(np.float32), device=dev)
-    y = clnn.tensor(rng.integers(0, 3, 3), device=dev)
+    # 16 samples: with 3, all four hidden ReLUs were dead for every sample about once in 4,000 runs, and then
+    # the layers before them did not change
+    x = clnn.tensor(rng.standard_normal((16, 2, 7, 5)).astype(np.float32), device=dev)
+    y = clnn.tensor(rng.integers(0, 3, 16), device=dev)
     initial = {k: v.numpy() for k, v in _model(dev).state_dict().items()}
     after = []
     for on in (False, True):
