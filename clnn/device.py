@@ -67,6 +67,7 @@ class Device:
     max_alloc_size: int
     local_mem_size: int
     max_work_group_size: int
+    max_groups: int  # the most work-groups one launch may have along its 2nd and 3rd dimensions
     opencl_c_version: str
     fp16: bool
     fp64: bool
@@ -200,12 +201,18 @@ class Device:
             host.base.release(self.queue)
 
     def enqueue(
-        self, kernel: cl.Kernel, global_size: tuple[int, ...], local_size: tuple[int, ...] | None, args: Sequence
+        self,
+        kernel: cl.Kernel,
+        global_size: tuple[int, ...],
+        local_size: tuple[int, ...] | None,
+        args: Sequence,
+        offset: tuple[int, ...] | None = None,
     ) -> cl.Event:
-        """Set ``kernel``'s arguments and enqueue it (callers check the geometry: ``kernels.launch``)."""
+        """Set ``kernel``'s arguments and enqueue it over ``global_size`` from global id ``offset`` (callers
+        check the geometry: ``kernels.launch``)."""
         with self._lock:
             kernel.set_args(*args)
-            return cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+            return cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size, global_work_offset=offset)
 
     def prefetch(self, copies: Sequence[tuple[cl.Buffer, np.ndarray]]) -> list[cl.Event]:
         """Start non-blocking ``host -> buf`` copies on a second queue, each after all work queued so far.
@@ -274,8 +281,11 @@ _pose: dict[str, object] | None = None  # CLNN_LIMITS key -> value; None until r
 # CLNN_LIMITS key -> Device attribute. type, vendor, name and compute units only steer tuning and launch
 # planning, so a pose sets them freely; kernels depend on the others, so a pose can only lower them.
 _POSE_ATTRS = {"type": "type", "vendor": "vendor", "name": "name", "cu": "compute_units",
-               "wg": "max_work_group_size", "local": "local_mem_size", "fp16": "fp16", "fp64": "fp64"}
-_LOWER_ONLY = ("wg", "local", "fp16", "fp64")
+               "wg": "max_work_group_size", "local": "local_mem_size", "groups": "max_groups", "fp16": "fp16",
+               "fp64": "fp64"}
+_LOWER_ONLY = ("wg", "local", "groups", "fp16", "fp64")
+CUDA_GROUPS = 65_535  # NVIDIA's OpenCL runs kernels as CUDA grids: at most this many work-groups along y and z
+ANY_GROUPS = 2**31 - 1  # other runtimes: no limit short of the int indices kernels use
 _POSE_EXAMPLE = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
 
 
@@ -304,12 +314,18 @@ def _describe(index: int, p_index: int, d_index: int, platform: cl.Platform, d: 
         max_alloc_size=d.max_mem_alloc_size,
         local_mem_size=d.local_mem_size,
         max_work_group_size=d.max_work_group_size,
+        max_groups=_group_limit(d.vendor),
         opencl_c_version=d.opencl_c_version.strip(),
         fp16="cl_khr_fp16" in ext,
         fp64="cl_khr_fp64" in ext or d.double_fp_config != 0,
         vector_width=max(1, d.native_vector_width_float),
         cl_device=d,
     )
+
+
+def _group_limit(vendor: str) -> int:
+    """The most work-groups a launch may have along y and z on a device of ``vendor`` (OpenCL has no query)."""
+    return CUDA_GROUPS if "nvidia" in vendor.lower() else ANY_GROUPS
 
 
 def _check_pose_item(key: str, value: object, where: str) -> object:
@@ -356,6 +372,8 @@ def _apply_pose(dev: Device) -> None:
         value = (_pose or {}).get(key, real)
         if key in _LOWER_ONLY:
             value = min(real, value)
+        if key == "groups":  # a device posing as NVIDIA's takes its grid limits too
+            value = min(value, _group_limit(str(dev.vendor)))
         setattr(dev, attr, value)
         if value != real:
             posed[attr] = real
@@ -405,6 +423,7 @@ def limit_devices(
     cu: int | None = None,
     wg: int | None = None,
     local: int | None = None,
+    groups: int | None = None,
     fp16: bool | None = None,
     fp64: bool | None = None,
 ) -> None:
@@ -413,8 +432,9 @@ def limit_devices(
     Replaces any earlier pose (``CLNN_LIMITS`` included); with no arguments devices report their real
     values again. ``type`` (``"gpu"``, ``"cpu"``, ``"accelerator"``), ``vendor``, ``name`` and ``cu``
     (compute units) are reported as given: they select tuning rows and shape launch plans. ``wg`` (max
-    work-group size), ``local`` (local memory bytes), ``fp16`` and ``fp64`` can only lower what the device
-    has, since kernels really use them: the device reports ``min(pose, real)``, and ``fp16=True`` on a
+    work-group size), ``local`` (local memory bytes), ``groups`` (the most work-groups along a launch's y
+    and z: 65,535 on NVIDIA's runtime, whose pose takes it too), ``fp16`` and ``fp64`` can only lower what the
+    device has, since kernels really use them: the device reports ``min(pose, real)``, and ``fp16=True`` on a
     device without ``cl_khr_fp16`` leaves it off. ``CLNN_LIMITS`` takes the same keys, e.g.
     ``CLNN_LIMITS=type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation`` (an H100).
 
@@ -422,7 +442,7 @@ def limit_devices(
         DeviceError: a value of the wrong kind (naming the key and the value).
     """
     global _pose
-    given = {"type": type, "vendor": vendor, "name": name, "cu": cu, "wg": wg, "local": local,
+    given = {"type": type, "vendor": vendor, "name": name, "cu": cu, "wg": wg, "local": local, "groups": groups,
              "fp16": fp16, "fp64": fp64}
     _pose = {k: _check_pose_item(k, v, f"limit_devices({k}=...)") for k, v in given.items() if v is not None}
     for dev in _devices or []:

@@ -8,12 +8,13 @@ on-disk cache (keyed on source, includes, options and device) serves the binary.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import re
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import ml_dtypes
@@ -267,8 +268,11 @@ def launch(
 ) -> cl.Event | None:
     """Enqueue ``k(*args)`` on ``dev``'s queue; ``global_size`` is rounded up to ``local_size``.
 
-    The first launch of a kernel from :func:`kernel` fixes the types of its by-value arguments to those of
-    this call's NumPy scalars and structs (later calls' values are converted to them).
+    A grid with more work-groups along y or z than the device runs (``Device.max_groups``: CUDA's 65,535 on
+    NVIDIA) goes as several launches at global offsets; kernels take their group ids there from clnn_shape.h's
+    GROUP_ID. The first launch of a kernel from :func:`kernel` fixes the types of its by-value arguments to
+    those of this call's NumPy scalars and structs (later calls' values are converted to them). Returns the
+    last launch's event.
     """
     if local_size is not None:
         wg = math.prod(local_size)
@@ -281,10 +285,25 @@ def launch(
         return None
     if k in _untyped:
         _declare_scalar_types(k, args)
-    event = dev.enqueue(k, global_size, local_size, args)
-    if profiler._active is not None:
-        profiler._active._launched(dev, k, global_size, local_size, event)
+    for offset, size in _pieces(global_size, local_size, dev.max_groups):
+        event = dev.enqueue(k, size, local_size, args, offset)
+        if profiler._active is not None:
+            profiler._active._launched(dev, k, size, local_size, event)
     return event
+
+
+def _pieces(
+    global_size: tuple[int, ...], local_size: tuple[int, ...] | None, max_groups: int
+) -> Iterator[tuple[tuple[int, ...] | None, tuple[int, ...]]]:
+    """(offset, size) of the launches that cover ``global_size`` with at most ``max_groups`` work-groups along
+    y and z each (a driver-chosen work-group counts as one work-item there); ``(None, global_size)`` if one
+    launch does."""
+    step = [g if d == 0 else max_groups * (local_size[d] if local_size else 1) for d, g in enumerate(global_size)]
+    if all(g <= s for g, s in zip(global_size, step)):
+        yield None, global_size
+        return
+    for offset in itertools.product(*(range(0, g, s) for g, s in zip(global_size, step))):
+        yield offset, tuple(min(s, g - o) for g, s, o in zip(global_size, step, offset))
 
 
 def group_size(dev: Device, preferred: int = 256) -> int:

@@ -1,11 +1,17 @@
 /* clnn_shape.h: MAXD, the most dimensions a kernel's shape descriptor holds after the host merged what
- * it could (included, never built alone; clnn/kernels.py reads the value from here); FOR_GROUP_ELEMS, the
+ * it could (included, never built alone; clnn/kernels.py reads the value from here); GROUP_ID, a work-group's
+ * index in a grid kernels.launch may cut into several launches; FOR_GROUP_ELEMS, the
  * elements of a grouped view a work-item of kernels.launch_by_rows maps; desc_t, kernels.descriptor's struct,
  * and desc_row, its offsets at a row; row_run, the run of a row one of kernels.launch_runs walks.
  */
 #ifndef CLNN_SHAPE_H
 #define CLNN_SHAPE_H
 #define MAXD 8
+
+/* GROUP_ID(d): the work-group's index along d in the whole grid. kernels.launch cuts a grid with more work-groups
+ * along y or z than the device runs (CUDA's 65,535 on NVIDIA) into launches at global offsets, and get_group_id
+ * counts from each launch's offset (get_global_id includes it). */
+#define GROUP_ID(d) (get_group_id(d) + get_global_offset(d) / get_local_size(d))
 
 /* x viewed as (outer, G, inner) and launched as rows (kernels.launch_by_rows): with inner > 1 a row of the inner
  * elements j per (o, c), else a row of the G groups c per o. No division per element, and work-items along a

@@ -131,7 +131,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
     __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one contiguous run of a row */
     __local int ko[2][TK], kh[2][TK], kw[2][TK]; /* fwd_rows of the slices in turn */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
-    const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, g = get_group_id(2);
+    const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN, g = GROUP_ID(2);
     const int Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, K = Cg * KK, NP = N * P, HW = H * W;
     const int kend = K;
     x += (size_t)g * Cg * HW;
@@ -260,7 +260,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
     __local int ko[2][TK], kh[2][TK], kw[2][TK], ka[2][TK]; /* bwd_rows of the slices in turn */
     __local bool krun[2][TK], arun[2][TK];
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
-    const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN, z = get_group_id(2);
+    const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN, z = GROUP_ID(2);
     const int g = z / S, Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, HW = H * W, NCOL = Cg * KK;
     const int kbeg = z % S * KS, kend = min(KS, N * P - kbeg); /* this range's pixels [kbeg, kbeg + kend) */
     x += (size_t)g * Cg * HW;

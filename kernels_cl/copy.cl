@@ -88,7 +88,7 @@ __kernel __attribute__((reqd_work_group_size(TT, TR, 1)))
 void transpose(int P, int Q, __global const SRC_T *src, int src_off, __global DST_T *dst, int dst_off) {
     __local tile_t tile[TT][TT + 1];
     int tx = get_local_id(0), ty = get_local_id(1);
-    int q0 = get_group_id(0) * TT, p0 = get_group_id(1) * TT;
+    int q0 = get_group_id(0) * TT, p0 = GROUP_ID(1) * TT;
     size_t plane = (size_t)get_global_id(2) * P * Q;
     for (int k = 0; k < TT; k += TR) {            /* read rows q of src, along p */
         int q = q0 + ty + k, p = p0 + tx;

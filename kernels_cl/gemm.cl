@@ -75,8 +75,8 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     __local realv Bs[DB + 1][TK][TN / VW]; /* op(B) blocks, row-major; realv keeps them vector-aligned */
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * RTN + tx;
-    const int row0 = get_group_id(1) * TM, col0 = get_group_id(0) * TN;
-    const int z = get_group_id(2), kbeg = z % S * KS, kend = min(KS, K - kbeg); /* range length */
+    const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN;
+    const int z = GROUP_ID(2), kbeg = z % S * KS, kend = min(KS, K - kbeg); /* range length */
     A += (size_t)(z / S) * a_bs + (size_t)kbeg * a_cs;
     B += (size_t)(z / S) * b_bs + (size_t)kbeg * b_rs;
     C += (size_t)z * M * N;

@@ -8,6 +8,7 @@
 #ifndef CLNN_GEMM_H
 #define CLNN_GEMM_H
 #include "clnn_dtype.h"
+#include "clnn_shape.h"
 #include "unary.h"
 
 #ifndef TM

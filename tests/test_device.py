@@ -59,8 +59,8 @@ def _fake(index, platform, platform_vendor, name, vendor, type_="cpu", cus=4):
         index=index, platform_index=index, device_index=0, name=name, vendor=vendor,
         platform_name=platform, platform_vendor=platform_vendor, platform_version="OpenCL 3.0",
         type=type_, compute_units=cus, global_mem_size=2**30, max_alloc_size=2**28, local_mem_size=2**15,
-        max_work_group_size=256, opencl_c_version="OpenCL C 1.2", fp16=False, fp64=True, vector_width=8,
-        cl_device=None,
+        max_work_group_size=256, max_groups=device_mod._group_limit(vendor), opencl_c_version="OpenCL C 1.2", fp16=False, fp64=True,
+        vector_width=8, cl_device=None,
     )
 
 
@@ -176,7 +176,7 @@ def test_limits_env_parses_every_key(monkeypatch):
     ("type=tpu", "type=tpu", "type expects one of"),
     ("vendor=", "vendor=", "vendor expects a non-empty string"),
     ("wg", "wg", "is not key=value"),
-    ("speed=9", "speed=9", "is not key=value with a key in type, vendor, name, cu, wg, local, fp16, fp64"),
+    ("speed=9", "speed=9", "is not key=value with a key in type, vendor, name, cu, wg, local, groups, fp16, fp64"),
     ("wg=64,wg=32", "wg=32", "sets wg a second time"),
 ])
 def test_bad_limits_item_is_a_clear_error(monkeypatch, spec, item, why):
@@ -217,14 +217,15 @@ def test_pose_sets_identity_freely_and_only_lowers_capabilities(posed):
     assert (dev.type, dev.compute_units, dev.vendor, dev.name) == ("gpu", 132, "NVIDIA Corporation", "NVIDIA H100")
     # kernels really use these: the pose is min(pose, real), and an extension can't be switched on
     assert (dev.max_work_group_size, dev.local_mem_size, dev.fp16, dev.fp64) == (256, 2**15, False, False)
+    assert dev.max_groups == 65_535  # NVIDIA's runtime runs CUDA grids: so does a device posing as one
     assert dev.real == {"type": "cpu", "compute_units": 4, "vendor": "GenuineIntel", "name": FAKES[0].name,
-                        "fp64": True}
+                        "max_groups": 2**31 - 1, "fp64": True}
     assert str(dev) == "NVIDIA H100 (Portable Computing Language, gpu, posing)"
     table = device_mod.device_table([dev]).splitlines()
     assert "gpu (posing)" in table[2] and "(posing): CLNN_LIMITS" in table[-1]
-    dev = posed(wg=64)  # a new pose replaces the old one: everything else is real again
-    assert (dev.type, dev.compute_units, dev.max_work_group_size, dev.fp64) == ("cpu", 4, 64, True)
-    assert dev.real == {"max_work_group_size": 256}
+    dev = posed(wg=64, groups=3)  # a new pose replaces the old one: everything else is real again
+    assert (dev.type, dev.compute_units, dev.max_work_group_size, dev.max_groups, dev.fp64) == ("cpu", 4, 64, 3, True)
+    assert dev.real == {"max_work_group_size": 256, "max_groups": 2**31 - 1}
     dev = posed()
     attrs = device_mod._POSE_ATTRS.values()
     assert dev.real == {} and [getattr(dev, a) for a in attrs] == [getattr(FAKES[0], a) for a in attrs]

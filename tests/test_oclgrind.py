@@ -37,8 +37,9 @@ ROOT = HERE.parent
 TIMEOUT_S = 600
 # Each family runs in all its dtypes with Oclgrind's own limits (a device of type "other"), then in float32
 # as a small GPU, posing as an H100 (CI's h100 part) and posing as a CPU, so tile, work-group and per-device-type
-# choices (GPU tuning rows, CPU-only kernel variants) are checked too.
-H100 = run_tests_script().H100
+# choices (GPU tuning rows, CPU-only kernel variants) are checked too. The H100 here runs one work-group along y and z:
+# kernels.launch cuts every grid with more into launches at global offsets, so GROUP_ID's sums are checked too.
+H100 = run_tests_script().H100 + ",groups=1"
 LIMIT_PASSES = ("", "wg=64,local=16384", H100, "type=cpu")
 PASS_DTYPES = {"": "", "wg=64,local=16384": "float32", H100: "float32", "type=cpu": "float32"}
 
