@@ -79,6 +79,15 @@ class Device:
     _pool: cl_tools.MemoryPool | None = field(default=None, repr=False)
     _side_queue: cl.CommandQueue | None = field(default=None, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    revision: int = field(default=0, repr=False)  # counts changes of what kernels are sized by: see __setattr__
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """Set an attribute; a change of one that kernels or plans are sized by (a pose's, or a test lowering a
+        limit) bumps ``revision``, so what was derived from the old value (``tuning.memoized``, ``tuning.params``)
+        is derived again: a reduction built for work-groups of 16 would overrun its local arrays at 256."""
+        if name in _SIZING and name in self.__dict__ and self.__dict__[name] != value:
+            self.__dict__["revision"] += 1
+        object.__setattr__(self, name, value)
 
     @property
     def context(self) -> cl.Context:
@@ -284,6 +293,7 @@ _POSE_ATTRS = {"type": "type", "vendor": "vendor", "name": "name", "cu": "comput
                "wg": "max_work_group_size", "local": "local_mem_size", "groups": "max_groups", "fp16": "fp16",
                "fp64": "fp64"}
 _LOWER_ONLY = ("wg", "local", "groups", "fp16", "fp64")
+_SIZING = frozenset((*_POSE_ATTRS.values(), "vector_width"))  # Device attributes whose change bumps its revision
 CUDA_GROUPS = 65_535  # NVIDIA's OpenCL runs kernels as CUDA grids: at most this many work-groups along y and z
 ANY_GROUPS = 2**31 - 1  # other runtimes: no limit short of the int indices kernels use
 _POSE_EXAMPLE = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"

@@ -330,7 +330,7 @@ _cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}  # database path 
 _read_last: str | None = None  # the database load_db read last
 _checked: dict[str, float] = {}  # database path -> when its stamp was last read (time.monotonic)
 RECHECK_S = 0.25  # a database written by another process is seen within this long; this one's stores at once
-_merged: dict[tuple[str, int, str], tuple[Device, dict[str, Any]]] = {}  # params' results while nothing changes
+_merged: dict[tuple[str, int, str], tuple[Device, int, dict[str, Any]]] = {}  # params' results while nothing changes
 memo: dict[tuple, Any] = {}  # what planners derive from params (keyed by their arguments), dropped with them
 _memo_checked = -RECHECK_S  # when memoized last looked at the database (time.monotonic)
 
@@ -455,22 +455,23 @@ T = TypeVar("T")
 
 
 def memoized(dev: Device, key: tuple, build: Callable[[], T]) -> T:
-    """``build()`` for ``dev``, kept under ``key`` in :data:`memo` until the table, the database or an override
-    changes: what an op derives from its parameters (a plan, a kernel and its vector width), found again in a dict
-    lookup instead of rebuilt from :func:`params` on every call (the host's cost per op is what bounds a model of
-    short kernels). The database is looked for at most every ``RECHECK_S`` here (its path is an environment
-    lookup): another process's writes, or another ``$CLNN_TUNING_DB``, reach ops within that time; this process's
-    stores, resets, overrides and table edits drop the memo at once."""
+    """``build()`` for ``dev``, kept under ``key`` in :data:`memo` until the table, the database, an override or
+    one of the device's sizing attributes (``Device.revision``: a pose, a lowered limit) changes: what an op
+    derives from its parameters (a plan, a kernel and its vector width), found again in a dict lookup instead of
+    rebuilt from :func:`params` on every call (the host's cost per op is what bounds a model of short kernels).
+    The database is looked for at most every ``RECHECK_S`` here (its path is an environment lookup): another
+    process's writes, or another ``$CLNN_TUNING_DB``, reach ops within that time; this process's stores, resets,
+    overrides and table edits drop the memo at once."""
     global _memo_checked
     now = time.monotonic()
     if now - _memo_checked >= RECHECK_S:
         _memo_checked = now
         load_db()  # drops the memo if the database changed
     hit = memo.get(key)
-    if hit is not None and hit[0] is dev:
-        return hit[1]
+    if hit is not None and hit[0] is dev and hit[1] == dev.revision:
+        return hit[2]
     value = build()
-    memo[key] = (dev, value)
+    memo[key] = (dev, dev.revision, value)
     return value
 
 
@@ -480,10 +481,10 @@ def params(dev: Device, kernel: str) -> dict[str, Any]:
     db = load_db()
     key = (kernel, id(dev), dev.type)
     hit = _merged.get(key)
-    if hit is not None and hit[0] is dev:
-        return dict(hit[1])
+    if hit is not None and hit[0] is dev and hit[1] == dev.revision:
+        return dict(hit[2])
     out = _params(dev, kernel, db)
-    _merged[key] = (dev, out)
+    _merged[key] = (dev, dev.revision, out)
     return dict(out)
 
 

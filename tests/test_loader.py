@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import clnn
-from clnn import kernels
+from clnn import kernels, tuning
 
 
 def test_kernel_dir_holds_every_kernel_file():
@@ -104,3 +105,22 @@ def test_launch_respects_a_lowered_work_group_limit(dev, monkeypatch):
     x = clnn.arange(1, 1000, dtype="float32", device=dev)
     assert float((x * 2).sum().item()) == pytest.approx(999 * 1000)
     assert float(x.sum().item()) == pytest.approx(999 * 500)
+
+
+def test_kernels_sized_by_a_limit_follow_its_change(dev, monkeypatch):
+    """A reduction built while the work-group limit was 16 (its local arrays sized by it) is not launched with the
+    restored limit's work-groups of 256: a test that lowered the limit made a later GPU run overrun them (the
+    H200's full suite faulted, and Intel's runtime posing as an H100 crashed, in the cross-entropy test after it)."""
+    monkeypatch.setattr(dev, "type", "gpu")  # reduce_group: a work-group per long row, on every device
+    x = np.random.default_rng().standard_normal(100_003).astype(np.float32)
+    t = clnn.tensor(x, device=dev)
+    wg = dev.max_work_group_size
+    revision = dev.revision
+    monkeypatch.setattr(dev, "max_work_group_size", 16)
+    assert dev.revision == revision + 1
+    lowered = tuning.memoized(dev, ("probe", id(dev)), lambda: kernels.group_size(dev))
+    assert float(t.max().item()) == x.max()
+    monkeypatch.setattr(dev, "max_work_group_size", wg)
+    restored = tuning.memoized(dev, ("probe", id(dev)), lambda: kernels.group_size(dev))
+    assert restored == kernels.group_size(dev) > lowered
+    assert float(t.max().item()) == x.max()
