@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from .device import Device
 from .ops.creation import empty
 from .tensor import FLOAT_DTYPES, Tensor
 from .validation import require_choice, require_int, require_tensor
@@ -29,7 +30,7 @@ from .validation import require_choice, require_int, require_tensor
 __all__ = ["init", "is_initialized", "rank", "world_size", "all_reduce", "broadcast", "all_gather", "barrier"]
 
 _state: dict[str, Any] = {"comm": None, "MPI": None}
-_staging: dict[int, cl.Buffer] = {}  # id(device) -> host-visible device buffer, grown as needed, reused
+_staging: dict[int, tuple[Device, cl.Buffer]] = {}  # id(device) -> it and its host-visible buffer, grown, reused
 _gathered: dict[str, np.ndarray] = {}  # "host" -> the host bytes a gathered group's message uses, reused
 _OPS = ("sum", "mean", "max")
 # seconds between a failing rank's traceback and MPI_Abort: the launcher forwards a rank's stderr through its
@@ -190,10 +191,10 @@ def on_host(group: Sequence[Tensor], load: bool = True, store: bool = True) -> I
             dev.unmap(mapped)
         return
     total = sum(t.nbytes for t in group)
-    key = id(dev)
-    buf = _staging.get(key)
-    if buf is None or buf.size < total:
-        buf = _staging[key] = dev.host_buffer(total)
+    owner, buf = _staging.get(id(dev), (None, None))
+    if owner is not dev or buf.size < total:  # another Device may have had this id: its buffer is not dev's
+        buf = dev.host_buffer(total)
+        _staging[id(dev)] = (dev, buf)
     if load:
         at = 0
         for t in group:

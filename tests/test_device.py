@@ -59,8 +59,8 @@ def _fake(index, platform, platform_vendor, name, vendor, type_="cpu", cus=4):
         index=index, platform_index=index, device_index=0, name=name, vendor=vendor,
         platform_name=platform, platform_vendor=platform_vendor, platform_version="OpenCL 3.0",
         type=type_, compute_units=cus, global_mem_size=2**30, max_alloc_size=2**28, local_mem_size=2**15,
-        max_work_group_size=256, max_groups=device_mod._group_limit(vendor), opencl_c_version="OpenCL C 1.2", fp16=False, fp64=True,
-        vector_width=8, cl_device=None,
+        max_work_group_size=256, max_groups=device_mod._group_limit(vendor), opencl_c_version="OpenCL C 1.2",
+        fp16=False, fp64=True, vector_width=8, cl_device=None,
     )
 
 

@@ -4,16 +4,19 @@ The jobs use the mpiexec of the mpich wheel beside this Python, with the clnn th
 one CI part only (the PoCL one): they check communication, not kernels, and each starts several processes.
 """
 
+import dataclasses
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import clnn
+from clnn import distributed as dist
 
 MPI_DIR = Path(__file__).parent / "mpi"
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -45,8 +48,6 @@ def test_collectives_match_numpy(ranks):
 
 
 def test_missing_mpi4py_says_how_to_install(monkeypatch):
-    from clnn import distributed as dist
-
     monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py now raises ImportError
     monkeypatch.setitem(dist._state, "comm", None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'clnn\[mpi\]'"):
@@ -74,3 +75,28 @@ def test_fit_distributed(tmp_path):
     proc = mpirun(2, "fit.py", np.random.SeedSequence().entropy % 2**32, tmp_path)
     check(proc, 2)
     assert proc.stdout.count("Epoch 1: saved") == 1  # ModelCheckpoint on rank 0 only
+
+
+def test_staging_buffer_belongs_to_its_device(dev, rng):
+    """on_host stages a group of several buffers in a host-visible buffer kept per device; an entry left under the
+    same id by another (dead) Device, whose buffer lives in another context, is not used."""
+    other = dataclasses.replace(dev, _context=None, _queue=None, _pool=None, _side_queue=None,
+                                _lock=threading.RLock())
+    stale = other.host_buffer(1 << 16)
+    values = [rng.standard_normal(n).astype(np.float32) for n in (5, 7)]
+    group = [clnn.tensor(v, device=dev) for v in values]
+    saved = dist._staging.get(id(dev))
+    dist._staging[id(dev)] = (other, stale)
+    try:
+        with dist.on_host(group) as host:
+            np.testing.assert_array_equal(host, np.concatenate(values))
+            host *= 2
+        owner, buf = dist._staging[id(dev)]
+        assert owner is dev and buf is not stale
+    finally:
+        if saved is None:
+            dist._staging.pop(id(dev), None)
+        else:
+            dist._staging[id(dev)] = saved
+    for t, v in zip(group, values):
+        np.testing.assert_array_equal(t.numpy(), 2 * v)

@@ -71,9 +71,9 @@ for t, e in zip(gathered, everyone):
     np.testing.assert_array_equal(t.numpy(), e[0])
 
 # the staging arrays are reused: a second, smaller reduction allocates nothing new
-held = {k: id(v) for k, v in dist._staging.items()}
+held = {k: id(buf) for k, (_, buf) in dist._staging.items()}
 dist.all_reduce(clnn.tensor(everyone[rank][1]), op="sum")
-assert {k: id(v) for k, v in dist._staging.items()} == held
+assert {k: id(buf) for k, (_, buf) in dist._staging.items()} == held
 
 for call, kind in ((lambda: dist.all_reduce(ints, op="mean"), TypeError),
                    (lambda: dist.all_reduce(ints, op="prod"), ValueError),
