@@ -76,6 +76,7 @@ _kernels: dict[tuple, cl.Kernel] = {}  # (context, file, name, defines as given)
 tuning.on_change(_kernels.clear)  # the storage row's defines are not in that key
 _of_program: dict[tuple[int, str], cl.Kernel] = {}  # (program, name) -> the one cl.Kernel made from it
 _untyped: set[cl.Kernel] = set()  # made by kernel(), not launched yet: launch() declares their scalar types
+_group_cap: dict[cl.Kernel, int] = {}  # kernel -> the RED_WG its local arrays were sized for: launch() checks it
 _lock = threading.Lock()
 _building: dict[tuple, threading.Lock] = {}  # program key -> the lock its one build holds
 
@@ -238,6 +239,8 @@ def kernel(dev: Device, file: str, name: str, defines: dict[str, object] | None 
             if k is None:
                 k = _of_program[(prg.int_ptr, name)] = getattr(prg, name)
                 _untyped.add(k)
+                if defines and "RED_WG" in defines:
+                    _group_cap[k] = int(defines["RED_WG"])
             _kernels[key] = k
     return k
 
@@ -280,6 +283,9 @@ def launch(
             raise ValueError(
                 f"work-group of {wg} work-items exceeds {dev}'s max_work_group_size {dev.max_work_group_size}"
             )
+        if wg > _group_cap.get(k, wg):  # a kernel kept from before a limit changed would overrun them
+            raise RuntimeError(f"{k.function_name}: a work-group of {wg} work-items overruns its local arrays, "
+                               f"sized for RED_WG={_group_cap[k]}")
         global_size = tuple([round_up(g, ls) for g, ls in zip(global_size, local_size)])
     if 0 in global_size:
         return None

@@ -100,6 +100,13 @@ def test_launch_rejects_work_groups_over_the_device_limit(dev):
         kernels.launch(dev, k, (too_big,), (too_big,))
 
 
+def test_launch_refuses_work_groups_over_a_kernels_local_arrays(dev):
+    k = kernels.kernel(dev, "reduce.cl", "reduce_group", kernels.defines("float32", RED_WG=8))
+    with pytest.raises(RuntimeError, match=r"reduce_group: a work-group of 16 work-items overruns its local arrays, "
+                                           r"sized for RED_WG=8"):
+        kernels.launch(dev, k, (16,), (16,))
+
+
 def test_launch_respects_a_lowered_work_group_limit(dev, monkeypatch):
     monkeypatch.setattr(dev, "max_work_group_size", 16)
     x = clnn.arange(1, 1000, dtype="float32", device=dev)
