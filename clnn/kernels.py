@@ -291,7 +291,8 @@ def launch(
         return None
     if k in _untyped:
         _declare_scalar_types(k, args)
-    for offset, size in _pieces(global_size, local_size, dev.max_groups):
+    one_d = len(global_size) == 1  # x takes 2**31 - 1 work-groups everywhere: never cut
+    for offset, size in ((None, global_size),) if one_d else _pieces(global_size, local_size, dev.max_groups):
         event = dev.enqueue(k, size, local_size, args, offset)
         if profiler._active is not None:
             profiler._active._launched(dev, k, size, local_size, event)
