@@ -330,7 +330,7 @@ _cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}  # database path 
 _read_last: str | None = None  # the database load_db read last
 _checked: dict[str, float] = {}  # database path -> when its stamp was last read (time.monotonic)
 RECHECK_S = 0.25  # a database written by another process is seen within this long; this one's stores at once
-_merged: dict[tuple[str, int, str], tuple[Device, int, dict[str, Any]]] = {}  # params' results while nothing changes
+_merged: dict[tuple[str, int], tuple[Device, int, dict[str, Any]]] = {}  # params' results while nothing changes
 memo: dict[tuple, Any] = {}  # what planners derive from params (keyed by their arguments), dropped with them
 _memo_checked = -RECHECK_S  # when memoized last looked at the database (time.monotonic)
 
@@ -479,7 +479,7 @@ def params(dev: Device, kernel: str) -> dict[str, Any]:
     """The parameters for ``kernel`` on ``dev``: the table's merged rows, overridden by a database entry, then by
     :func:`override` (kept until any of them changes: planners ask on every op)."""
     db = load_db()
-    key = (kernel, id(dev), dev.type)
+    key = (kernel, id(dev))  # a pose or a lowered limit moves dev.revision
     hit = _merged.get(key)
     if hit is not None and hit[0] is dev and hit[1] == dev.revision:
         return dict(hit[2])

@@ -133,9 +133,8 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     :func:`partials`), so half products split too. ``clnn tune --kernels plan`` fits STAGE, SPLIT and FILL to
     measured plans (:func:`plan_options`, :func:`choose`).
     """
-    if cfgs is None:  # a product's plan depends on its shape, the device and the tuning choices only
-        key = ("plan", id(dev), dev.type, dev.compute_units, dev.max_work_group_size, dev.local_mem_size,
-               np.dtype(dtype).str, batch, m, n, k, max_splits, big)
+    if cfgs is None:  # a product's plan depends on its shape, the device (memoized follows its limits) and tuning
+        key = ("plan", id(dev), np.dtype(dtype).str, batch, m, n, k, max_splits, big)
         return tuning.memoized(dev, key, lambda: _plan(dev, dtype, batch, m, n, k, max_splits, big, None))
     return _plan(dev, dtype, batch, m, n, k, max_splits, big, cfgs)
 
