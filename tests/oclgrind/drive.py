@@ -561,17 +561,19 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         finite("depthwise conv2d, 4 outputs per work-item", dt, yd, *_grads(xd, wd))
     finally:
         tuning.TABLE["conv_direct"]["default"] = saved_ov
-    saved = dict(tuning.TABLE["gemm_direct"]["default"])
-    tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the tiled implicit GEMM at a size Oclgrind runs
+    conv_ops = sys.modules["clnn.ops.conv"]
+    saved, thin = dict(tuning.TABLE["gemm_direct"]["default"]), conv_ops.THIN
+    tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the tiled implicit GEMM at a size Oclgrind runs,
+    conv_ops.THIN = 2  # also for 3 channels a group: 27-deep products (2 k-slices, not 81's 6), 3-row input gradients
     try:
         from clnn.ops.conv import conv_act
 
-        x, w, b = _leaf(rng, (2, 18, 4, 3), dt), _leaf(rng, (20, 9, 3, 3), dt), _leaf(rng, (20,), dt)
+        x, w, b = _leaf(rng, (2, 6, 4, 3), dt), _leaf(rng, (6, 3, 3, 3), dt), _leaf(rng, (6,), dt)
         y = conv_act(x, w, b, 1, 1, 1, 2, "silu")  # stores the pre-activation too
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled + silu", dt, y, *_grads(x, w, b))  # the input gradient: conv_fwd, one phase
         x.grad = w.grad = b.grad = None
-        x = _leaf(rng, (1, 18, 3, 37), dt)  # rows of 19 outputs: strided load runs of up to 16 (GATHER_ROW)
+        x = _leaf(rng, (1, 6, 3, 37), dt)  # rows of 19 outputs: strided load runs of up to 16 (GATHER_ROW)
         y = F.conv2d(x, w, b, stride=2, padding=1, groups=2)  # strided: conv_fwd, four phases
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled, strided", dt, y, *_grads(x, w, b))
@@ -579,7 +581,7 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         if dt == F32:  # the GPU staging options (their storage conversions are the default tiles')
             _conv_gpu_options(w, b, dt, rng)
     finally:
-        tuning.TABLE["gemm_direct"]["default"] = saved
+        tuning.TABLE["gemm_direct"]["default"], conv_ops.THIN = saved, thin
     _winograd(dt, rng)  # its products are tiny: gemm_direct, as they would run
 
 
@@ -594,7 +596,7 @@ def _conv_gpu_options(w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.rand
             "KU": 4}
     tuning.TABLE.update({kind: {"default": tile} for kind in rows})
     try:
-        x = _leaf(rng, (1, 18, 3, 11), dt)
+        x = _leaf(rng, (1, 6, 3, 11), dt)
         w.grad = b.grad = None
         y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
@@ -648,7 +650,7 @@ def _conv_autocast(dt: np.dtype, rng: np.random.Generator, path: str) -> None:
 
     if dt not in (F16, BF16):
         return
-    x, w = _leaf(rng, (2, 9, 4, 3), F32), _leaf(rng, (10, 9, 3, 3), F32)
+    x, w = _leaf(rng, (2, 3, 4, 3), F32), _leaf(rng, (3, 3, 3, 3), F32)
     xt, wt = _leaf(rng, (1, 9, 3, 2), F32), _leaf(rng, (9, 10, 3, 3), F32)
     with clnn.autocast(dt):
         y, yt = F.conv2d(x, w, padding=1), F.conv_transpose2d(xt, wt, stride=2)
