@@ -41,7 +41,7 @@ def db(tmp_path, monkeypatch):
 
 
 def test_tune_stores_shows_is_used_and_resets(dev, db, capsys):
-    assert cli.main(["tune", "--budget", "5", "--kernels", "gemm"]) == 0
+    assert cli.main(["tune", "--budget", "1", "--kernels", "gemm"]) == 0
     progress = capsys.readouterr().out
     assert "gemm: stored TM=" in progress and "gemm_small: stored TM=" in progress, progress
     stored = json.loads(db.read_text())["devices"][tuning.device_key(dev)]
