@@ -38,10 +38,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
-# Test files that do not launch kernels through the ops (or run their own limit/device matrix):
-# the limits parts leave them out. Every other test file, present or future, is a kernel test.
+# Test files that do not launch kernels through the ops, or check only the host's rules (autocast's dtype lists), or
+# run their own limit/device matrix: the limits parts leave them out. Every other test file, present or future, is a
+# kernel test.
 NOT_KERNEL_TESTS = ("test_device.py", "test_packaging.py", "test_oclgrind.py", "test_portability.py",
-                    "test_faults.py", "test_readme.py", "test_pocl_target.py", "test_structure.py")
+                    "test_faults.py", "test_readme.py", "test_pocl_target.py", "test_structure.py",
+                    "test_autocast_rules.py")
 # Kernel tests the limits parts leave out besides: the tuner's (its search picks tiles as every kernel test does, and
 # its own tests pose the limits that skip candidates) and, in limits256, autocast's rounding loads, which limits64, the
 # tighter pose, runs. Cold on a Zen 3 they took 41 s of limits64's 463 and 165 + 32 s of limits256's 313 (2026-11-26).
@@ -53,7 +55,7 @@ LIMITS64_DESELECT = ("test_amp.py::test_fit_with_a_mixed_policy_reaches_98_perce
 # Tests run once: PoCL's own in the PoCL part, the device-independent ones in the Intel part, whose builds are the
 # fastest (the README's examples took 169 s cold on PoCL, Zen 3, 2026-11-26).
 POCL_ONCE = ("test_pocl_target.py",)
-INTEL_ONCE = ("test_packaging.py", "test_readme.py", "test_structure.py")
+INTEL_ONCE = ("test_packaging.py", "test_readme.py", "test_structure.py", "test_autocast_rules.py")
 # An NVIDIA H100 SXM as its OpenCL driver reports it: 132 SMs, 1024 work-items per group, 48 KiB local memory.
 H100 = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
 DEFAULT_PARTS = "pocl,oclgrind,h100,intel,limits64,limits256"  # longest first (cold): they start first
