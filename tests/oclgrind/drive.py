@@ -191,6 +191,9 @@ def reduce(dt: np.dtype, rng: np.random.Generator) -> None:
     check("argmin (work-group)", t.argmin(axis=1), long.argmin(axis=1), dt)
     check("logsumexp (work-group)", clnn.logsumexp(t, axis=1),
           np.log(np.exp(long.astype(np.float64)).sum(axis=1)), dt)
+    for n in (401, 1009):  # longer rows: work-groups of 64 and 128, more of the tree's levels
+        rows = data(rng, (2, n), dt)
+        check(f"sum (work-group, rows of {n})", clnn.tensor(rows).sum(axis=1), rows.astype(np.float64).sum(axis=1), dt)
     _lower_wg(8)  # few outputs now split their axis into chunks
     v, cols = data(rng, (300,), dt), data(rng, (40, 3), dt)
     tv, tc = clnn.tensor(v), clnn.tensor(cols)
