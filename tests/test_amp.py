@@ -16,8 +16,6 @@ from helpers import set_direct_conv_max_k, set_winograd
 import clnn
 from clnn import functional as F
 
-TORCH = {clnn.float32: torch.float32, clnn.bfloat16: torch.bfloat16, clnn.float16: torch.float16}
-
 
 @pytest.mark.parametrize("half", [clnn.bfloat16, clnn.float16], ids=str)
 def test_float32_leaves_get_float32_grads_like_torch(dev, rng, half):
@@ -32,7 +30,7 @@ def test_float32_leaves_get_float32_grads_like_torch(dev, rng, half):
         assert loss.dtype == clnn.float32
         loss.backward()
     tx, tw, tb = (torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in (x, w, b))
-    th = TORCH[half]
+    th = getattr(torch, str(half))  # torch's dtype of the same name
     logits = TF.linear(tx.to(th).double(), tw.to(th).double(), tb.to(th).double()).to(th)  # one rounding, as clnn
     TF.cross_entropy(logits.double(), torch.tensor(target)).backward()
     tol = 8 * {clnn.bfloat16: 2.0**-8, clnn.float16: 2.0**-11}[half]
