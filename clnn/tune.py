@@ -25,7 +25,6 @@ import math
 import multiprocessing
 import multiprocessing.pool
 import os
-import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -79,16 +78,25 @@ def _conv_shape(dev: Device) -> tuple[int, int, int, int, int]:
     return (32, 64, 56, 56, 128) if dev.type != "cpu" else (8, 32, 28, 28, 64)
 
 
-def _space() -> list[tuple[int, ...]]:
-    """The tiles of _SPACE (values in _SPACE_KEYS' order) whose rows and columns divide into the work-items' blocks and
-    vectors, whose sides hold whole load runs, with at most _MAX_ACC accumulators per work-item: checked on tuples,
-    since the whole product is ~10^6 tiles (config_problem still checks each one yielded)."""
-    rows = [r for r in itertools.product(_SPACE["TM"], _SPACE["WM"], _SPACE["VWA"]) if r[0] % r[1] == r[1] % r[2] == 0]
-    cols = [c for c in itertools.product(_SPACE["TN"], _SPACE["WN"], _SPACE["VW"]) if c[0] % c[1] == c[1] % c[2] == 0]
-    rest = [r for r in itertools.product(*(_SPACE[k] for k in ("TK", "VWG", "APAD", "DB", "PF"))) if r[0] % r[1] == 0]
-    return [(tm, tn, tk, wm, wn, vw, vwg, vwa, apad, db, pf)
-            for (tm, wm, vwa), (tn, wn, vw) in itertools.product(rows, cols) if wm * wn <= _MAX_ACC
-            for tk, vwg, apad, db, pf in rest if tm % vwg == tn % vwg == 0]
+@functools.cache
+def _space() -> np.ndarray:
+    """The tiles of _SPACE (a row each, values in _SPACE_KEYS' order) whose rows and columns divide into the
+    work-items' blocks and vectors, whose sides hold whole load runs, with at most _MAX_ACC accumulators per
+    work-item: ~1.5 * 10^6 rows, built with NumPy (config_problem still checks each one yielded)."""
+    def grid(*keys: str) -> np.ndarray:
+        return np.array(list(itertools.product(*(_SPACE[k] for k in keys))), np.int32)
+
+    rows, cols, rest = grid("TM", "WM", "VWA"), grid("TN", "WN", "VW"), grid("TK", "VWG", "APAD", "DB", "PF")
+    rows = rows[(rows[:, 0] % rows[:, 1] == 0) & (rows[:, 1] % rows[:, 2] == 0)]
+    cols = cols[(cols[:, 0] % cols[:, 1] == 0) & (cols[:, 1] % cols[:, 2] == 0)]
+    rest = rest[rest[:, 0] % rest[:, 1] == 0]
+    r, c = np.nonzero(rows[:, None, 1] * cols[None, :, 1] <= _MAX_ACC)
+    (tm, wm, vwa), (tn, wn, vw) = rows[r].T, cols[c].T
+    pair, k = np.nonzero((tm[:, None] % rest[None, :, 1] == 0) & (tn[:, None] % rest[None, :, 1] == 0))
+    tk, vwg, apad, db, pf = rest[k].T
+    columns = {"TM": tm[pair], "TN": tn[pair], "WM": wm[pair], "WN": wn[pair], "VW": vw[pair], "VWA": vwa[pair],
+               "TK": tk, "VWG": vwg, "APAD": apad, "DB": db, "PF": pf}
+    return np.stack([columns[key] for key in _SPACE_KEYS], axis=1)
 
 
 def _step(key: str, a: int, b: int) -> float:
@@ -103,14 +111,16 @@ def _distance(cfg: dict[str, int], to: dict[str, int]) -> float:
 
 
 @functools.lru_cache(maxsize=4)
-def _nearest_first(current: tuple[int, ...], seed: int) -> list[tuple[int, ...]]:
-    """_space() nearest ``current`` (values in _SPACE_KEYS' order) first, each distance's tiles in a fixed shuffled
-    order."""
-    steps = [{v: _step(key, v, c) for v in _SPACE[key]} for key, c in zip(_SPACE_KEYS, current)]
-    tiles = _space()
-    random.Random(seed).shuffle(tiles)
-    tiles.sort(key=lambda t: sum(d[v] for d, v in zip(steps, t)))  # stable: the shuffle orders each distance's
-    return tiles
+def _nearest_first(current: tuple[int, ...], seed: int) -> np.ndarray:
+    """The rows of _space(), nearest ``current`` (values in _SPACE_KEYS' order) first, each distance's tiles in a
+    fixed shuffled order. Summed a key at a time in _distance's order, so equal distances tie exactly."""
+    space, distance = _space(), 0.0
+    for i, (key, c) in enumerate(zip(_SPACE_KEYS, current)):
+        values = np.array(_SPACE[key])  # ascending
+        steps = np.array([_step(key, int(v), c) for v in values])
+        distance = distance + steps[np.searchsorted(values, space[:, i])]
+    shuffled = np.random.default_rng(seed).permutation(len(space))
+    return shuffled[np.argsort(distance[shuffled], kind="stable")]  # stable: the shuffle orders each distance's
 
 
 def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]]:
@@ -123,10 +133,13 @@ def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]
     current = gemm_config(dev, np.float32, kind)
     firsts = [current, current | {"KU": 0 if current["KU"] else _UNROLLED}]
     firsts += [{**current, **row} for kinds in ("gemm", "gemm_small") for row in tuning.TABLE[kinds].values()]
-    rest = (dict(zip(_SPACE_KEYS, t), KU=current["KU"])
-            for t in _nearest_first(tuple(current[k] for k in _SPACE_KEYS), seed))
+    def rest() -> Iterator[dict[str, int]]:  # ordered only when the firsts are spent
+        space = _space()
+        for row in _nearest_first(tuple(current[k] for k in _SPACE_KEYS), seed):
+            yield dict(zip(_SPACE_KEYS, map(int, space[row])), KU=current["KU"])
+
     seen = set()
-    for cfg in itertools.chain(firsts, rest):
+    for cfg in itertools.chain(firsts, rest()):
         cfg = {**cfg, "DB": 0} if kind in conv.TUNED else cfg
         key = tuple(cfg[k] for k in _KEYS)
         if key not in seen and config_problem(cfg) is None:
