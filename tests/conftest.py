@@ -63,6 +63,14 @@ def _leaf_errors(err: BaseException) -> list[BaseException]:
     return [leaf for sub in subs for leaf in _leaf_errors(sub)] if subs else [err]
 
 
+@pytest.fixture
+def fp64() -> None:
+    """Skip up front on a device without fp64 (``@pytest.mark.usefixtures("fp64")``): a Hypothesis test would shrink
+    each refusal before the hook below reports it as skipped (18 s of limits64's max_pool2d test)."""
+    if not clnn.device().fp64:
+        pytest.skip("needs float64; the device has no fp64")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """On a device without fp64 (e.g. CLNN_LIMITS=...,fp64=0), a test that fails only because it made a

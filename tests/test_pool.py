@@ -162,6 +162,7 @@ def test_float16_storage(dev, rng):
     assert_close(y.numpy(), ref, 2e-3)
 
 
+@pytest.mark.usefixtures("fp64")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     h=st.integers(1, 12),
@@ -201,6 +202,7 @@ def _every_window_touches_input(n: int, k: int, s: int, p: int, d: int, n_out: i
     return all(any(0 <= o * s - p + j * d < n for j in range(k)) for o in range(n_out))
 
 
+@pytest.mark.usefixtures("fp64")
 @settings(max_examples=25, deadline=None)
 @given(h=st.integers(1, 14), w=st.integers(1, 14), oh=st.integers(1, 16), ow=st.integers(1, 16))
 def test_random_adaptive_sizes_match_torch(h, w, oh, ow):

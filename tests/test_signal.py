@@ -74,6 +74,7 @@ def test_values_and_gradients(op, mode, sa, sb, rng):
     _check_against_peers(op, mode, sa, sb, rng, (np.float64, np.float32))
 
 
+@pytest.mark.usefixtures("fp64")
 @settings(max_examples=30, deadline=None)
 @given(
     sa=st.lists(st.integers(1, 12), min_size=1, max_size=2),
