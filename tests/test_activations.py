@@ -90,7 +90,9 @@ def _check_activation(name, fn, ref, x, rng) -> None:
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("name,fn,ref", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
 def test_activation(name, fn, ref, shape, rng):
-    _check_activation(name, fn, ref, rng.standard_normal(shape) * 4, rng)  # reaches the threshold and clamp regions
+    # reaches the threshold and clamp regions; within +-8, where float32 still holds the tails (GELU's at -10 is a
+    # subnormal: a lone element drawn there missed 1e-5 about once in 200 draws)
+    _check_activation(name, fn, ref, np.clip(rng.standard_normal(shape) * 4, -8, 8), rng)
 
 
 @pytest.mark.parametrize("name,fn,ref", [a for a in ACTIVATIONS if a[0] in DERIVATIVE_TERMS],

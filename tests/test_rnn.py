@@ -240,9 +240,9 @@ def test_state_dict_to_torch_and_init(mode, proj, rng):
         [(k, tuple(v.shape)) for k, v in ref.state_dict().items()]
     assert [k for k, _ in mine.named_parameters()] == [k for k, _ in ref.named_parameters()]
     bound = 1 / math.sqrt(hid)
-    for k, v in mine.state_dict().items():
-        a = np.asarray(v)
-        assert np.abs(a).max() <= bound and np.abs(a).max() > 0.5 * bound and a.std() > 0.4 * bound, k
+    for k, v in mine.state_dict().items():  # U(-bound, bound): std bound / sqrt(3); a GRU bias of 33 values had a
+        a = np.asarray(v)  # std under 0.4 bound once in 2700 draws, under 0.3 far less than once in 10^7
+        assert np.abs(a).max() <= bound and np.abs(a).max() > 0.5 * bound and a.std() > 0.3 * bound, k
     ref.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in mine.state_dict().items()})
     x = rng.standard_normal((4, 2, 4)).astype(np.float32)
     out, _ = mine(clnn.tensor(x))
