@@ -1,7 +1,7 @@
 """Run clnn's whole test matrix as one command: the exit code is 0 only if every part passed.
 
 Parts (each a pytest run in a fresh process, so device choice and limits start clean):
-  pocl      the suite on PoCL (CLNN_DEVICE=pocl)
+  pocl      the suite on PoCL (CLNN_DEVICE=pocl) but autocast's bfloat16 rounding loads (POCL_MARKS)
   intel     the suite on Intel's CPU runtime (CLNN_DEVICE=intel). The runtime from PyPI is registered
             first, as `clnn doctor --register` does: an .icd entry in this environment's pyopencl/.libs,
             so it stays visible after the run (--icd-dir DIR writes it there instead and passes DIR to
@@ -59,6 +59,10 @@ LIMITS64_DESELECT = ("test_amp.py::test_fit_with_a_mixed_policy_reaches_98_perce
 # Tests run once: PoCL's own in the PoCL part, the device-independent ones in the Intel part, whose builds are the
 # fastest (the README's examples took 169 s cold on PoCL, Zen 3, 2026-11-26).
 POCL_ONCE = ("test_pocl_target.py",)
+# PoCL leaves autocast's bfloat16 rounding loads (test_amp.py's ROUNDING_HALVES) to the Intel part, the poses and
+# Oclgrind: one source on every runtime, whose tiles PoCL built and generated in 169 s of its cold part (2026-11-28).
+# Its float16 ones, on PoCL's own software conversions, and its bfloat16 ops, fits and norms stay.
+POCL_MARKS = "not bf16_rounding"
 INTEL_ONCE = ("test_packaging.py", "test_readme.py", "test_structure.py", "test_autocast_rules.py")
 # An NVIDIA H100 SXM as its OpenCL driver reports it: 132 SMs, 1024 work-items per group, 48 KiB local memory.
 H100 = "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
@@ -77,7 +81,7 @@ def parts(limits_device: str) -> dict[str, Part]:
         return [f"--ignore={TESTS / f}" for f in files]
 
     return {
-        "pocl": Part("pocl", {"CLNN_DEVICE": "pocl"}, ignore(("test_oclgrind.py", *INTEL_ONCE))),
+        "pocl": Part("pocl", {"CLNN_DEVICE": "pocl"}, [*ignore(("test_oclgrind.py", *INTEL_ONCE)), "-m", POCL_MARKS]),
         "intel": Part("intel", {"CLNN_DEVICE": "intel"}, ignore(("test_oclgrind.py", *POCL_ONCE))),
         "limits64": Part("limits64", {"CLNN_DEVICE": limits_device, "CLNN_LIMITS": "wg=64,local=16384,fp64=0"},
                          [*ignore((*NOT_KERNEL_TESTS, *LIMITS_SKIP)),
