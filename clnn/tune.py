@@ -84,7 +84,7 @@ def _space() -> np.ndarray:
     work-items' blocks and vectors, whose sides hold whole load runs, with at most _MAX_ACC accumulators per
     work-item: ~1.5 * 10^6 rows, built with NumPy (config_problem still checks each one yielded)."""
     def grid(*keys: str) -> np.ndarray:
-        return np.array(list(itertools.product(*(_SPACE[k] for k in keys))), np.int32)
+        return np.array(list(itertools.product(*(_SPACE[k] for k in keys))), np.int16)  # values <= 256
 
     rows, cols, rest = grid("TM", "WM", "VWA"), grid("TN", "WN", "VW"), grid("TK", "VWG", "APAD", "DB", "PF")
     rows = rows[(rows[:, 0] % rows[:, 1] == 0) & (rows[:, 1] % rows[:, 2] == 0)]
@@ -120,7 +120,8 @@ def _nearest_first(current: tuple[int, ...], seed: int) -> np.ndarray:
         steps = np.array([_step(key, int(v), c) for v in values])
         distance = distance + steps[np.searchsorted(values, space[:, i])]
     shuffled = np.random.default_rng(seed).permutation(len(space))
-    return shuffled[np.argsort(distance[shuffled], kind="stable")]  # stable: the shuffle orders each distance's
+    order = shuffled[np.argsort(distance[shuffled], kind="stable")]  # stable: the shuffle orders each distance's
+    return order.astype(np.int32)
 
 
 def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]]:
