@@ -134,6 +134,7 @@ def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]
     current = gemm_config(dev, np.float32, kind)
     firsts = [current, current | {"KU": 0 if current["KU"] else _UNROLLED}]
     firsts += [{**current, **row} for kinds in ("gemm", "gemm_small") for row in tuning.TABLE[kinds].values()]
+
     def rest() -> Iterator[dict[str, int]]:  # ordered only when the firsts are spent
         space = _space()
         for row in _nearest_first(tuple(current[k] for k in _SPACE_KEYS), seed):
