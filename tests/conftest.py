@@ -65,8 +65,9 @@ def _leaf_errors(err: BaseException) -> list[BaseException]:
 
 @pytest.fixture
 def fp64() -> None:
-    """Skip up front on a device without fp64 (``@pytest.mark.usefixtures("fp64")``): a Hypothesis test would shrink
-    each refusal before the hook below reports it as skipped (18 s of limits64's max_pool2d test)."""
+    """Skip a test of float64 up front on a device without fp64 (``@pytest.mark.usefixtures("fp64")``). The hook below
+    also reports a float64 refusal as a skip, but only once the test has failed: after Hypothesis has shrunk every
+    refusal (18 s of limits64's max_pool2d test)."""
     if not clnn.device().fp64:
         pytest.skip("needs float64; the device has no fp64")
 

@@ -152,10 +152,9 @@ def test_softmax_hypothesis(shape, data, log, rng):
                         sum_magnitudes=_softmax_magnitudes(log, axis))
 
 
+@pytest.mark.usefixtures("fp64")
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
-def test_softmax_float64(log, rng, dev):
-    if not dev.supports(np.float64):
-        pytest.skip(f"{dev} has no float64")
+def test_softmax_float64(log, rng):
     fn, ref = (F.log_softmax, torch.log_softmax) if log else (F.softmax, torch.softmax)
     x = rng.standard_normal((6, 257))
     check_against_torch(lambda t: fn(t, axis=1), lambda t: ref(t, 1), [x], rng, tol=1e-13, dtype=np.float64)

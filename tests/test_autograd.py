@@ -74,9 +74,8 @@ def test_op_backward(name, fn, shapes, positive, rng):
     check_against_torch(fn, fn, inputs, rng)
 
 
-def test_astype_backward(rng, dev):
-    if not dev.supports(np.float64):
-        pytest.skip(f"{dev} has no float64")
+@pytest.mark.usefixtures("fp64")
+def test_astype_backward(rng):
     check_against_torch(lambda x: (x.astype(np.float64) * 3).astype(np.float32),
                         lambda x: x.to(torch.float64) * 3, [rng.standard_normal((3, 5))], rng)
 

@@ -259,10 +259,9 @@ def test_winograd_filters_of_any_shape_launch_one_work_group_size(dev, rng, monk
     assert None not in {size for _, size in groups}, groups
 
 
+@pytest.mark.usefixtures("fp64")
 @pytest.mark.parametrize("m", [2, 4])
-def test_winograd_float64(m, dev, rng, monkeypatch):
-    if not dev.supports(np.float64):
-        pytest.skip(f"{dev} has no float64")
+def test_winograd_float64(m, rng, monkeypatch):
     set_winograd(monkeypatch, 1, m)
     with profiler.profile() as prof:
         check("conv2d", (2, 7, 6, 9), (5, 7, 3, 3), {"padding": 1}, rng, dtype=np.float64, tol=1e-12)
@@ -369,9 +368,8 @@ def test_no_bias(op, rng):
     check(op, (2, 4, 6, 7), (4, 2, 3, 3), {"groups": 2, "padding": 1}, rng, bias=False)
 
 
-def test_float64(dev, rng):
-    if not dev.supports(np.float64):
-        pytest.skip(f"{dev} has no float64")
+@pytest.mark.usefixtures("fp64")
+def test_float64(rng):
     check("conv2d", (2, 3, 7, 6), (4, 3, 3, 2), {"stride": 2, "padding": (1, 2)}, rng, dtype=np.float64, tol=1e-12)
 
 

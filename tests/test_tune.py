@@ -40,8 +40,14 @@ def db(tmp_path, monkeypatch):
     tuning.reset(path)
 
 
-def test_tune_stores_shows_is_used_and_resets(dev, db, capsys, monkeypatch):
-    monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))  # a GPU pose's 2048^3 is seconds on a CPU
+@pytest.fixture
+def small_products(monkeypatch):
+    """The gemm tuner times its tiles at a 40x48x24 product: microseconds, where a GPU pose's 2048^3 is seconds on a
+    CPU."""
+    monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))
+
+
+def test_tune_stores_shows_is_used_and_resets(dev, db, capsys, small_products):
     assert cli.main(["tune", "--budget", "1", "--kernels", "gemm"]) == 0
     progress = capsys.readouterr().out
     assert "gemm: stored TM=" in progress and "gemm_small: stored TM=" in progress, progress
@@ -80,7 +86,7 @@ def test_a_stored_entry_decides_the_tile(dev, db, rng):
     assert_close(out.numpy(), ref.numpy(), 1e-5, "gemm with the stored tile")
 
 
-def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeypatch):
+def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeypatch, small_products):
     small = dataclasses.replace(dev, max_work_group_size=64, local_mem_size=16384, _context=None, _queue=None,
                                 _pool=None)
     too_big = {"VWA": 1, **tuning.TABLE["gemm"]["gpu"]}  # 256 work-items
@@ -88,7 +94,6 @@ def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeyp
     fits = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0,
             "KU": 0}
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([too_big, too_local, fits]))
-    monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))  # a GPU pose's 2048^3 is seconds on a CPU
     lines: list[str] = []
     winners = tune.tune_gemm(small, 0.5, None, lines.append)
     assert any("skip" in ln and "work-group of 256 exceeds the device's 64" in ln for ln in lines), lines
@@ -293,13 +298,12 @@ def test_a_prebuilt_program_is_the_one_the_candidate_runs(dev, kind):
     assert _tile_programs(kind) == built and len(built - before) == 1
 
 
-def test_candidates_are_built_ahead_on_other_devices(dev, db, monkeypatch):
+def test_candidates_are_built_ahead_on_other_devices(dev, db, monkeypatch, small_products):
     """With builder processes (a GPU's tuner: tune.builders), every candidate's program comes from a builder's
     binary, and the search still checks, times and stores as without them."""
     first = tune.candidates
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: itertools.islice(first(dev, kind), 3))
     monkeypatch.setattr(tune, "builders", lambda dev: 2)
-    monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))  # timed in microseconds, not seconds
     from_binaries, kernel = [], kernels.kernel
 
     def spy(dev, file, name, defines=None, binary=None):
@@ -319,7 +323,8 @@ def test_candidates_are_built_ahead_on_other_devices(dev, db, monkeypatch):
 
 
 @pytest.mark.parametrize("processes", [0, 2])
-def test_a_candidate_that_fails_to_build_is_skipped_with_the_error(dev, db, monkeypatch, processes):
+def test_a_candidate_that_fails_to_build_is_skipped_with_the_error(dev, db, monkeypatch, processes,
+                                                                    small_products):
     """Built ahead by a builder process or when its turn comes, a candidate whose program does not build is skipped
     with the compiler's error line; the search goes on to the next. The planted error: TK's value cut short."""
     good = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0,
@@ -329,7 +334,6 @@ def test_a_candidate_that_fails_to_build_is_skipped_with_the_error(dev, db, monk
     monkeypatch.setattr(kernels, "_options", lambda dev, d: [o.replace("-DTK=24", "-DTK=24)") for o in options(dev, d)])
     monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([bad, good]))
     monkeypatch.setattr(tune, "builders", lambda dev: processes)
-    monkeypatch.setattr(tune, "_shapes", lambda dev, kind: (40, 48, 24))  # a GPU pose's 2048^3 is seconds on a CPU
     lines: list[str] = []
     winners = tune.tune_gemm(dev, 30.0 if processes else 0.5, None, lines.append)
     skipped = [ln for ln in lines if ln.startswith("  skip") and "TK=24" in ln]
