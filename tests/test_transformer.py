@@ -58,8 +58,12 @@ def _compare(cmod, tmod, inputs, call, dtype, rng, grad_inputs=(0,)):
         tloss = tloss + (t * torch.tensor(g)).sum()
     closs.backward()
     tloss.backward()
+    # a gradient that vanishes in exact arithmetic (queries over a single key: softmax is constant there) is its
+    # reference's rounding noise or exactly 0, as PyTorch's version has it: it is measured on the others' scale
+    scale = max(np.linalg.norm(ts[i].grad.numpy()) for i in grad_inputs)
     for i in grad_inputs:
-        err = rel_err(cs[i].grad.numpy(), ts[i].grad.numpy())
+        out, ref = cs[i].grad.numpy(), ts[i].grad.numpy()
+        err = rel_err(out, ref) if np.linalg.norm(ref) > 1e-6 * scale else np.linalg.norm(out - ref) / scale
         assert err < tol, f"gradient of input {i}: error {err:.3e}"
     tparams = dict(tmod.named_parameters())
     cparams = dict(cmod.named_parameters())

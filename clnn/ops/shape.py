@@ -50,8 +50,9 @@ def strided_copy(
     d = descriptor(shape, src_strides, dst_strides)
     dev = src.device
     rect = _rect(d) if src.dtype == dst.dtype and src.data is not dst.data else None
-    if rect is not None:
-        size = src.dtype.itemsize
+    size = src.dtype.itemsize
+    if rect is not None and _slices_fit(rect[0], rect[1], src_offset, src.data.size // size) \
+            and _slices_fit(rect[0], rect[2], dst_offset, dst.data.size // size):
         region, src_pitches, dst_pitches = rect
         dev.copy_rect(dst.data, src.data, (region[0] * size, *region[1:]), dst_offset * size,
                       tuple(p * size for p in dst_pitches), src_offset * size, tuple(p * size for p in src_pitches))
@@ -86,6 +87,13 @@ def _rect(d: np.ndarray) -> tuple[tuple[int, int, int], tuple[int, int], tuple[i
             return None
         pitches.append((row, plane))
     return region, pitches[0], pitches[1]
+
+
+def _slices_fit(region: tuple[int, int, int], pitches: tuple[int, int], offset: int, elements: int) -> bool:
+    """Whether a rectangle's whole slices, pitch included, lie within a buffer of ``elements`` from ``offset``:
+    NVIDIA's runtime refuses (INVALID_VALUE) a rectangle whose last slice pitch reaches past the buffer, even
+    where its last row ends within it (the copy kernel then moves it)."""
+    return offset + region[2] * pitches[1] <= elements
 
 
 def _swapped_last_axes(d: np.ndarray) -> tuple[int, int, int] | None:
