@@ -1,12 +1,15 @@
 """float32 GEMM throughput: clnn against PyTorch on the same hardware, NumPy and CLBlast (pyclblast).
 
-Usage: ``python benchmarks/bench_gemm.py [--sizes 1024 2048 127x253x61] [--reps 5] [--device SPEC]``
+Usage: ``python benchmarks/bench_gemm.py [--sizes 1024 2048 127x253x61] [--reps 5] [--device SPEC]
+[--dtype float32|float16|bfloat16]``
 
 A size is ``n`` (n x n x n) or ``MxNxK``. PyTorch runs on CUDA (TF32 off) when the clnn device is NVIDIA and
 PyTorch has CUDA, else on the CPU; the default sizes are the GEMM issue's table on a GPU, 1024 and 2048 on a
 CPU. Every peer runs in this process, back to back per size, and the best of ``--reps`` timed runs is kept
 (the machine is shared, so the minimum is the least noisy estimate). Ratios are clnn's GFLOP/s over the
 peer's. Targets (issue 10): >= 0.6x NumPy at 1024 and 2048 on a CPU; >= 0.8x cuBLAS at 2048-8192 on a GPU.
+``--dtype`` times half products (operands and result in that type, float32 accumulation) against PyTorch's in the
+same type; NumPy and CLBlast then sit out.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", default=None, help="n or MxNxK (default: the issue's sizes)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     add_tile_option(ap)
     args = ap.parse_args()
 
@@ -60,6 +64,8 @@ def main() -> None:
 
     dev = clnn.device(args.device)
     override_tiles(dev, args.tile)
+    dtype = getattr(clnn, args.dtype)
+    half = args.dtype != "float32"
     tdev = torch_peer(dev)
     gpu_sizes = ["1024", "2048", "4096", "8192", "127x253x61", "1000", "4096x4096x256", "64x100352x288"]
     sizes = args.sizes or (gpu_sizes if tdev.type == "cuda" else ["1024", "2048"])
@@ -68,8 +74,8 @@ def main() -> None:
         f"numpy {np.__version__}, peer {peer_name(tdev)}, {os.cpu_count()} CPUs, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
-    print(f"GFLOP/s, best of {args.reps}; ratios are clnn / peer; 'kernels': clnn's rate over its kernels' own time "
-          "(the profiler's; far above 'clnn' when launches bound it); 'plan': matmul.plan's choice")
+    print(f"{args.dtype} GFLOP/s, best of {args.reps}; ratios are clnn / peer; 'kernels': clnn's rate over its kernels"
+          "' own time (the profiler's; far above 'clnn' when launches bound it); 'plan': matmul.plan's choice")
     columns = ("clnn", "numpy", "torch", "clblast", "/numpy", "/torch", "/clblast", "kernels")
     print(f"{'MxNxK':>15}" + "".join(f"{c:>9}" for c in columns) + "  plan")
     notes = set()
@@ -79,16 +85,19 @@ def main() -> None:
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
         flops = 2.0 * m * n * k
-        ca, cb = clnn.tensor(a, device=dev), clnn.tensor(b, device=dev)
-        err = np.linalg.norm(clnn.matmul(ca, cb).numpy() - a @ b) / np.linalg.norm(a @ b)
-        if err > 1e-5:
+        ca, cb = (clnn.tensor(v, device=dev).astype(dtype) for v in (a, b))
+        if half:  # the product of the rounded operands, within the result's rounding
+            a, b = (v.astype(clnn.float32).numpy() for v in (ca, cb))
+        ref = a.astype(np.float64) @ b
+        err = np.linalg.norm(clnn.matmul(ca, cb).astype(clnn.float32).numpy() - ref) / np.linalg.norm(ref)
+        if err > (2**-7 if half else 1e-5):
             raise SystemExit(f"clnn matmul is wrong at {m}x{n}x{k}: relative error {err:.2e}")
 
         def run_clnn(ca: clnn.Tensor = ca, cb: clnn.Tensor = cb) -> None:
             clnn.matmul(ca, cb)
             dev.synchronize()
 
-        ta, tb = torch.from_numpy(a).to(tdev), torch.from_numpy(b).to(tdev)
+        ta, tb = (torch.from_numpy(v).to(tdev).to(getattr(torch, args.dtype)) for v in (a, b))
 
         def run_torch(ta: torch.Tensor = ta, tb: torch.Tensor = tb) -> None:
             ta @ tb
@@ -96,10 +105,10 @@ def main() -> None:
 
         rates = {
             "clnn": flops / best_time(run_clnn, args.reps) / 1e9,
-            "numpy": flops / best_time(lambda a=a, b=b: a @ b, args.reps) / 1e9,
+            "numpy": float("nan") if half else flops / best_time(lambda a=a, b=b: a @ b, args.reps) / 1e9,
             "torch": flops / best_time(run_torch, args.reps) / 1e9,
         }
-        blast, why = clblast_runner(dev, a, b)
+        blast, why = (None, f"{args.dtype}: NumPy and CLBlast sit out") if half else clblast_runner(dev, a, b)
         if blast is None:
             notes.add(why)
             rates["clblast"] = float("nan")
@@ -111,8 +120,9 @@ def main() -> None:
                 run_clnn()
             kernel_ns.append(sum(k.device_ns for k in prof.kernels))
         kernel_rate = flops / (min(kernel_ns) / 1e9) / 1e9
-        how = plan(dev, np.dtype(np.float32), 1, m, n, k)
+        how = plan(dev, np.dtype(dtype), 1, m, n, k)
         options = [f"VWA {how.cfg['VWA']}"] * (how.cfg["VWA"] > 1) + ["PF"] * how.cfg["PF"] + ["DB"] * how.cfg["DB"]
+        options += ["MMA"] * how.cfg.get("MMA", 0)
         tile = f"{how.cfg['TM']}x{how.cfg['TN']}x{how.cfg['TK']} in {how.cfg['WM']}x{how.cfg['WN']}" + (
             f" ({', '.join(options)})" if options else "")
         r = rates["clnn"]

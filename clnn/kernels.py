@@ -143,8 +143,11 @@ def _options(dev: Device, defines: dict[str, object]) -> list[str]:
 
 def _full_defines(dev: Device, defines: dict[str, object] | None) -> dict[str, object]:
     """``defines`` with the device's storage conversions (``tuning.TABLE["storage"]``, and HALF_CONVERT where it
-    has cl_khr_fp16) under them."""
-    return {**tuning.params(dev, "storage"), "HALF_CONVERT": int(dev.fp16), **(defines or {})}
+    has cl_khr_fp16) under them, and with gemm.h's MMA, whether its runtime takes NVIDIA's PTX (MMA_PTX)."""
+    out = {**tuning.params(dev, "storage"), "HALF_CONVERT": int(dev.fp16), **(defines or {})}
+    if out.get("MMA"):  # gemm.h's warp products as PTX on NVIDIA's own runtime, not on a device posing as it
+        out["MMA_PTX"] = int("nvidia" in dev.platform_vendor.lower())
+    return out
 
 
 def _compiler_output() -> bool:

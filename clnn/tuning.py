@@ -319,6 +319,11 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # as it is, and lost by the untested groups (7.6 -> 9.9 ms)
     "foreach": {"default": {"TENSORS": 8, "CHECK_VW": 4, "STATIC": 0}, "cpu": {"TENSORS": 1, "CHECK_VW": 16},
                 "portable computing language": {"STATIC": 1}},
+    # MMA 1: float16 and bfloat16 products (matmul, convolutions, Winograd's) multiply in gemm.h's warp-wide 16x8x16
+    # products, laid over each tile kind where its tile allows (matmul.gemm_config): on NVIDIA's own runtime its
+    # tensor cores through inline PTX (mma.sync; float32 accumulation, as everywhere), elsewhere (a device posing
+    # as an NVIDIA GPU) the same products in OpenCL C. NVIDIA's OpenCL has no half arithmetic of its own
+    "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

@@ -79,7 +79,7 @@ inline void zero_acc(realv acc[WM][NV]) {
         const int r = ACC_ROW(i);                                               \
         if (row0 + r >= (rows)) break;                                          \
         _Pragma("unroll") for (int v = 0; v < NV; ++v) {                        \
-            const int c0 = (tx + v * RTN) * VW;                                 \
+            const int c0 = ACC_COL(v);                                          \
             BODY;                                                               \
         }                                                                       \
     }

@@ -136,7 +136,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
         if (gi >= M) break;
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
-            const int gj = col0 + (tx + v * RTN) * VW;
+            const int gj = col0 + ACC_COL(v);
             const size_t at = (size_t)gi * N + gj;
 #if VW > 1
             if (whole) {

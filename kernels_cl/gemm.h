@@ -85,6 +85,36 @@ typedef real a_tile[TM][LDA];
 #define ACC_ROW(i) (ty + (i) * RTM)
 #endif
 
+/* MMA = 1: the multiply runs as warp-wide 16x8x16 products of half (or bf16) pairs with float32 accumulation:
+ * NVIDIA's tensor cores through inline PTX (mma.sync; MMA_PTX = 1, which the host sets for NVIDIA's runtime
+ * only), or the same products in plain OpenCL C on any other device (MMA_PTX = 0: a device posing as an NVIDIA
+ * GPU runs this path, and tests force it everywhere). The work-group's warps (32 work-items in order of lid) each
+ * own an (8*WM) x (4*WN) block of the tile, WM/2 x NV products of 16 x 8 (VW = 2, NV = WN/2): lane l of a
+ * warp holds rows g, g+8 (g = l/4) and columns 2t, 2t+1 (t = l%4) of each, so acc[2u + h][v] is row 16u + 8h + g
+ * and columns 8v + 2t, + 1 of its warp's block (ACC_ROW, ACC_COL). The staged tiles stay `real` in local memory;
+ * the multiply reads a product's operands from them as pairs along k (A's rows g, g+8 at 2t, 2t+1 and + 8;
+ * B's column g at rows 2t, 2t+1 and + 8), exact in half or bf16 (they hold stored or rounded values). Needs half
+ * or bf16 storage, VW 2, VWA 1, an even WM, TM % (8*WM) == TN % (4*WN) == TK % 16 == 0 (matmul.config_problem). */
+#ifndef MMA
+#define MMA 0
+#endif
+#ifndef MMA_PTX
+#define MMA_PTX 0
+#endif
+#if MMA
+#if !(STORE_HALF || STORE_BF16) || VW != 2 || VWA != 1 || WM % 2 || TM % (8 * WM) || TN % (4 * WN) || TK % 16
+#error "MMA needs half or bf16 storage, VW 2, VWA 1, an even WM and TM % (8*WM) == TN % (4*WN) == TK % 16 == 0"
+#endif
+#define WARPS_M (TM / (8 * WM))                                       /* warps along the tile's rows */
+#define MMA_ROW0 (lid / 32 % WARPS_M * (8 * WM) + lid % 32 / 4)       /* lane's first row: its warp's block, g */
+#define MMA_COL0 (lid / 32 / WARPS_M * (4 * WN))                      /* the lane's warp's first column */
+#undef ACC_ROW
+#define ACC_ROW(i) (MMA_ROW0 + (i) / 2 * 16 + (i) % 2 * 8)
+#define ACC_COL(v) (MMA_COL0 + (v) * 8 + lid % 4 * 2)
+#else
+#define ACC_COL(v) ((tx + (v) * RTN) * VW) /* the tile column of the work-item's accumulator vector v */
+#endif
+
 /* Built-ins such as vloadN and mad are out-of-line calls on some CPU runtimes (PoCL), so the hot
  * paths use plain loads and `a * b + c`, which the compiler contracts to an FMA where it has one. */
 #pragma OPENCL FP_CONTRACT ON
@@ -549,6 +579,87 @@ inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int 
 #define K_UNROLL
 #endif
 
+#if MMA
+#if MMA_PTX
+/* the pair (lo, hi) rounded to a half2 or bf16x2 register (exact for the staged values) */
+inline uint mma_pair(float lo, float hi) {
+    uint r;
+#if STORE_BF16
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+#if STORE_BF16
+#define MMA_TYPE "bf16"
+#else
+#define MMA_TYPE "f16"
+#endif
+#endif
+
+/* acc += the warp's products over the 16 k-columns kk .. kk+15 of the staged tiles as (A's TM x LDA, B's TK x TN,
+ * row-major), columns from kn on read as zeros (a short last slice's, whose staging leaves them stale) */
+inline void mma_step(realv acc[WM][NV], __local const real *as, __local const real *bs, int kk, int kn, int lid) {
+    const int g = lid % 32 / 4, t2 = lid % 4 * 2, row0 = MMA_ROW0 - g, col0 = MMA_COL0;
+#define MMA_A(r, k) ((k) < kn ? as[(r) * LDA + (k)] : (real)0)
+#define MMA_B(k, c) ((k) < kn ? bs[(k) * TN + (c)] : (real)0)
+#if MMA_PTX
+    uint a[WM / 2][4], b[NV][2];
+#pragma unroll
+    for (int u = 0; u < WM / 2; ++u) {
+        const int r = row0 + u * 16 + g;
+#pragma unroll
+        for (int h = 0; h < 4; ++h) { /* rows r, r+8, r, r+8 at k-columns 2t (+1), 2t (+1), 2t+8 (+9), 2t+8 (+9) */
+            const int rr = r + h % 2 * 8, k = kk + t2 + h / 2 * 8;
+            a[u][h] = mma_pair(MMA_A(rr, k), MMA_A(rr, k + 1));
+        }
+    }
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        const int c = col0 + v * 8 + g;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) b[v][h] = mma_pair(MMA_B(kk + t2 + h * 8, c), MMA_B(kk + t2 + h * 8 + 1, c));
+    }
+#pragma unroll
+    for (int u = 0; u < WM / 2; ++u)
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            float d0 = acc[2 * u][v].x, d1 = acc[2 * u][v].y, d2 = acc[2 * u + 1][v].x, d3 = acc[2 * u + 1][v].y;
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
+                         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                         : "r"(a[u][0]), "r"(a[u][1]), "r"(a[u][2]), "r"(a[u][3]), "r"(b[v][0]), "r"(b[v][1]));
+            acc[2 * u][v] = (realv)(d0, d1);
+            acc[2 * u + 1][v] = (realv)(d2, d3);
+        }
+#else
+#pragma unroll
+    for (int i = 0; i < WM; ++i) {
+        const int r = row0 + i / 2 * 16 + i % 2 * 8 + g;
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            const int c = col0 + v * 8 + t2;
+            realv s = (realv)0;
+            for (int k = kk; k < kk + 16; ++k) s += MMA_A(r, k) * (realv)(MMA_B(k, c), MMA_B(k, c + 1));
+            acc[i][v] += s;
+        }
+    }
+#endif
+#undef MMA_A
+#undef MMA_B
+}
+
+#define MULTIPLY(As, Bs, k0)                                                                              \
+    do {                                                                                                  \
+        __local const real *as_ = (__local const real *)(As), *bs_ = (__local const real *)(Bs);          \
+        if ((k0) + TK <= kend) {                                                                          \
+            _Pragma("unroll") for (int kk = 0; kk < TK; kk += 16) mma_step(acc, as_, bs_, kk, TK, lid);    \
+        } else {                                                                                          \
+            for (int kk = 0; kk < kend - (k0); kk += 16) mma_step(acc, as_, bs_, kk, kend - (k0), lid);   \
+        }                                                                                                 \
+    } while (0)
+#else
 /* one staged k-slice: a constant trip count for full slices (a run-time one costs ~20 % on PoCL) */
 #define MULTIPLY(As, Bs, k0)                                                  \
     do {                                                                      \
@@ -557,5 +668,6 @@ inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int 
         else                                                                  \
             for (int kk = 0; kk < kend - (k0); ++kk) MAC_STEP(As, Bs, kk);    \
     } while (0)
+#endif
 
 #endif

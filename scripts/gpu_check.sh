@@ -10,6 +10,11 @@
 # the models of short kernels; then clnn's Python per launch of two training steps with the enqueue stubbed
 # (bench_host.py, comparable with the CPU sessions' figures).
 #
+# $PROFILE_ARGS adds profile_steps.py options to "profile" (--models alexnet --launches 24, say).
+#
+# "mma" checks and times NVIDIA's tensor-core instructions reached through inline PTX (bench_mma.py); "halfgemm"
+# times float16 and bfloat16 GEMMs (gemm.h's MMA products there) against PyTorch CUDA's in the same types.
+#
 # "regs" builds GEMM's tile once per variant in $VARIANTS with NVIDIA's -cl-nv-verbose and keeps ptxas's lines:
 # registers, spills and local memory per kernel (what a variant's occupancy and speed follow from).
 #
@@ -47,13 +52,17 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
            tail -15 "$OUT/tests.log" ;;
     tune) run python3 -m clnn tune --budget ${TUNE_BUDGET:-$((t / 3))} ;;
     gemm) run python3 benchmarks/bench_gemm.py ;;
+    halfgemm) for dt in float16 bfloat16; do
+                run python3 benchmarks/bench_gemm.py --dtype $dt --sizes 1024 4096 8192 4096x4096x256 64x100352x288
+              done ;;
     conv) for layer in 0 1 2; do run python3 benchmarks/bench_conv.py --layer $layer; done ;;
     steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5 ;;
     precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
     gpt) run python3 benchmarks/bench_gpt.py --steps 100 ;;
     host) run python3 benchmarks/run_all.py --only host
           run python3 benchmarks/bench_host.py ;;
-    profile) run python3 benchmarks/profile_steps.py --batch 128 ;;
+    profile) run python3 benchmarks/profile_steps.py --batch 128 ${PROFILE_ARGS:-} ;;
+    mma) run python3 benchmarks/bench_mma.py ;;
     regs) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
             echo "--tile ${v//,/ }" | tee -a "$OUT/bench.log"
             PYOPENCL_BUILD_OPTIONS=-cl-nv-verbose PYOPENCL_COMPILER_OUTPUT=1 run python3 benchmarks/bench_gemm.py \
@@ -67,7 +76,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
               if [ -n "${VARIANT_LAYERS-0 1}" ]; then
                 for a in gemm winograd; do run python3 benchmarks/bench_conv.py --layer 1 --backward --algorithm $a; done
               fi ;;
-    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt host profile variants regs" ;;
+    *) echo "unknown step $step: expected tests tune gemm conv steps precision gpt host profile mma halfgemm variants regs" ;;
   esac
 done
 echo "done, $(left) s left"

@@ -664,3 +664,47 @@ def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
     *others, (last, fused) = built
     assert fused == 1 and last == {"direct": "gemm_direct", "tiled": "gemm", "split": "gemm_sum"}[path], built
     assert all(fused == 0 for _, fused in others), built
+
+
+# tiles of gemm.h's warp products (MMA): one warp of 16x8 products; four warps of 32x16 blocks (two row pairs, two
+# column products each: every index of the lane mapping)
+MMA_TILES = [
+    {"TM": 16, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0, "KU": 0},
+    {"TM": 64, "TN": 32, "TK": 32, "WM": 4, "WN": 4, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0, "KU": 0},
+]
+
+
+@pytest.mark.parametrize("tile", MMA_TILES, ids=["1warp", "4warps"])
+@pytest.mark.parametrize("dtype, tol", [(clnn.float16, 2**-10), (clnn.bfloat16, 2**-7)], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("batch, m, n, k, splits", [(1, 37, 29, 45, 1), (2, 70, 41, 100, 2), (1, 1, 9, 17, 1)])
+def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits):
+    """gemm.h's warp products (NVIDIA's tensor cores, or their OpenCL C form here) against float64 products of the
+    same half inputs: within a rounding of each output plus float32's sum, through edge tiles, short last
+    k-slices (k not a multiple of 16: the stale columns past k read as zeros), k-splits, a transposed operand,
+    alpha, beta and a broadcast addend."""
+    cfg = {**tile, "MMA": 1}
+    assert config_problem(cfg, dev) is None
+    a = rng.standard_normal((batch, k, m)).astype(dtype)  # read transposed
+    b = rng.standard_normal((batch, k, n)).astype(dtype)
+    d = rng.standard_normal(n).astype(dtype)
+    how = GemmPlan("tiled", cfg, splits, kernels.round_up(-(-k // splits), tile["TK"]))
+    out = gemm_raw(clnn.tensor(a, device=dev), (k * m, 1, m), clnn.tensor(b, device=dev), (k * n, n, 1), batch, m,
+                   n, k, alpha=0.5, beta=2.0, c=clnn.tensor(d, device=dev), c_strides=(0, 0, 1), how=how)
+    ra, rb, rd = _ref(a).transpose(1, 2), _ref(b), _ref(d)
+    exact = (0.5 * ra @ rb + 2.0 * rd).numpy()
+    bound = tol * np.abs(exact) + k * 2**-22 * (0.5 * ra.abs() @ rb.abs() + 2 * rd.abs()).numpy()
+    err = np.abs(out.numpy().astype(np.float64) - exact)
+    assert np.all(err <= bound), np.max(err / bound)
+
+
+def test_mma_tiles(dev):
+    """MMA is laid over half products' tiles only, on devices whose ``mma`` row asks for it, where the tile
+    allows; config_problem names what a warp-product tile needs."""
+    with tuning.override("mma", MMA=1):
+        assert "MMA" not in gemm_config(dev, np.dtype(np.float32))
+        for dtype in (np.float16, clnn.bfloat16):
+            cfg = gemm_config(dev, np.dtype(dtype))
+            assert cfg.get("MMA", 0) == (config_problem({**cfg, "MMA": 1, "VW": 2, "VWA": 1}, dev) is None)
+    with tuning.override("mma", MMA=0):
+        assert "MMA" not in gemm_config(dev, np.dtype(np.float16))
+    assert "MMA needs VW 2" in config_problem({**MMA_TILES[0], "MMA": 1, "TK": 8})

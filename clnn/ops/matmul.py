@@ -29,6 +29,7 @@ _FALLBACK = {  # 16 work-items
 
 
 OPTIONAL_KEYS = {"VWA": 1, "PF": 0, "KU": 0}  # keys a table row or stored entry may leave out: the kernels' defaults
+MMA_K = 16  # the k-depth of gemm.h's warp products (MMA = 1, a tile key of half products only: gemm_config)
 
 
 def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int = 4) -> str | None:
@@ -42,6 +43,8 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
         return "needs TM % WM == TN % WN == WN % VW == WM % VWA == 0 and TM, TN, TK multiples of VWG"
     if any(v not in (1, 2, 4, 8, 16) for v in (vw, vwg, vwa)):
         return "VW, VWG and VWA must be 1, 2, 4, 8 or 16"
+    if cfg.get("MMA") and (vw != 2 or vwa != 1 or wm % 2 or tm % (8 * wm) or tn % (4 * wn) or tk % MMA_K):
+        return f"MMA needs VW 2, VWA 1, an even WM and TM % (8*WM) == TN % (4*WN) == TK % {MMA_K} == 0"
     if dev is None:
         return None
     wg = (tm // wm) * (tn // wn)
@@ -94,6 +97,10 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
             f"gemm: {dev} allows work-groups of {dev.max_work_group_size} and {dev.local_mem_size} bytes of "
             f"local memory; the smallest gemm tile needs 16 work-items and {32 * itemsize} bytes"
         )
+    if np.dtype(dtype) in HALF_DTYPES and tuning.params(dev, "mma")["MMA"]:
+        mma = {**cfg, "MMA": 1, "VW": 2, "VWA": 1}
+        if config_problem(mma, dev, itemsize) is None:
+            return mma
     return cfg
 
 
@@ -202,7 +209,7 @@ def _short_k(cfg: dict[str, int], k: int) -> dict[str, int]:
     than TK: staging and the k-slice's tables take TK rows whatever k is (LeNet's conv1, k = 9: TK 64 -> 16 took
     its forward from 6.8 to 5.1 ms on PoCL, 4.1 to 3.2 on Intel's runtime). Only for products of SHORT_K_MACS
     multiply-adds or more: each k-slice is one more program to build, which a small product never pays back."""
-    tk = max(cfg["VWG"], 1 << (max(k, 1) - 1).bit_length())
+    tk = max(cfg["VWG"], MMA_K if cfg.get("MMA") else 1, 1 << (max(k, 1) - 1).bit_length())
     return {**cfg, "TK": tk} if tk < cfg["TK"] else cfg
 
 
