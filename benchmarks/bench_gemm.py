@@ -1,7 +1,7 @@
 """float32 GEMM throughput: clnn against PyTorch on the same hardware, NumPy and CLBlast (pyclblast).
 
 Usage: ``python benchmarks/bench_gemm.py [--sizes 1024 2048 127x253x61] [--reps 5] [--device SPEC]
-[--dtype float32|float16|bfloat16]``
+[--dtype float32|float16|bfloat16] [--tile KEY=VALUE ...] [--mma KEY=VALUE ...]``
 
 A size is ``n`` (n x n x n) or ``MxNxK``. PyTorch runs on CUDA (TF32 off) when the clnn device is NVIDIA and
 PyTorch has CUDA, else on the CPU; the default sizes are the GEMM issue's table on a GPU, 1024 and 2048 on a
@@ -19,7 +19,17 @@ import os
 from collections.abc import Callable
 
 import numpy as np
-from common import add_tile_option, best_time, header, override_tiles, peer_name, torch_peer, torch_sync
+from common import (
+    add_mma_option,
+    add_tile_option,
+    best_time,
+    header,
+    override_mma,
+    override_tiles,
+    peer_name,
+    torch_peer,
+    torch_sync,
+)
 
 import clnn
 from clnn.ops.matmul import plan
@@ -58,12 +68,14 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     add_tile_option(ap)
+    add_mma_option(ap)
     args = ap.parse_args()
 
     import torch
 
     dev = clnn.device(args.device)
     override_tiles(dev, args.tile)
+    override_mma(args.mma)
     dtype = getattr(clnn, args.dtype)
     half = args.dtype != "float32"
     tdev = torch_peer(dev)

@@ -9,7 +9,7 @@ every block it allocated; its size bins round requests up alike for every policy
 the ratios against float32 for BENCHMARKS.md. Targets (issue 11): peak memory <= 0.6x float32; time <= 0.7x on
 a GPU, no slower on a CPU.
 
-    python benchmarks/bench_precision.py [--batch 64] [--steps 3] [--warmup 1] [--device cpu]
+    python benchmarks/bench_precision.py [--batch 64] [--steps 3] [--warmup 1] [--device cpu] [--mma KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from common import POLICIES, header, image_step, median_time
+from common import POLICIES, add_mma_option, header, image_step, median_time, override_mma
 
 import clnn
 
@@ -49,7 +49,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--device", default=None)
+    add_mma_option(parser)
     args = parser.parse_args()
+    override_mma(args.mma)
     dev = clnn.device(args.device)
     results = {name: run(dev, name, args.batch, args.steps, args.warmup) for name in POLICIES}
     base_t, base_m = results["float32"]

@@ -125,6 +125,29 @@ def override(kernel: str, **values: int) -> None:
     _OVERRIDES.enter_context(tuning.override(kernel, **values))
 
 
+def add_mma_option(parser: argparse.ArgumentParser) -> None:
+    """``--mma KEY=VALUE ...``: gemm.h's keys laid over the warp-product tiles of half products (tuning's
+    ``mma`` row; ``MMA=0`` turns them off)."""
+    parser.add_argument("--mma", nargs="*", default=None, metavar="KEY=VALUE",
+                        help="laid over half products' warp-product tiles (tuning's mma row, e.g. TK=64 or MMA=0)")
+
+
+def override_mma(settings: list[str] | None) -> None:
+    """Lay ``--mma``'s settings over tuning's ``mma`` row for the rest of this process."""
+    if settings:
+        override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA")))
+
+
+def _pairs(settings: list[str], option: str, keys: tuple[str, ...]) -> dict[str, int]:
+    pairs = {}
+    for item in settings:
+        key, _, value = item.partition("=")
+        if key not in keys or not value.isdigit():
+            raise SystemExit(f"{option} expects KEY=INTEGER with KEY one of {list(keys)}; got {item!r}")
+        pairs[key] = int(value)
+    return pairs
+
+
 def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
     """Lay ``KEY=VALUE`` settings of gemm.h's tile keys over every tile kind for the rest of this process
     (tuning.override): a variant of the tuned tiles timed without storing it (``--tile VWA=4``). A kind whose tile
@@ -132,12 +155,7 @@ def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
     them only through gemm's, which its row lies over (noted); gemm's must take them."""
     if not settings:
         return
-    pairs = {}
-    for item in settings:
-        key, _, value = item.partition("=")
-        if key not in _KEYS or not value.isdigit():
-            raise SystemExit(f"--tile expects KEY=INTEGER with KEY one of {list(_KEYS)}; got {item!r}")
-        pairs[key] = int(value)
+    pairs = _pairs(settings, "--tile", _KEYS)
     for kind in TILE_KINDS:
         with tuning.override(kind, **pairs):
             cfg = gemm_config(dev, np.float32, kind)  # shrunk to fit the device where it does not

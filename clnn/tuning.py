@@ -320,9 +320,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "foreach": {"default": {"TENSORS": 8, "CHECK_VW": 4, "STATIC": 0}, "cpu": {"TENSORS": 1, "CHECK_VW": 16},
                 "portable computing language": {"STATIC": 1}},
     # MMA 1: float16 and bfloat16 products (matmul, convolutions, Winograd's) multiply in gemm.h's warp-wide 16x8x16
-    # products, laid over each tile kind where its tile allows (matmul.gemm_config): on NVIDIA's own runtime its
-    # tensor cores through inline PTX (mma.sync; float32 accumulation, as everywhere), elsewhere (a device posing
-    # as an NVIDIA GPU) the same products in OpenCL C. NVIDIA's OpenCL has no half arithmetic of its own
+    # products, laid over each tile kind where its tile allows (matmul.gemm_config), with the row's tile keys
+    # (gemm.h's) over the kind's: on NVIDIA's own runtime its tensor cores through inline PTX (mma.sync; float32
+    # accumulation, as everywhere), elsewhere (a device posing as an NVIDIA GPU) the same products in OpenCL C.
+    # NVIDIA's OpenCL has no half arithmetic of its own
     "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},

@@ -97,7 +97,7 @@ inline void fwd_rows(__local int *ko, __local int *kh, __local int *kw, int k0, 
 
 /* the `mode` half (gemm.h's FETCH, PUT or STAGE) of gathering conv_fwd's x operand, k-slice k0 (rows ko, kh, kw)
  * by the tile's columns (qo, qh, qw, qrun), into bs through the registers rb */
-inline void gather_fwd(__local real *bs, real *rb, int mode, int k0, int K, __global const b_t *x,
+inline void gather_fwd(__local local_t *bs, real *rb, int mode, int k0, int K, __global const b_t *x,
                        __local const int *qo, __local const int *qh, __local const int *qw, __local const bool *qrun,
                        __local const int *ko, __local const int *kh, __local const int *kw, int H, int W, int SW,
                        int lid) {
@@ -115,7 +115,7 @@ inline void gather_fwd(__local real *bs, real *rb, int mode, int k0, int K, __gl
         }
         if (mode & PUT) {
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+            for (int q = 0; q < VWG; ++q) PUT_B(bs, kk, c + q, t[q]);
         }
     }
 }
@@ -126,7 +126,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
               __global const store_t *restrict bias, int has_bias, int act, int keep, __global c_t *pre,
               __global c_t *y) {
     __local a_tile As;
-    __local realv Bs[TK][TN / VW];
+    __local b_tile Bs;
     __local int qo[TN], qh[TN], qw[TN], qy[TN]; /* per column (n, p): x offset, top-left tap, y offset */
     __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one contiguous run of a row */
     __local int ko[2][TK], kh[2][TK], kw[2][TK]; /* fwd_rows of the slices in turn */
@@ -153,8 +153,8 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
 /* the `mode` half of staging slice k0 (its rows' tables: s) */
 #define FWD_STAGE(mode, k0, s)                                                                                  \
     do {                                                                                                        \
-        stage_a((__local real *)As, ra, mode, k0, kend, Og, row0, w, K, 1, a_vec, lid);                         \
-        gather_fwd((__local real *)&Bs[0][0], rb, mode, k0, K, x, qo, qh, qw, qrun, ko[s], kh[s], kw[s], H, W,  \
+        stage_a((__local local_t *)As, ra, mode, k0, kend, Og, row0, w, K, 1, a_vec, lid);                         \
+        gather_fwd((__local local_t *)Bs, rb, mode, k0, K, x, qo, qh, qw, qrun, ko[s], kh[s], kw[s], H, W,  \
                    SW, lid);                                                                                    \
     } while (0)
 #if PF
@@ -199,7 +199,7 @@ inline void bwd_rows(__local int *ko, __local int *kh, __local int *kw, __local 
 
 /* the `mode` half of gathering conv_bwd_weight's gy operand (rows: output channels, k: pixels), k-slice k0, into as
  * through the registers ra */
-inline void gather_gy(__local real *as, real *ra, int mode, int k0, int kend, int Og, int row0, int P,
+inline void gather_gy(__local local_t *as, real *ra, int mode, int k0, int kend, int Og, int row0, int P,
                       __global const a_t *gy, __local const int *ka, __local const bool *arun, int lid) {
     const int kn = min(TK, kend - k0);
     real one[VWG];
@@ -219,14 +219,14 @@ inline void gather_gy(__local real *as, real *ra, int mode, int k0, int kend, in
         }
         if (mode & PUT) {
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) as[AS_AT(r, kk + q)] = t[q];
+            for (int q = 0; q < VWG; ++q) PUT_A(as, r, kk + q, t[q]);
         }
     }
 }
 
 /* the `mode` half of gathering conv_bwd_weight's x operand (k: pixels, rows ko, kh, kw, krun; columns: taps qo, qh,
  * qw), k-slice k0, into bs through the registers rb */
-inline void gather_x(__local real *bs, real *rb, int mode, int k0, int kend, __global const b_t *x,
+inline void gather_x(__local local_t *bs, real *rb, int mode, int k0, int kend, __global const b_t *x,
                      __local const int *qo, __local const int *qh, __local const int *qw, __local const int *ko,
                      __local const int *kh, __local const int *kw, __local const bool *krun, int H, int W, int SW,
                      int lid) {
@@ -245,7 +245,7 @@ inline void gather_x(__local real *bs, real *rb, int mode, int k0, int kend, __g
         }
         if (mode & PUT) {
 #pragma unroll
-            for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
+            for (int q = 0; q < VWG; ++q) PUT_B(bs, kk + q, c, t[q]);
         }
     }
 }
@@ -255,7 +255,7 @@ TILED_KERNEL
 void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __global const a_t *restrict gy,
                      __global c_t *restrict gw) {
     __local a_tile As;
-    __local realv Bs[TK][TN / VW];
+    __local b_tile Bs;
     __local int qo[TN], qh[TN], qw[TN];                     /* per column (c, i, j): x offset, tap offsets */
     __local int ko[2][TK], kh[2][TK], kw[2][TK], ka[2][TK]; /* bwd_rows of the slices in turn */
     __local bool krun[2][TK], arun[2][TK];
@@ -280,8 +280,8 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
 /* the `mode` half of staging slice k0 (its rows' tables: s) */
 #define BWD_STAGE(mode, k0, s)                                                                                  \
     do {                                                                                                        \
-        gather_gy((__local real *)As, ra, mode, k0, kend, Og, row0, P, gy, ka[s], arun[s], lid);               \
-        gather_x((__local real *)&Bs[0][0], rb, mode, k0, kend, x, qo, qh, qw, ko[s], kh[s], kw[s], krun[s], H, \
+        gather_gy((__local local_t *)As, ra, mode, k0, kend, Og, row0, P, gy, ka[s], arun[s], lid);               \
+        gather_x((__local local_t *)Bs, rb, mode, k0, kend, x, qo, qh, qw, ko[s], kh[s], kw[s], krun[s], H, \
                  W, SW, lid);                                                                                   \
     } while (0)
 #if PF

@@ -57,7 +57,7 @@
 #include "gemm.h"
 
 /* the `mode` half (gemm.h's FETCH, PUT or STAGE) of staging both operands' k-slice at k0 */
-inline void stage(__local real *as, __local real *bs, real *ra, real *rb, int mode, int k0, int kend, int M, int N,
+inline void stage(__local local_t *as, __local local_t *bs, real *ra, real *rb, int mode, int k0, int kend, int M, int N,
                   int row0, int col0, __global const a_t *A, int a_rs, int a_cs, bool a_vec,
                   __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     stage_a(as, ra, mode, k0, kend, M, row0, A, a_rs, a_cs, a_vec, lid);
@@ -72,7 +72,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
           __global c_t *P, __global c_t *C) {
     __local a_tile As[DB + 1]; /* op(A) blocks (gemm.h's a_tile) */
-    __local realv Bs[DB + 1][TK][TN / VW]; /* op(B) blocks, row-major; realv keeps them vector-aligned */
+    __local b_tile Bs[DB + 1]; /* op(B) blocks (gemm.h's b_tile) */
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * RTN + tx;
     const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN;
@@ -93,7 +93,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     FETCH_REGISTERS(ra, rb);
 /* STAGE_AT(buf, mode, k0): the `mode` half of staging slice k0 into local buffer buf */
 #define STAGE_AT(buf, mode, k0)                                                                                     \
-    stage((__local real *)As[buf], (__local real *)&Bs[buf][0][0], ra, rb, mode, k0, kend, M, N, row0, col0, A, a_rs, \
+    stage((__local local_t *)As[buf], (__local local_t *)Bs[buf], ra, rb, mode, k0, kend, M, N, row0, col0, A, a_rs, \
           a_cs, a_vec, B, b_rs, b_cs, b_vec, lid)
 #if DB /* one barrier per slice: the next slice goes into the other buffer */
     STAGE_AT(0, STAGE, 0);

@@ -68,32 +68,24 @@ typedef real realv;
 #else
 typedef CAT(REAL_T, VW) realv;
 #endif
-/* A's local tile (a_tile), element (r, kk) of it seen as `__local real *` (AS_AT), and the tile row of a
+/* A's local tile (a_tile), element (r, kk) of it seen as `__local local_t *` (AS_AT), and the tile row of a
  * work-item's i-th accumulator row (ACC_ROW(i)). VWA = 1: row-major, TM x LDA, rows ty + i*RTM, each read alone
  * per k. VWA > 1: k-major, TK x (TM/VWA + APAD) vectors of VWA neighbouring rows, rows (ty + u*RTM)*VWA + q
  * for i = u*VWA + q: the multiply reads a work-item's WM rows in WM/VWA vector loads, as it reads B's columns
- * VW at a time (local-memory load instructions per k: WM/VWA + NV instead of WM + NV). */
-#if VWA > 1
-typedef CAT(REAL_T, VWA) reala;
-#define LDA_V (TM / VWA + APAD) /* k-row length in vectors */
-typedef reala a_tile[TK][LDA_V];
-#define AS_AT(r, kk) ((kk) * (LDA_V * VWA) + (r))
-#define ACC_ROW(i) ((ty + (i) / VWA * RTM) * VWA + (i) % VWA)
-#else
-typedef real a_tile[TM][LDA];
-#define AS_AT(r, kk) ((r) * LDA + (kk))
-#define ACC_ROW(i) (ty + (i) * RTM)
-#endif
-
-/* MMA = 1: the multiply runs as warp-wide 16x8x16 products of half (or bf16) pairs with float32 accumulation:
+ * VW at a time (local-memory load instructions per k: WM/VWA + NV instead of WM + NV). B's tile (b_tile) is
+ * row-major, TK x TN. The staging writes element (r, kk) of A's as PUT_A(as, r, kk, v), (kk, c) of B's as
+ * PUT_B(bs, kk, c, v).
+ *
+ * MMA = 1: the multiply runs as warp-wide 16x8x16 products of half (or bf16) pairs with float32 accumulation:
  * NVIDIA's tensor cores through inline PTX (mma.sync; MMA_PTX = 1, which the host sets for NVIDIA's runtime
  * only), or the same products in plain OpenCL C on any other device (MMA_PTX = 0: a device posing as an NVIDIA
  * GPU runs this path, and tests force it everywhere). The work-group's warps (32 work-items in order of lid) each
  * own an (8*WM) x (4*WN) block of the tile, WM/2 x NV products of 16 x 8 (VW = 2, NV = WN/2): lane l of a
  * warp holds rows g, g+8 (g = l/4) and columns 2t, 2t+1 (t = l%4) of each, so acc[2u + h][v] is row 16u + 8h + g
- * and columns 8v + 2t, + 1 of its warp's block (ACC_ROW, ACC_COL). The staged tiles stay `real` in local memory;
- * the multiply reads a product's operands from them as pairs along k (A's rows g, g+8 at 2t, 2t+1 and + 8;
- * B's column g at rows 2t, 2t+1 and + 8), exact in half or bf16 (they hold stored or rounded values). Needs half
+ * and columns 8v + 2t, + 1 of its warp's block (ACC_ROW, ACC_COL). The tiles are kept in local memory as the
+ * stored 16-bit values (local_t ushort; exact: the staged values are stored or rounded ones), rows padded by 8
+ * (MMA_PAD): a product reads A's pairs along k (rows g, g+8 at 2t, 2t+1 and + 8) as one 32-bit load each, and
+ * B's (column g at rows 2t, 2t+1 and + 8) as two 16-bit loads, each lane of a warp from its own bank. Needs half
  * or bf16 storage, VW 2, VWA 1, an even WM, TM % (8*WM) == TN % (4*WN) == TK % 16 == 0 (matmul.config_problem). */
 #ifndef MMA
 #define MMA 0
@@ -105,13 +97,46 @@ typedef real a_tile[TM][LDA];
 #if !(STORE_HALF || STORE_BF16) || VW != 2 || VWA != 1 || WM % 2 || TM % (8 * WM) || TN % (4 * WN) || TK % 16
 #error "MMA needs half or bf16 storage, VW 2, VWA 1, an even WM and TM % (8*WM) == TN % (4*WN) == TK % 16 == 0"
 #endif
-#define WARPS_M (TM / (8 * WM))                                       /* warps along the tile's rows */
-#define MMA_ROW0 (lid / 32 % WARPS_M * (8 * WM) + lid % 32 / 4)       /* lane's first row: its warp's block, g */
-#define MMA_COL0 (lid / 32 / WARPS_M * (4 * WN))                      /* the lane's warp's first column */
-#undef ACC_ROW
+#define MMA_PAD 8
+#define LDA_MMA (TK + MMA_PAD)
+#define LDB_MMA (TN + MMA_PAD)
+typedef ushort local_t;
+typedef uint a_tile[TM][LDA_MMA / 2]; /* pairs: aligned for the 32-bit loads */
+typedef uint b_tile[TK][LDB_MMA / 2];
+#if STORE_BF16
+inline ushort mma_bits(float f) { return (ushort)(as_uint(f) >> 16); } /* f holds a bf16 value: exact */
+inline float mma_value(ushort h) { return as_float((uint)h << 16); }
+#else
+inline ushort mma_bits(float f) { /* f holds a half value: exact */
+    ushort h;
+    vstore_half(f, 0, (__private half *)&h);
+    return h;
+}
+inline float mma_value(ushort h) { return vload_half(0, (__private const half *)&h); }
+#endif
+#define PUT_A(as, r, kk, v) ((as)[(r) * LDA_MMA + (kk)] = mma_bits(v))
+#define PUT_B(bs, kk, c, v) ((bs)[(kk) * LDB_MMA + (c)] = mma_bits(v))
+#define WARPS_M (TM / (8 * WM))                                 /* warps along the tile's rows */
+#define MMA_ROW0 (lid / 32 % WARPS_M * (8 * WM) + lid % 32 / 4) /* the lane's first row: its warp's block, g */
+#define MMA_COL0 (lid / 32 / WARPS_M * (4 * WN))                /* the lane's warp's first column */
 #define ACC_ROW(i) (MMA_ROW0 + (i) / 2 * 16 + (i) % 2 * 8)
 #define ACC_COL(v) (MMA_COL0 + (v) * 8 + lid % 4 * 2)
 #else
+typedef real local_t;
+#if VWA > 1
+typedef CAT(REAL_T, VWA) reala;
+#define LDA_V (TM / VWA + APAD) /* k-row length in vectors */
+typedef reala a_tile[TK][LDA_V];
+#define AS_AT(r, kk) ((kk) * (LDA_V * VWA) + (r))
+#define ACC_ROW(i) ((ty + (i) / VWA * RTM) * VWA + (i) % VWA)
+#else
+typedef real a_tile[TM][LDA];
+#define AS_AT(r, kk) ((r) * LDA + (kk))
+#define ACC_ROW(i) (ty + (i) * RTM)
+#endif
+typedef realv b_tile[TK][TN / VW]; /* realv keeps its rows vector-aligned */
+#define PUT_A(as, r, kk, v) ((as)[AS_AT(r, kk)] = (v))
+#define PUT_B(bs, kk, c, v) ((bs)[(kk) * TN + (c)] = (v))
 #define ACC_COL(v) ((tx + (v) * RTN) * VW) /* the tile column of the work-item's accumulator vector v */
 #endif
 
@@ -430,7 +455,7 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
 /* The `mode` half (FETCH, PUT or STAGE) of staging op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as
  * (an a_tile) through the registers ra, zeros past the edges; only the first kn columns of a short last slice are
  * read by the multiply. */
-inline void stage_a(__local real *as, real *ra, int mode, int k0, int kend, int M, int row0,
+inline void stage_a(__local local_t *as, real *ra, int mode, int k0, int kend, int M, int row0,
                     __global const a_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
     real one[VWG];
@@ -450,7 +475,7 @@ inline void stage_a(__local real *as, real *ra, int mode, int k0, int kend, int 
             }
             if (mode & PUT) {
 #pragma unroll
-                for (int q = 0; q < VWG; ++q) as[AS_AT(r, kk + q)] = t[q];
+                for (int q = 0; q < VWG; ++q) PUT_A(as, r, kk + q, t[q]);
             }
         }
     } else if (a_rs == 1) { /* runs along the rows; one that M cuts is gathered element by element */
@@ -467,7 +492,7 @@ inline void stage_a(__local real *as, real *ra, int mode, int k0, int kend, int 
             }
             if (mode & PUT) {
 #pragma unroll
-                for (int q = 0; q < VWG; ++q) as[AS_AT(r + q, kk)] = t[q];
+                for (int q = 0; q < VWG; ++q) PUT_A(as, r + q, kk, t[q]);
             }
         }
     } else if (a_cs == 1) {
@@ -475,21 +500,21 @@ inline void stage_a(__local real *as, real *ra, int mode, int k0, int kend, int 
             const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
             real *t = SLOT(ra, one, mode, j, 1);
             if (mode & FETCH) *t = (gi < M && gk < kend) ? LOAD_A(A, gi * a_rs + gk) : (real)0;
-            if (mode & PUT) as[AS_AT(r, kk)] = *t;
+            if (mode & PUT) PUT_A(as, r, kk, *t);
         }
     } else {
         EACH_RUN(j, e, TM * kn, A_RUNS * VWG) {
             const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
             real *t = SLOT(ra, one, mode, j, 1);
             if (mode & FETCH) *t = gi < M ? LOAD_A(A, gi * a_rs + gk * a_cs) : (real)0;
-            if (mode & PUT) as[AS_AT(r, kk)] = *t;
+            if (mode & PUT) PUT_A(as, r, kk, *t);
         }
     }
 }
 
 /* The `mode` half of staging op(B)'s k-rows [k0, k0+TK) x columns [col0, col0+TN) into bs (TK x TN) through the
  * registers rb, as stage_a. */
-inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int N, int col0,
+inline void stage_b(__local local_t *bs, real *rb, int mode, int k0, int kend, int N, int col0,
                     __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
     real one[VWG];
@@ -507,7 +532,7 @@ inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int 
             }
             if (mode & PUT) {
 #pragma unroll
-                for (int q = 0; q < VWG; ++q) bs[kk * TN + c + q] = t[q];
+                for (int q = 0; q < VWG; ++q) PUT_B(bs, kk, c + q, t[q]);
             }
         }
     } else if (b_rs == 1 && kn % VWG == 0) { /* runs along k; columns past N staged as zeros */
@@ -526,7 +551,7 @@ inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int 
             }
             if (mode & PUT) {
 #pragma unroll
-                for (int q = 0; q < VWG; ++q) bs[(kk + q) * TN + c] = t[q];
+                for (int q = 0; q < VWG; ++q) PUT_B(bs, kk + q, c, t[q]);
             }
         }
     } else {
@@ -534,7 +559,7 @@ inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int 
             const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
             real *t = SLOT(rb, one, mode, j, 1);
             if (mode & FETCH) *t = (gj < N && gk < kend) ? LOAD_B(B, gk * b_rs + gj * b_cs) : (real)0;
-            if (mode & PUT) bs[kk * TN + c] = *t;
+            if (mode & PUT) PUT_B(bs, kk, c, *t);
         }
     }
 }
@@ -580,47 +605,34 @@ inline void stage_b(__local real *bs, real *rb, int mode, int k0, int kend, int 
 #endif
 
 #if MMA
-#if MMA_PTX
-/* the pair (lo, hi) rounded to a half2 or bf16x2 register (exact for the staged values) */
-inline uint mma_pair(float lo, float hi) {
-    uint r;
-#if STORE_BF16
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-    return r;
-}
 #if STORE_BF16
 #define MMA_TYPE "bf16"
 #else
 #define MMA_TYPE "f16"
 #endif
-#endif
 
-/* acc += the warp's products over the 16 k-columns kk .. kk+15 of the staged tiles as (A's TM x LDA, B's TK x TN,
- * row-major), columns from kn on read as zeros (a short last slice's, whose staging leaves them stale) */
-inline void mma_step(realv acc[WM][NV], __local const real *as, __local const real *bs, int kk, int kn, int lid) {
+/* acc += the warp's products over the 16 k-columns kk .. kk+15 of the staged tiles as, bs (a_tile, b_tile), columns
+ * from kn on read as zeros (a short last slice's, whose staging leaves them stale) */
+inline void mma_step(realv acc[WM][NV], __local const ushort *as, __local const ushort *bs, int kk, int kn, int lid) {
     const int g = lid % 32 / 4, t2 = lid % 4 * 2, row0 = MMA_ROW0 - g, col0 = MMA_COL0;
-#define MMA_A(r, k) ((k) < kn ? as[(r) * LDA + (k)] : (real)0)
-#define MMA_B(k, c) ((k) < kn ? bs[(k) * TN + (c)] : (real)0)
 #if MMA_PTX
     uint a[WM / 2][4], b[NV][2];
 #pragma unroll
-    for (int u = 0; u < WM / 2; ++u) {
-        const int r = row0 + u * 16 + g;
+    for (int u = 0; u < WM / 2; ++u)
 #pragma unroll
         for (int h = 0; h < 4; ++h) { /* rows r, r+8, r, r+8 at k-columns 2t (+1), 2t (+1), 2t+8 (+9), 2t+8 (+9) */
-            const int rr = r + h % 2 * 8, k = kk + t2 + h / 2 * 8;
-            a[u][h] = mma_pair(MMA_A(rr, k), MMA_A(rr, k + 1));
+            const int r = row0 + u * 16 + h % 2 * 8 + g, k = kk + t2 + h / 2 * 8;
+            const uint pair = *(__local const uint *)(as + r * LDA_MMA + k);
+            a[u][h] = k + 1 < kn ? pair : k < kn ? pair & 0xFFFFu : 0u;
         }
-    }
 #pragma unroll
-    for (int v = 0; v < NV; ++v) {
-        const int c = col0 + v * 8 + g;
+    for (int v = 0; v < NV; ++v)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) b[v][h] = mma_pair(MMA_B(kk + t2 + h * 8, c), MMA_B(kk + t2 + h * 8 + 1, c));
-    }
+        for (int h = 0; h < 2; ++h) {
+            const int c = col0 + v * 8 + g, k = kk + t2 + h * 8;
+            const uint lo = k < kn ? bs[k * LDB_MMA + c] : 0u, hi = k + 1 < kn ? bs[(k + 1) * LDB_MMA + c] : 0u;
+            b[v][h] = hi << 16 | lo;
+        }
 #pragma unroll
     for (int u = 0; u < WM / 2; ++u)
 #pragma unroll
@@ -641,18 +653,18 @@ inline void mma_step(realv acc[WM][NV], __local const real *as, __local const re
         for (int v = 0; v < NV; ++v) {
             const int c = col0 + v * 8 + t2;
             realv s = (realv)0;
-            for (int k = kk; k < kk + 16; ++k) s += MMA_A(r, k) * (realv)(MMA_B(k, c), MMA_B(k, c + 1));
+            for (int k = kk; k < min(kk + 16, kn); ++k)
+                s += mma_value(as[r * LDA_MMA + k]) * (realv)(mma_value(bs[k * LDB_MMA + c]),
+                                                              mma_value(bs[k * LDB_MMA + c + 1]));
             acc[i][v] += s;
         }
     }
 #endif
-#undef MMA_A
-#undef MMA_B
 }
 
 #define MULTIPLY(As, Bs, k0)                                                                              \
     do {                                                                                                  \
-        __local const real *as_ = (__local const real *)(As), *bs_ = (__local const real *)(Bs);          \
+        __local const ushort *as_ = (__local const ushort *)(As), *bs_ = (__local const ushort *)(Bs);    \
         if ((k0) + TK <= kend) {                                                                          \
             _Pragma("unroll") for (int kk = 0; kk < TK; kk += 16) mma_step(acc, as_, bs_, kk, TK, lid);    \
         } else {                                                                                          \

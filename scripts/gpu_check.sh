@@ -13,7 +13,9 @@
 # $PROFILE_ARGS adds profile_steps.py options to "profile" (--models alexnet --launches 24, say).
 #
 # "mma" checks and times NVIDIA's tensor-core instructions reached through inline PTX (bench_mma.py); "halfgemm"
-# times float16 and bfloat16 GEMMs (gemm.h's MMA products there) against PyTorch CUDA's in the same types.
+# times $HALF_DTYPES GEMMs (float16 and bfloat16; gemm.h's MMA products there) at $HALF_SIZES against PyTorch
+# CUDA's in the same types, then once per variant of the warp-product tile in $MMA_VARIANTS (bench_gemm's --mma
+# settings, variants separated by ";": "TK=64;TK=64 PF=1").
 #
 # "regs" builds GEMM's tile once per variant in $VARIANTS with NVIDIA's -cl-nv-verbose and keeps ptxas's lines:
 # registers, spills and local memory per kernel (what a variant's occupancy and speed follow from).
@@ -52,8 +54,14 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
            tail -15 "$OUT/tests.log" ;;
     tune) run python3 -m clnn tune --budget ${TUNE_BUDGET:-$((t / 3))} ;;
     gemm) run python3 benchmarks/bench_gemm.py ;;
-    halfgemm) for dt in float16 bfloat16; do
-                run python3 benchmarks/bench_gemm.py --dtype $dt --sizes 1024 4096 8192 4096x4096x256 64x100352x288
+    halfgemm) IFS=';' read -ra variants <<< "${MMA_VARIANTS:-}"
+              for dt in ${HALF_DTYPES:-float16 bfloat16}; do
+                sizes=${HALF_SIZES:-1024 4096 8192 4096x4096x256 64x100352x288}
+                run python3 benchmarks/bench_gemm.py --dtype $dt --sizes $sizes --reps 3
+                for v in "${variants[@]}"; do
+                  echo "--mma $v" | tee -a "$OUT/bench.log"
+                  run python3 benchmarks/bench_gemm.py --dtype $dt --sizes $sizes --reps 3 --mma $v
+                done
               done ;;
     conv) for layer in 0 1 2; do run python3 benchmarks/bench_conv.py --layer $layer; done ;;
     steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5 ;;

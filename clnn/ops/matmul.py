@@ -30,6 +30,7 @@ _FALLBACK = {  # 16 work-items
 
 OPTIONAL_KEYS = {"VWA": 1, "PF": 0, "KU": 0}  # keys a table row or stored entry may leave out: the kernels' defaults
 MMA_K = 16  # the k-depth of gemm.h's warp products (MMA = 1, a tile key of half products only: gemm_config)
+MMA_PAD = 8  # gemm.h's padding of an MMA tile's rows, in 16-bit elements
 
 
 def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int = 4) -> str | None:
@@ -51,6 +52,8 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
     if wg > dev.max_work_group_size:
         return f"work-group of {wg} exceeds the device's {dev.max_work_group_size}"
     local = (1 + db) * (a_tile_elements(cfg) + tk * tn) * itemsize
+    if cfg.get("MMA"):  # gemm.h keeps MMA tiles in 16 bits, rows padded by MMA_PAD
+        local = (1 + db) * (tm * (tk + MMA_PAD) + tk * (tn + MMA_PAD)) * 2
     if local > dev.local_mem_size:
         return f"{local} bytes of local memory exceed the device's {dev.local_mem_size}"
     return None
@@ -97,8 +100,9 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
             f"gemm: {dev} allows work-groups of {dev.max_work_group_size} and {dev.local_mem_size} bytes of "
             f"local memory; the smallest gemm tile needs 16 work-items and {32 * itemsize} bytes"
         )
-    if np.dtype(dtype) in HALF_DTYPES and tuning.params(dev, "mma")["MMA"]:
-        mma = {**cfg, "MMA": 1, "VW": 2, "VWA": 1}
+    warp = tuning.params(dev, "mma")
+    if np.dtype(dtype) in HALF_DTYPES and warp["MMA"]:  # the row's tile keys, if any, lie over every kind's
+        mma = {**cfg, **{key: int(v) for key, v in warp.items() if key in _KEYS}, "MMA": 1, "VW": 2, "VWA": 1}
         if config_problem(mma, dev, itemsize) is None:
             return mma
     return cfg
