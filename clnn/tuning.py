@@ -323,8 +323,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # products, laid over each tile kind where its tile allows (matmul.gemm_config), with the row's tile keys
     # (gemm.h's) over the kind's: on NVIDIA's own runtime its tensor cores through inline PTX (mma.sync; float32
     # accumulation, as everywhere), elsewhere (a device posing as an NVIDIA GPU) the same products in OpenCL C.
-    # NVIDIA's OpenCL has no half arithmetic of its own
-    "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1}},
+    # NVIDIA's OpenCL has no half arithmetic of its own. H200 (2026-11-28), float16 GEMM kernels' TFLOP/s at 4096^3 /
+    # 8192^3 / 4096x4096x256 in gemm's 128x128 tile: k-slices of 64 52.0 / 53.3 / 47.4, of 32 46.0 / 46.2 / 40.7;
+    # with PF 47.8 / 47.6 / 39.5 (cuBLAS 658 / 749 / 209: the tile is far from the instructions' 647, BENCHMARKS.md)
+    "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 64}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

@@ -18,7 +18,8 @@
 # settings, variants separated by ";": "TK=64;TK=64 PF=1").
 #
 # "regs" builds GEMM's tile once per variant in $VARIANTS with NVIDIA's -cl-nv-verbose and keeps ptxas's lines:
-# registers, spills and local memory per kernel (what a variant's occupancy and speed follow from).
+# registers, spills, stack and local memory per kernel (what a variant's occupancy and speed follow from);
+# $REGS_ARGS adds bench_gemm.py options (--dtype float16 for the warp-product tile, --mma TK=64, say).
 #
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
@@ -74,7 +75,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     regs) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
             echo "--tile ${v//,/ }" | tee -a "$OUT/bench.log"
             PYOPENCL_BUILD_OPTIONS=-cl-nv-verbose PYOPENCL_COMPILER_OUTPUT=1 run python3 benchmarks/bench_gemm.py \
-              --sizes 1024 --reps 1 --tile ${v//,/ } | grep -E "ptxas|Used [0-9]+ registers|spill"
+              --sizes 1024 --reps 1 --tile ${v//,/ } ${REGS_ARGS:-} | grep -E "ptxas|Used [0-9]+ registers|spill|stack"
           done ;;
     variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 VWA=4,PF=1}; do
                 run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }

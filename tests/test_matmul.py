@@ -667,14 +667,15 @@ def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
 
 
 # tiles of gemm.h's warp products (MMA): one warp of 16x8 products; four warps of 32x16 blocks (two row pairs, two
-# column products each: every index of the lane mapping)
+# column products each: every index of the lane mapping); four warps of 16x8 over k-slices of 64, fetched ahead
 MMA_TILES = [
     {"TM": 16, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0, "KU": 0},
     {"TM": 64, "TN": 32, "TK": 32, "WM": 4, "WN": 4, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0, "KU": 0},
+    {"TM": 32, "TN": 16, "TK": 64, "WM": 2, "WN": 2, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 0, "PF": 1, "KU": 0},
 ]
 
 
-@pytest.mark.parametrize("tile", MMA_TILES, ids=["1warp", "4warps"])
+@pytest.mark.parametrize("tile", MMA_TILES, ids=["1warp", "4warps", "tk64pf"])
 @pytest.mark.parametrize("dtype, tol", [(clnn.float16, 2**-10), (clnn.bfloat16, 2**-7)], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("batch, m, n, k, splits", [(1, 37, 29, 45, 1), (2, 70, 41, 100, 2), (1, 1, 9, 17, 1)])
 def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits):
