@@ -684,7 +684,9 @@ def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits):
     k-slices (k not a multiple of 16: the stale columns past k read as zeros), k-splits, a transposed operand,
     alpha, beta and a broadcast addend."""
     cfg = {**tile, "MMA": 1}
-    assert config_problem(cfg, dev) is None
+    assert config_problem(cfg) is None
+    if (problem := config_problem(cfg, dev)) is not None:  # a small GPU's pose: work-groups of 64
+        pytest.skip(problem)
     a = rng.standard_normal((batch, k, m)).astype(dtype)  # read transposed
     b = rng.standard_normal((batch, k, n)).astype(dtype)
     d = rng.standard_normal(n).astype(dtype)

@@ -329,6 +329,8 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
             out = gemm_raw(clnn.tensor(xn), (0, 16, 1), clnn.tensor(wn), (0, 1, 16), 1, 17, 20, 16, how=how,
                            dtype=dt, store=F32)  # a float32 parameter's gradient: dt's result stored float32
             check(f"gemm {how.kernel} stored float32", out, (xr @ wr.T)[None], dt)
+    if dt in (F16, BF16):
+        _gemm_mma(dt, rng)
     if dt in (F16, BF16):  # a half k-split: float32 partials (C_REAL), rounded once by gemm_sum, stored float32
         xn, wn = data(rng, (17, 40), F32), data(rng, (40, 20), F32)
         want = (xn.astype(dt).astype(np.float64) @ wn.astype(dt).astype(np.float64))[None]
@@ -336,6 +338,29 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
             out = gemm_raw(clnn.tensor(xn), (0, 40, 1), clnn.tensor(wn), (0, 20, 1), 1, 17, 20, 40,
                            how=GemmPlan("tiled", tile, 3, 16), dtype=dt, store=store)
             check(f"gemm half k-split stored {store or dt}", out, want, dt)
+
+
+# gemm.h's warp products (MMA): NVIDIA's tensor cores, here their OpenCL C form; two warps along the rows
+MMA_TILE = {"TM": 32, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0,
+            "KU": 0, "MMA": 1}
+
+
+def _gemm_mma(dt: np.dtype, rng: np.random.Generator) -> None:
+    """Half products in warp-product tiles: 37 rows (a part tile), k = 20 (a short last slice, whose stale columns
+    read as zeros), batched with a shared operand, read straight and transposed, alpha, beta; then float32 operands
+    rounded in the loads (autocast's)."""
+    an, bn, cn = data(rng, (2, 37, 20), dt), data(rng, (20, 11), dt), data(rng, (2, 37, 11), dt)
+    ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
+    how = GemmPlan("tiled", MMA_TILE, 1, 32)
+    c = clnn.tensor(cn)
+    for a_st, b_st, x, y in (((740, 20, 1), (0, 11, 1), clnn.tensor(an), clnn.tensor(bn)),
+                             ((740, 1, 37), (0, 1, 20), _t(an), _t(bn))):
+        out = gemm_raw(x, a_st, y, b_st, 2, 37, 11, 20, alpha=0.5, beta=2.0, c=c, how=how)
+        check(f"gemm MMA strides {a_st} {b_st}", out, ref, dt)
+    xn, wn = data(rng, (37, 20), F32), data(rng, (11, 20), F32)
+    rounded = (xn.astype(dt).astype(np.float64) @ wn.astype(dt).astype(np.float64).T)[None]
+    out = gemm_raw(clnn.tensor(xn), (0, 20, 1), clnn.tensor(wn), (0, 1, 20), 1, 37, 11, 20, how=how, dtype=dt)
+    check("gemm MMA of float32 operands", out, rounded, dt)
 
 
 def _t(x: np.ndarray) -> clnn.Tensor:
@@ -583,6 +608,8 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         _conv_autocast(dt, rng, "tiled")
         if dt == F32:  # the GPU staging options (their storage conversions are the default tiles')
             _conv_gpu_options(w, b, dt, rng)
+        if dt in (F16, BF16):
+            _conv_mma(w, b, dt, rng)
     finally:
         tuning.TABLE["gemm_direct"]["default"], conv_ops.THIN = saved, thin
     _winograd(dt, rng)  # its products are tiny: gemm_direct, as they would run
@@ -604,6 +631,26 @@ def _conv_gpu_options(w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.rand
         y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
         (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
         finite("conv2d tiled, A k-major, fetched ahead", dt, y, *_grads(x, w, b))
+    finally:
+        tuning.TABLE.update(rows)
+
+
+def _conv_mma(w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.random.Generator) -> None:
+    """A grouped conv2d with SiLU and its gradients in warp-product tiles (gemm.h's MMA), every tile kind's row
+    made one, as a device posing as an NVIDIA GPU runs them: conv_fwd's gathers and conv_bwd_weight's into 16-bit
+    tiles, 33 output pixels (part of a column tile), 27-deep products (a short slice)."""
+    from clnn.ops.conv import conv_act
+
+    kinds = ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight")
+    rows = {kind: tuning.TABLE[kind] for kind in kinds}
+    tuning.TABLE.update({kind: {"default": {k: v for k, v in MMA_TILE.items() if k != "MMA"}} for kind in kinds})
+    try:
+        with tuning.override("mma", MMA=1):
+            x = _leaf(rng, (1, 6, 3, 11), dt)
+            w.grad = b.grad = None
+            y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
+            (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
+            finite("conv2d tiled, warp products", dt, y, *_grads(x, w, b))
     finally:
         tuning.TABLE.update(rows)
 
