@@ -145,9 +145,25 @@ def _full_defines(dev: Device, defines: dict[str, object] | None) -> dict[str, o
     """``defines`` with the device's storage conversions (``tuning.TABLE["storage"]``, and HALF_CONVERT where it
     has cl_khr_fp16) under them, and with gemm.h's MMA, whether its runtime takes NVIDIA's PTX (MMA_PTX)."""
     out = {**tuning.params(dev, "storage"), "HALF_CONVERT": int(dev.fp16), **(defines or {})}
-    if out.get("MMA"):  # gemm.h's warp products as PTX on NVIDIA's own runtime, not on a device posing as it
-        out["MMA_PTX"] = int("nvidia" in dev.platform_vendor.lower())
+    if out.get("MMA"):
+        out["MMA_PTX"] = int(runs_ptx(dev))
     return out
+
+
+def runs_ptx(dev: Device) -> bool:
+    """Whether ``dev``'s runtime is NVIDIA's own, whose compiler takes inline PTX (not a device posing as it)."""
+    return "nvidia" in dev.platform_vendor.lower()
+
+
+def warp_products(dev: Device) -> bool:
+    """Whether ``dev`` runs gemm.h's warp products (MMA): NVIDIA's runtime from compute capability 8.0 on, whose
+    mma.sync has the 16x8x16 float16 and bfloat16 forms, and any other runtime in their OpenCL C form."""
+    if not runs_ptx(dev):
+        return True
+    try:
+        return dev.cl_device.compute_capability_major_nv >= 8
+    except (cl.Error, AttributeError):  # no cl_nv_device_attribute_query: capability unknown
+        return False
 
 
 def _compiler_output() -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import types
 
 import numpy as np
 import pytest
@@ -711,3 +712,19 @@ def test_mma_tiles(dev):
     with tuning.override("mma", MMA=0):
         assert "MMA" not in gemm_config(dev, np.dtype(np.float16))
     assert "MMA needs VW 2" in config_problem({**MMA_TILES[0], "MMA": 1, "TK": 8})
+
+
+def test_warp_products_need_compute_capability_8(monkeypatch, dev):
+    """NVIDIA's runtime gets warp products (mma.sync's 16x8x16 float16 and bfloat16 forms) from compute capability
+    8.0 on, or none where it does not say; other runtimes run their OpenCL C form; gemm_config follows."""
+    def device(vendor, **attrs):
+        return types.SimpleNamespace(platform_vendor=vendor, cl_device=types.SimpleNamespace(**attrs))
+
+    nvidia = "NVIDIA Corporation"
+    assert not kernels.warp_products(device(nvidia, compute_capability_major_nv=7))  # Volta, Turing
+    assert kernels.warp_products(device(nvidia, compute_capability_major_nv=8))
+    assert not kernels.warp_products(device(nvidia))
+    assert kernels.warp_products(device("Intel(R) Corporation"))
+    monkeypatch.setattr(kernels, "warp_products", lambda d: False)
+    with tuning.override("mma", MMA=1):
+        assert "MMA" not in gemm_config(dev, np.dtype(np.float16))

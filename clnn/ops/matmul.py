@@ -101,7 +101,8 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
             f"local memory; the smallest gemm tile needs 16 work-items and {32 * itemsize} bytes"
         )
     warp = tuning.params(dev, "mma")
-    if np.dtype(dtype) in HALF_DTYPES and warp["MMA"]:  # the row's tile keys, if any, lie over every kind's
+    if np.dtype(dtype) in HALF_DTYPES and warp["MMA"] and kernels.warp_products(dev):  # the row's tile keys lie
+        # over every kind's
         mma = {**cfg, **{key: int(v) for key, v in warp.items() if key in _KEYS}, "MMA": 1, "VW": 2, "VWA": 1}
         if config_problem(mma, dev, itemsize) is None:
             return mma
