@@ -51,9 +51,10 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
     wg = (tm // wm) * (tn // wn)
     if wg > dev.max_work_group_size:
         return f"work-group of {wg} exceeds the device's {dev.max_work_group_size}"
-    local = (1 + db) * (a_tile_elements(cfg) + tk * tn) * itemsize
     if cfg.get("MMA"):  # gemm.h keeps MMA tiles in 16 bits, rows padded by MMA_PAD
         local = (1 + db) * (tm * (tk + MMA_PAD) + tk * (tn + MMA_PAD)) * 2
+    else:
+        local = (1 + db) * (a_tile_elements(cfg) + tk * tn) * itemsize
     if local > dev.local_mem_size:
         return f"{local} bytes of local memory exceed the device's {dev.local_mem_size}"
     return None
@@ -100,9 +101,8 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
             f"gemm: {dev} allows work-groups of {dev.max_work_group_size} and {dev.local_mem_size} bytes of "
             f"local memory; the smallest gemm tile needs 16 work-items and {32 * itemsize} bytes"
         )
-    warp = tuning.params(dev, "mma")
-    if np.dtype(dtype) in HALF_DTYPES and warp["MMA"] and kernels.warp_products(dev):  # the row's tile keys lie
-        # over every kind's
+    warp = tuning.params(dev, "mma") if np.dtype(dtype) in HALF_DTYPES else {"MMA": 0}
+    if warp["MMA"] and kernels.warp_products(dev):  # the row's tile keys lie over every kind's
         mma = {**cfg, **{key: int(v) for key, v in warp.items() if key in _KEYS}, "MMA": 1, "VW": 2, "VWA": 1}
         if config_problem(mma, dev, itemsize) is None:
             return mma

@@ -607,50 +607,37 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         finite("conv2d tiled, strided", dt, y, *_grads(x, w, b))
         _conv_autocast(dt, rng, "tiled")
         if dt == F32:  # the GPU staging options (their storage conversions are the default tiles')
-            _conv_gpu_options(w, b, dt, rng)
+            _conv_in_tile(w, b, dt, rng, GPU_OPTIONS_TILE, "A k-major, fetched ahead")
         if dt in (F16, BF16):
-            _conv_mma(w, b, dt, rng)
+            _conv_in_tile(w, b, dt, rng, MMA_TILE, "warp products")
     finally:
         tuning.TABLE["gemm_direct"]["default"], conv_ops.THIN = saved, thin
     _winograd(dt, rng)  # its products are tiny: gemm_direct, as they would run
 
 
-def _conv_gpu_options(w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.random.Generator) -> None:
-    """A grouped conv2d with SiLU and its gradients by tiles whose A tile is k-major (the weights in the forward, gy
-    in the weight gradient), whose slices are fetched a slice ahead and multiplied unrolled (gemm.h's VWA, PF and
-    KU): 33 output pixels, two whole column tiles and a part of one (rows of 37 took Oclgrind 40 s a pass)."""
-    from clnn.ops.conv import conv_act
-
-    rows = {kind: tuning.TABLE[kind] for kind in ("conv_fwd", "conv_bwd_weight")}
-    tile = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0, "PF": 1,
-            "KU": 4}
-    tuning.TABLE.update({kind: {"default": tile} for kind in rows})
-    try:
-        x = _leaf(rng, (1, 6, 3, 11), dt)
-        w.grad = b.grad = None
-        y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
-        (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
-        finite("conv2d tiled, A k-major, fetched ahead", dt, y, *_grads(x, w, b))
-    finally:
-        tuning.TABLE.update(rows)
+# a tile whose A tile is k-major (the weights in the forward, gy in the weight gradient), whose slices are fetched a
+# slice ahead and multiplied unrolled (gemm.h's VWA, PF and KU)
+GPU_OPTIONS_TILE = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0,
+                    "PF": 1, "KU": 4}
 
 
-def _conv_mma(w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.random.Generator) -> None:
-    """A grouped conv2d with SiLU and its gradients in warp-product tiles (gemm.h's MMA), every tile kind's row
-    made one, as a device posing as an NVIDIA GPU runs them: conv_fwd's gathers and conv_bwd_weight's into 16-bit
-    tiles, 33 output pixels (part of a column tile), 27-deep products (a short slice)."""
+def _conv_in_tile(w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.random.Generator, tile: dict[str, int],
+                  what: str) -> None:
+    """A grouped conv2d with SiLU and its gradients with every tile kind's row made ``tile`` (its MMA as tuning's
+    mma row: warp products, as a device posing as an NVIDIA GPU runs them): 33 output pixels, two whole column tiles
+    and a part of one (rows of 37 took Oclgrind 40 s a pass), 27-deep products (a short slice)."""
     from clnn.ops.conv import conv_act
 
     kinds = ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight")
     rows = {kind: tuning.TABLE[kind] for kind in kinds}
-    tuning.TABLE.update({kind: {"default": {k: v for k, v in MMA_TILE.items() if k != "MMA"}} for kind in kinds})
+    tuning.TABLE.update({kind: {"default": {k: v for k, v in tile.items() if k != "MMA"}} for kind in kinds})
     try:
-        with tuning.override("mma", MMA=1):
+        with tuning.override("mma", MMA=tile.get("MMA", 0)):
             x = _leaf(rng, (1, 6, 3, 11), dt)
             w.grad = b.grad = None
             y = conv_act(x, w, b, 1, 1, 1, 2, "silu")
             (y * clnn.tensor(data(rng, y.shape, dt))).sum().backward()
-            finite("conv2d tiled, warp products", dt, y, *_grads(x, w, b))
+            finite(f"conv2d tiled, {what}", dt, y, *_grads(x, w, b))
     finally:
         tuning.TABLE.update(rows)
 
