@@ -75,7 +75,8 @@ typedef CAT(REAL_T, VW) realv;
  * for i = u*VWA + q: the multiply reads a work-item's WM rows in WM/VWA vector loads, as it reads B's columns
  * VW at a time (local-memory load instructions per k: WM/VWA + NV instead of WM + NV). B's tile (b_tile) is
  * row-major, TK x TN. The staging writes element (r, kk) of A's as PUT_A(as, r, kk, v), (kk, c) of B's as
- * PUT_B(bs, kk, c, v).
+ * PUT_B(bs, kk, c, v), and a run t[0..VWG) of its registers (stage_t: real here) along a row as PUT_A_RUN(as, r,
+ * kk, t), PUT_B_RUN(bs, kk, c, t).
  *
  * MMA = 1: the multiply runs as warp-wide 16x8x16 products of half (or bf16) pairs with float32 accumulation:
  * NVIDIA's tensor cores through inline PTX (mma.sync; MMA_PTX = 1, which the host sets for NVIDIA's runtime
@@ -84,10 +85,12 @@ typedef CAT(REAL_T, VW) realv;
  * own an (8*WM) x (4*WN) block of the tile, WM/2 x NV products of 16 x 8 (VW = 2, NV = WN/2): lane l of a
  * warp holds rows g, g+8 (g = l/4) and columns 2t, 2t+1 (t = l%4) of each, so acc[2u + h][v] is row 16u + 8h + g
  * and columns 8v + 2t, + 1 of its warp's block (ACC_ROW, ACC_COL). The tiles are kept in local memory as the
- * stored 16-bit values (local_t ushort; exact: the staged values are stored or rounded ones), rows padded by 8
- * (MMA_PAD): a product reads A's pairs along k (rows g, g+8 at 2t, 2t+1 and + 8) as one 32-bit load each, and
- * B's (column g at rows 2t, 2t+1 and + 8) as two 16-bit loads, each lane of a warp from its own bank. Needs half
- * or bf16 storage, VW 2, VWA 1, an even WM, TM % (8*WM) == TN % (4*WN) == TK % 16 == 0 (matmul.config_problem). */
+ * stored 16-bit values (local_t ushort), rows padded by 8 (MMA_PAD), 16-byte aligned: staging moves the bits as
+ * read (stage_t ushort: no widening and narrowing; a float32 operand's are rounded once, store_bits), a run that
+ * lies along a local row in 16-byte stores (PUT_A_RUN, PUT_B_RUN). A product reads A's pairs along k (rows g, g+8
+ * at 2t, 2t+1 and + 8) as one 32-bit load each, and B's (column g at rows 2t, 2t+1 and + 8) as two 16-bit loads,
+ * each lane of a warp from its own bank. Needs half or bf16 storage, VW 2, VWA 1, an even WM, TM % (8*WM) ==
+ * TN % (4*WN) == TK % 16 == 0 (matmul.config_problem). */
 #ifndef MMA
 #define MMA 0
 #endif
@@ -102,21 +105,37 @@ typedef CAT(REAL_T, VW) realv;
 #define LDA_MMA (TK + MMA_PAD)
 #define LDB_MMA (TN + MMA_PAD)
 typedef ushort local_t;
-typedef uint a_tile[TM][LDA_MMA / 2]; /* pairs: aligned for the 32-bit loads */
-typedef uint b_tile[TK][LDB_MMA / 2];
+typedef ushort stage_t;
+#define STAGE_T ushort
+typedef uint4 a_tile[TM][LDA_MMA / 8]; /* 16-byte aligned rows: whole runs stored at once, pairs read as uints */
+typedef uint4 b_tile[TK][LDB_MMA / 8];
 #if STORE_BF16
-inline ushort mma_bits(float f) { return (ushort)(as_uint(f) >> 16); } /* f holds a bf16 value: exact */
 inline float mma_value(ushort h) { return as_float((uint)h << 16); }
 #else
-inline ushort mma_bits(float f) { /* f holds a half value: exact */
-    ushort h;
-    vstore_half(f, 0, (__private half *)&h);
-    return h;
-}
 inline float mma_value(ushort h) { return vload_half(0, (__private const half *)&h); }
 #endif
-#define PUT_A(as, r, kk, v) ((as)[(r) * LDA_MMA + (kk)] = mma_bits(v))
-#define PUT_B(bs, kk, c, v) ((bs)[(kk) * LDB_MMA + (c)] = mma_bits(v))
+#define PUT_A(as, r, kk, v) ((as)[(r) * LDA_MMA + (kk)] = (v))
+#define PUT_B(bs, kk, c, v) ((bs)[(kk) * LDB_MMA + (c)] = (v))
+/* PUT_RUN(tile, at, t): the run t[0..VWG) into tile[at .. at+VWG) (at a multiple of VWG) in MMA_VS-element stores */
+#if VWG < 8
+#define MMA_VS VWG
+#else
+#define MMA_VS 8
+#endif
+#if MMA_VS > 1
+#define PUT_RUN(tile, at, t)                                                                                \
+    do {                                                                                                    \
+        _Pragma("unroll") for (int q0 = 0; q0 < VWG; q0 += MMA_VS) {                                        \
+            union { CAT(ushort, MMA_VS) v; ushort s[MMA_VS]; } run_;                                        \
+            _Pragma("unroll") for (int q = 0; q < MMA_VS; ++q) run_.s[q] = (t)[q0 + q];                     \
+            *(__local CAT(ushort, MMA_VS) *)((tile) + (at) + q0) = run_.v;                                  \
+        }                                                                                                   \
+    } while (0)
+#else
+#define PUT_RUN(tile, at, t) ((tile)[at] = (t)[0])
+#endif
+#define PUT_A_RUN(as, r, kk, t) PUT_RUN(as, (r) * LDA_MMA + (kk), t)
+#define PUT_B_RUN(bs, kk, c, t) PUT_RUN(bs, (kk) * LDB_MMA + (c), t)
 #define WARPS_M (TM / (8 * WM))                                 /* warps along the tile's rows */
 #define MMA_ROW0 (lid / 32 % WARPS_M * (8 * WM) + lid % 32 / 4) /* the lane's first row: its warp's block, g */
 #define MMA_COL0 (lid / 32 / WARPS_M * (4 * WN))                /* the lane's warp's first column */
@@ -124,6 +143,8 @@ inline float mma_value(ushort h) { return vload_half(0, (__private const half *)
 #define ACC_COL(v) (MMA_COL0 + (v) * 8 + lid % 4 * 2)
 #else
 typedef real local_t;
+typedef real stage_t;
+#define STAGE_T REAL_T
 #if VWA > 1
 typedef CAT(REAL_T, VWA) reala;
 #define LDA_V (TM / VWA + APAD) /* k-row length in vectors */
@@ -138,6 +159,10 @@ typedef real a_tile[TM][LDA];
 typedef realv b_tile[TK][TN / VW]; /* realv keeps its rows vector-aligned */
 #define PUT_A(as, r, kk, v) ((as)[AS_AT(r, kk)] = (v))
 #define PUT_B(bs, kk, c, v) ((bs)[(kk) * TN + (c)] = (v))
+#define PUT_A_RUN(as, r, kk, t) \
+    do { _Pragma("unroll") for (int q = 0; q < VWG; ++q) PUT_A(as, r, kk + q, (t)[q]); } while (0)
+#define PUT_B_RUN(bs, kk, c, t) \
+    do { _Pragma("unroll") for (int q = 0; q < VWG; ++q) PUT_B(bs, kk, c + q, (t)[q]); } while (0)
 #define ACC_COL(v) ((tx + (v) * RTN) * VW) /* the tile column of the work-item's accumulator vector v */
 #endif
 
@@ -188,6 +213,22 @@ inline real round_store(float f) {
     }
 BF16_ROUND()
 inline real round_store(float f) { return bf16_round(f); }
+#endif
+
+#if MMA /* store_bits(f): f rounded to its stored bits (a float32 operand's elements, staged for the warp products) */
+#if STORE_HALF && HALF_SOFT
+inline ushort store_bits(float f) { return float_to_half_bits(f); }
+#elif STORE_HALF && HALF_CONVERT
+inline ushort store_bits(float f) { return as_ushort(convert_half_rte(f)); }
+#elif STORE_HALF
+inline ushort store_bits(float f) {
+    ushort h;
+    vstore_half(f, 0, (__private half *)&h);
+    return h;
+}
+#else
+inline ushort store_bits(float f) { return (ushort)(as_uint(bf16_round(f)) >> 16); }
+#endif
 #endif
 
 /* n elements at once: vec_widen<n>(bits) widens n stored elements (as read raw, RAW_T: a half's or bf16's
@@ -287,38 +328,57 @@ typedef store_t c_t;
 #define STORE_C STORE
 #define STORE_C_VEC CAT(vec_store, VW)
 #endif
-/* Per operand X (A, B): its element type X_t, LOAD_X(p, i) (one element, as real), and for gathers its raw
- * element type X_RAW_T, X_RAW(p, i) (the stored bits, or a float32 operand's float), X_WIDEN (a vector of
- * VWG raw elements to real, rounding a float32 operand's) and X_VLOAD(p) (VWG aligned elements to real) */
+/* Per operand X (A, B): its element type X_t, LOAD_X(p, i) (one element, as real), and for staging (stage_t:
+ * `real`, or with MMA the stored bits): X_STAGE(p, i) (one element), its raw element type X_RAW_T, X_RAW(p, i)
+ * (the stored bits, or a float32 operand's float), X_STAGE_RAW (a vector of VWG raw elements) and X_VLOAD(p) (VWG
+ * aligned elements). A float32 operand's elements are rounded to store_t: round_store's value, or its bits */
+#if MMA
+#define F32_STAGE(p, i) store_bits((p)[i])
+#define F32_STAGE_RAW CAT(vec_narrow, VWG)
+#define STORED_STAGE RAW
+#define STORED_STAGE_RAW /* the bits as read */
+#define STORED_VLOAD(p) VEC_LOAD_RAW(VWG, p)
+#else
+#define F32_STAGE(p, i) round_store((p)[i])
+#define F32_STAGE_RAW CAT(vec_round, VWG)
+#define STORED_STAGE LOAD
+#define STORED_STAGE_RAW CAT(vec_widen, VWG)
+#define STORED_VLOAD CAT(vec_load, VWG)
+#endif
+#define F32_VLOAD(p) F32_STAGE_RAW(*(__global const CAT(float, VWG) *)(p))
 #if A_F32
 typedef float a_t;
 #define LOAD_A(p, i) round_store((p)[i])
 #define A_RAW_T float
 #define A_RAW(p, i) ((p)[i])
-#define A_WIDEN CAT(vec_round, VWG)
-#define A_VLOAD(p) CAT(vec_round, VWG)(*(__global const CAT(float, VWG) *)(p))
+#define A_STAGE F32_STAGE
+#define A_STAGE_RAW F32_STAGE_RAW
+#define A_VLOAD F32_VLOAD
 #else
 typedef store_t a_t;
 #define LOAD_A LOAD
 #define A_RAW_T RAW_T
 #define A_RAW RAW
-#define A_WIDEN CAT(vec_widen, VWG)
-#define A_VLOAD CAT(vec_load, VWG)
+#define A_STAGE STORED_STAGE
+#define A_STAGE_RAW STORED_STAGE_RAW
+#define A_VLOAD STORED_VLOAD
 #endif
 #if B_F32
 typedef float b_t;
 #define LOAD_B(p, i) round_store((p)[i])
 #define B_RAW_T float
 #define B_RAW(p, i) ((p)[i])
-#define B_WIDEN CAT(vec_round, VWG)
-#define B_VLOAD(p) CAT(vec_round, VWG)(*(__global const CAT(float, VWG) *)(p))
+#define B_STAGE F32_STAGE
+#define B_STAGE_RAW F32_STAGE_RAW
+#define B_VLOAD F32_VLOAD
 #else
 typedef store_t b_t;
 #define LOAD_B LOAD
 #define B_RAW_T RAW_T
 #define B_RAW RAW
-#define B_WIDEN CAT(vec_widen, VWG)
-#define B_VLOAD CAT(vec_load, VWG)
+#define B_STAGE STORED_STAGE
+#define B_STAGE_RAW STORED_STAGE_RAW
+#define B_VLOAD STORED_VLOAD
 #endif
 #if D_F32
 typedef float d_t;
@@ -384,8 +444,8 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
             if (COND) store_act(DST, PRE, OFF, in_.s[q], ACT, KEEP);                                        \
     } while (0)
 
-/* GATHER(X, t, p, COND, OFF): t[q] = operand X's element p[OFF] where COND holds, else 0, for q < VWG (OFF and
- * COND are expressions of q): the elements are read raw one at a time, then widened (and rounded) as one
+/* GATHER(X, t, p, COND, OFF): t[q] = operand X's element p[OFF] as staged where COND holds, else 0, for q < VWG (OFF
+ * and COND are expressions of q): the elements are read raw one at a time, then staged (widened, rounded) as one
  * vector, so the per-element part is a plain move in every storage type. LOAD_RUN(X, t, p, vec): the run
  * p[0..VWG), one aligned vector load when `vec`. */
 #if VWG > 1
@@ -393,14 +453,14 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
     do {                                                                                                    \
         union { CAT(X##_RAW_T, VWG) v; X##_RAW_T s[VWG]; } raw_;                                            \
         _Pragma("unroll") for (int q = 0; q < VWG; ++q) raw_.s[q] = (COND) ? X##_RAW(p, OFF) : 0;           \
-        union { CAT(REAL_T, VWG) v; real s[VWG]; } wide_ = {X##_WIDEN(raw_.v)};                             \
-        _Pragma("unroll") for (int q = 0; q < VWG; ++q) (t)[q] = wide_.s[q];                                \
+        union { CAT(STAGE_T, VWG) v; stage_t s[VWG]; } staged_ = {X##_STAGE_RAW(raw_.v)};                   \
+        _Pragma("unroll") for (int q = 0; q < VWG; ++q) (t)[q] = staged_.s[q];                              \
     } while (0)
 #define LOAD_RUN(X, t, p, vec)                                                                              \
     do {                                                                                                    \
         if (vec) {                                                                                          \
-            union { CAT(REAL_T, VWG) v; real s[VWG]; } wide_ = {X##_VLOAD(p)};                              \
-            _Pragma("unroll") for (int q = 0; q < VWG; ++q) (t)[q] = wide_.s[q];                            \
+            union { CAT(STAGE_T, VWG) v; stage_t s[VWG]; } staged_ = {X##_VLOAD(p)};                        \
+            _Pragma("unroll") for (int q = 0; q < VWG; ++q) (t)[q] = staged_.s[q];                          \
         } else {                                                                                            \
             GATHER(X, t, p, true, q);                                                                       \
         }                                                                                                   \
@@ -409,9 +469,9 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
 #define GATHER(X, t, p, COND, OFF)                                                                          \
     do {                                                                                                    \
         const int q = 0;                                                                                    \
-        (t)[0] = (COND) ? LOAD_##X(p, OFF) : (real)0;                                                       \
+        (t)[0] = (COND) ? X##_STAGE(p, OFF) : (stage_t)0;                                                   \
     } while (0)
-#define LOAD_RUN(X, t, p, vec) ((t)[0] = LOAD_##X(p, 0))
+#define LOAD_RUN(X, t, p, vec) ((t)[0] = X##_STAGE(p, 0))
 #endif
 
 /* whether runs of `p` along its contiguous axis, `stride` elements apart, all start on n-element boundaries */
@@ -437,9 +497,9 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
  * (PF = 0) keeps each run in the staging function's own (`one`: a kernel-wide array would live across the
  * barriers, which CPU runtimes that run a work-group's items in loops store per work-item in memory) */
 #if PF
-#define FETCH_REGISTERS(ra, rb) real ra[A_RUNS * VWG], rb[B_RUNS * VWG]
+#define FETCH_REGISTERS(ra, rb) stage_t ra[A_RUNS * VWG], rb[B_RUNS * VWG]
 #else
-#define FETCH_REGISTERS(ra, rb) real *ra = 0, *rb = 0
+#define FETCH_REGISTERS(ra, rb) stage_t *ra = 0, *rb = 0
 #endif
 /* the registers of a work-item's j-th run (n = VWG) or element (n = 1) of a slice: its own in regs when fetching
  * ahead, one (a staging function's VWG registers) when staging at once */
@@ -456,15 +516,15 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
 /* The `mode` half (FETCH, PUT or STAGE) of staging op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as
  * (an a_tile) through the registers ra, zeros past the edges; only the first kn columns of a short last slice are
  * read by the multiply. */
-inline void stage_a(__local local_t *as, real *ra, int mode, int k0, int kend, int M, int row0,
+inline void stage_a(__local local_t *as, stage_t *ra, int mode, int k0, int kend, int M, int row0,
                     __global const a_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
-    real one[VWG];
+    stage_t one[VWG];
     if (a_cs == 1 && kn % VWG == 0) { /* runs along k; rows past M (an edge tile's) staged as zeros */
         EACH_RUN(j, e, TM * TK / VWG, A_RUNS) {
             const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            real *t = SLOT(ra, one, mode, j, VWG);
+            stage_t *t = SLOT(ra, one, mode, j, VWG);
             if (mode & FETCH) {
                 if (row0 + r < M) {
                     LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
@@ -474,15 +534,12 @@ inline void stage_a(__local local_t *as, real *ra, int mode, int k0, int kend, i
                     for (int q = 0; q < VWG; ++q) t[q] = 0;
                 }
             }
-            if (mode & PUT) {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) PUT_A(as, r, kk + q, t[q]);
-            }
+            if (mode & PUT) PUT_A_RUN(as, r, kk, t);
         }
     } else if (a_rs == 1) { /* runs along the rows; one that M cuts is gathered element by element */
         EACH_RUN(j, e, kn * (TM / VWG), A_RUNS) {
             const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
-            real *t = SLOT(ra, one, mode, j, VWG);
+            stage_t *t = SLOT(ra, one, mode, j, VWG);
             if (mode & FETCH) {
                 __global const a_t *p = A + (size_t)(k0 + kk) * a_cs + row0 + r;
                 if (row0 + r + VWG <= M)
@@ -499,15 +556,15 @@ inline void stage_a(__local local_t *as, real *ra, int mode, int k0, int kend, i
     } else if (a_cs == 1) {
         EACH_RUN(j, e, TM * TK, A_RUNS * VWG) {
             const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
-            real *t = SLOT(ra, one, mode, j, 1);
-            if (mode & FETCH) *t = (gi < M && gk < kend) ? LOAD_A(A, gi * a_rs + gk) : (real)0;
+            stage_t *t = SLOT(ra, one, mode, j, 1);
+            if (mode & FETCH) *t = (gi < M && gk < kend) ? A_STAGE(A, gi * a_rs + gk) : (stage_t)0;
             if (mode & PUT) PUT_A(as, r, kk, *t);
         }
     } else {
         EACH_RUN(j, e, TM * kn, A_RUNS * VWG) {
             const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
-            real *t = SLOT(ra, one, mode, j, 1);
-            if (mode & FETCH) *t = gi < M ? LOAD_A(A, gi * a_rs + gk * a_cs) : (real)0;
+            stage_t *t = SLOT(ra, one, mode, j, 1);
+            if (mode & FETCH) *t = gi < M ? A_STAGE(A, gi * a_rs + gk * a_cs) : (stage_t)0;
             if (mode & PUT) PUT_A(as, r, kk, *t);
         }
     }
@@ -515,14 +572,14 @@ inline void stage_a(__local local_t *as, real *ra, int mode, int k0, int kend, i
 
 /* The `mode` half of staging op(B)'s k-rows [k0, k0+TK) x columns [col0, col0+TN) into bs (TK x TN) through the
  * registers rb, as stage_a. */
-inline void stage_b(__local local_t *bs, real *rb, int mode, int k0, int kend, int N, int col0,
+inline void stage_b(__local local_t *bs, stage_t *rb, int mode, int k0, int kend, int N, int col0,
                     __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
-    real one[VWG];
+    stage_t one[VWG];
     if (b_cs == 1) { /* runs along the columns; one that N cuts is gathered element by element */
         EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
-            real *t = SLOT(rb, one, mode, j, VWG);
+            stage_t *t = SLOT(rb, one, mode, j, VWG);
             if (mode & FETCH) {
                 __global const b_t *p = B + (size_t)(k0 + kk) * b_rs + col0 + c;
                 if (col0 + c + VWG <= N)
@@ -531,16 +588,13 @@ inline void stage_b(__local local_t *bs, real *rb, int mode, int k0, int kend, i
                     GATHER(B, t, p, col0 + c + q < N, q);
                 PREFETCH_AT(p + (size_t)TK * b_rs);
             }
-            if (mode & PUT) {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) PUT_B(bs, kk, c + q, t[q]);
-            }
+            if (mode & PUT) PUT_B_RUN(bs, kk, c, t);
         }
     } else if (b_rs == 1 && kn % VWG == 0) { /* runs along k; columns past N staged as zeros */
         EACH_RUN(j, e, TK * TN / VWG, B_RUNS) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            real *t = SLOT(rb, one, mode, j, VWG);
+            stage_t *t = SLOT(rb, one, mode, j, VWG);
             if (mode & FETCH) {
                 if (col0 + c < N) {
                     LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
@@ -558,8 +612,8 @@ inline void stage_b(__local local_t *bs, real *rb, int mode, int k0, int kend, i
     } else {
         EACH_RUN(j, e, TK * TN, B_RUNS * VWG) {
             const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
-            real *t = SLOT(rb, one, mode, j, 1);
-            if (mode & FETCH) *t = (gj < N && gk < kend) ? LOAD_B(B, gk * b_rs + gj * b_cs) : (real)0;
+            stage_t *t = SLOT(rb, one, mode, j, 1);
+            if (mode & FETCH) *t = (gj < N && gk < kend) ? B_STAGE(B, gk * b_rs + gj * b_cs) : (stage_t)0;
             if (mode & PUT) PUT_B(bs, kk, c, *t);
         }
     }
@@ -613,10 +667,12 @@ inline void stage_b(__local local_t *bs, real *rb, int mode, int k0, int kend, i
 #endif
 
 /* acc += the warp's products over the 16 k-columns kk .. kk+15 of the staged tiles as, bs (a_tile, b_tile), columns
- * from kn on read as zeros (a short last slice's, whose staging leaves them stale) */
+ * from kn on read as zeros (a short last slice's, whose staging leaves them stale; a full slice's constant kn
+ * leaves no test) */
 inline void mma_step(realv acc[WM][NV], __local const ushort *as, __local const ushort *bs, int kk, int kn, int lid) {
     const int g = lid % 32 / 4, t2 = lid % 4 * 2, row0 = MMA_ROW0 - g, col0 = MMA_COL0;
 #if MMA_PTX
+    const bool whole = kk + 16 <= kn;
     uint a[WM / 2][4], b[NV][2];
 #pragma unroll
     for (int u = 0; u < WM / 2; ++u)
@@ -624,14 +680,15 @@ inline void mma_step(realv acc[WM][NV], __local const ushort *as, __local const 
         for (int h = 0; h < 4; ++h) { /* rows r, r+8, r, r+8 at k-columns 2t (+1), 2t (+1), 2t+8 (+9), 2t+8 (+9) */
             const int r = row0 + u * 16 + h % 2 * 8 + g, k = kk + t2 + h / 2 * 8;
             const uint pair = *(__local const uint *)(as + r * LDA_MMA + k);
-            a[u][h] = k + 1 < kn ? pair : k < kn ? pair & 0xFFFFu : 0u;
+            a[u][h] = whole || k + 1 < kn ? pair : k < kn ? pair & 0xFFFFu : 0u;
         }
 #pragma unroll
     for (int v = 0; v < NV; ++v)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int c = col0 + v * 8 + g, k = kk + t2 + h * 8;
-            const uint lo = k < kn ? bs[k * LDB_MMA + c] : 0u, hi = k + 1 < kn ? bs[(k + 1) * LDB_MMA + c] : 0u;
+            const uint lo = whole || k < kn ? bs[k * LDB_MMA + c] : 0u;
+            const uint hi = whole || k + 1 < kn ? bs[(k + 1) * LDB_MMA + c] : 0u;
             b[v][h] = hi << 16 | lo;
         }
 #pragma unroll

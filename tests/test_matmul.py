@@ -201,7 +201,7 @@ def test_half_split_k_keeps_float32_partials(dev, rng, dtype, tol):
                    2 * k0, how=how).numpy().astype(np.float64)
     exact = (_ref(a) @ _ref(b)).numpy()
     # within a rounding of each element (plus float32's sum over 2 k0 terms of P Q's size)
-    bound = tol * np.abs(exact) + 2 * k0 * 2**-23 * (np.abs(_ref(a)) @ np.abs(_ref(b))).numpy()
+    bound = tol * np.abs(exact) + 2 * k0 * 2**-23 * (_ref(a).abs() @ _ref(b).abs()).numpy()
     assert np.all(np.abs(out - exact) <= bound), np.max(np.abs(out - exact) / bound)
     monkey = dataclasses.replace(dev, type="gpu", compute_units=132, max_work_group_size=1024, local_mem_size=49152)
     assert plan(monkey, np.dtype(dtype), 1, 64, 64, 100352).splits > 1
@@ -668,33 +668,36 @@ def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
 
 
 # tiles of gemm.h's warp products (MMA): one warp of 16x8 products; four warps of 32x16 blocks (two row pairs, two
-# column products each: every index of the lane mapping); four warps of 16x8 over k-slices of 64, fetched ahead
+# column products each: every index of the lane mapping); four warps of 16x8 over k-slices of 64, fetched ahead. Runs
+# of 2, 8 and 16 elements (VWG): staged in local stores of 2, 8 and two of 8
 MMA_TILES = [
     {"TM": 16, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0, "KU": 0},
-    {"TM": 64, "TN": 32, "TK": 32, "WM": 4, "WN": 4, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0, "KU": 0},
-    {"TM": 32, "TN": 16, "TK": 64, "WM": 2, "WN": 2, "VW": 2, "VWG": 4, "VWA": 1, "APAD": 1, "DB": 0, "PF": 1, "KU": 0},
+    {"TM": 64, "TN": 32, "TK": 32, "WM": 4, "WN": 4, "VW": 2, "VWG": 8, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0, "KU": 0},
+    {"TM": 32, "TN": 16, "TK": 64, "WM": 2, "WN": 2, "VW": 2, "VWG": 16, "VWA": 1, "APAD": 1, "DB": 0, "PF": 1, "KU": 0},
 ]
 
 
 @pytest.mark.parametrize("tile", MMA_TILES, ids=["1warp", "4warps", "tk64pf"])
 @pytest.mark.parametrize("dtype, tol", [(clnn.float16, 2**-10), (clnn.bfloat16, 2**-7)], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("batch, m, n, k, splits", [(1, 37, 29, 45, 1), (2, 70, 41, 100, 2), (1, 1, 9, 17, 1)])
-def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits):
+@pytest.mark.parametrize("a_rows", [True, False], ids=["a", "a_t"])
+def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits, a_rows):
     """gemm.h's warp products (NVIDIA's tensor cores, or their OpenCL C form here) against float64 products of the
     same half inputs: within a rounding of each output plus float32's sum, through edge tiles, short last
-    k-slices (k not a multiple of 16: the stale columns past k read as zeros), k-splits, a transposed operand,
-    alpha, beta and a broadcast addend."""
+    k-slices (k not a multiple of 16: the stale columns past k read as zeros), k-splits, A read along its rows or
+    transposed (staged in runs along k, or along the rows), alpha, beta and a broadcast addend."""
     cfg = {**tile, "MMA": 1}
     assert config_problem(cfg) is None
     if (problem := config_problem(cfg, dev)) is not None:  # a small GPU's pose: work-groups of 64
         pytest.skip(problem)
-    a = rng.standard_normal((batch, k, m)).astype(dtype)  # read transposed
+    a = rng.standard_normal((batch, m, k) if a_rows else (batch, k, m)).astype(dtype)
+    a_strides = (m * k, k, 1) if a_rows else (k * m, 1, m)
     b = rng.standard_normal((batch, k, n)).astype(dtype)
     d = rng.standard_normal(n).astype(dtype)
     how = GemmPlan("tiled", cfg, splits, kernels.round_up(-(-k // splits), tile["TK"]))
-    out = gemm_raw(clnn.tensor(a, device=dev), (k * m, 1, m), clnn.tensor(b, device=dev), (k * n, n, 1), batch, m,
+    out = gemm_raw(clnn.tensor(a, device=dev), a_strides, clnn.tensor(b, device=dev), (k * n, n, 1), batch, m,
                    n, k, alpha=0.5, beta=2.0, c=clnn.tensor(d, device=dev), c_strides=(0, 0, 1), how=how)
-    ra, rb, rd = _ref(a).transpose(1, 2), _ref(b), _ref(d)
+    ra, rb, rd = _ref(a) if a_rows else _ref(a).transpose(1, 2), _ref(b), _ref(d)
     exact = (0.5 * ra @ rb + 2.0 * rd).numpy()
     bound = tol * np.abs(exact) + k * 2**-22 * (0.5 * ra.abs() @ rb.abs() + 2 * rd.abs()).numpy()
     err = np.abs(out.numpy().astype(np.float64) - exact)

@@ -340,8 +340,9 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
             check(f"gemm half k-split stored {store or dt}", out, want, dt)
 
 
-# gemm.h's warp products (MMA): NVIDIA's tensor cores, here their OpenCL C form; two warps along the rows
-MMA_TILE = {"TM": 32, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0,
+# gemm.h's warp products (MMA): NVIDIA's tensor cores, here their OpenCL C form; two warps along the rows, runs of 8
+# staged in 16-byte local stores
+MMA_TILE = {"TM": 32, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 8, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0,
             "KU": 0, "MMA": 1}
 
 
