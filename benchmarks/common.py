@@ -127,15 +127,16 @@ def override(kernel: str, **values: int) -> None:
 
 def add_mma_option(parser: argparse.ArgumentParser) -> None:
     """``--mma KEY=VALUE ...``: gemm.h's keys laid over the warp-product tiles of half products (tuning's
-    ``mma`` row; ``MMA=0`` turns them off)."""
+    ``mma`` row; ``MMA=0`` turns them off, ``REGS=N`` caps NVIDIA's registers a work-item)."""
     parser.add_argument("--mma", nargs="*", default=None, metavar="KEY=VALUE",
-                        help="laid over half products' warp-product tiles (tuning's mma row, e.g. TK=64 or MMA=0)")
+                        help="laid over half products' warp-product tiles (tuning's mma row, e.g. TK=64, REGS=128 "
+                        "or MMA=0)")
 
 
 def override_mma(settings: list[str] | None) -> None:
     """Lay ``--mma``'s settings over tuning's ``mma`` row for the rest of this process."""
     if settings:
-        override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA")))
+        override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA", "REGS")))
 
 
 def _pairs(settings: list[str], option: str, keys: tuple[str, ...]) -> dict[str, int]:

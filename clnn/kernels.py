@@ -138,7 +138,12 @@ def _device_options(cl_device: cl.Device) -> tuple[str, ...]:
 
 
 def _options(dev: Device, defines: dict[str, object]) -> list[str]:
-    return [f"-D{k}={v}" for k, v in sorted(defines.items())] + [f"-I{kernel_dir}", *_device_options(dev.cl_device)]
+    """Build options: ``defines`` as -D, the include path, :func:`_device_options`, and a tile's REGS (at most that
+    many registers a work-item) as NVIDIA's ``-cl-nv-maxrregcount`` on its own runtime (elsewhere a define alone)."""
+    regs = int(defines.get("REGS", 0) or 0)
+    cap = (f"-cl-nv-maxrregcount={regs}",) if regs and runs_ptx(dev) else ()
+    return [f"-D{k}={v}" for k, v in sorted(defines.items())] + [f"-I{kernel_dir}", *_device_options(dev.cl_device),
+                                                                 *cap]
 
 
 def _full_defines(dev: Device, defines: dict[str, object] | None) -> dict[str, object]:

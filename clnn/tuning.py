@@ -325,7 +325,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # accumulation, as everywhere), elsewhere (a device posing as an NVIDIA GPU) the same products in OpenCL C.
     # NVIDIA's OpenCL has no half arithmetic of its own. H200 (2026-11-28), float16 GEMM kernels' TFLOP/s at 4096^3 /
     # 8192^3 / 4096x4096x256 in gemm's 128x128 tile: k-slices of 64 52.0 / 53.3 / 47.4, of 32 46.0 / 46.2 / 40.7;
-    # with PF 47.8 / 47.6 / 39.5 (cuBLAS 658 / 749 / 209: the tile is far from the instructions' 647, BENCHMARKS.md)
+    # with PF 47.8 / 47.6 / 39.5 (cuBLAS 658 / 749 / 209: the tile is far from the instructions' 647, BENCHMARKS.md).
+    # REGS (0: the compiler's choice): at most that many registers a work-item, NVIDIA's -cl-nv-maxrregcount
+    # (kernels._options). clang's NVPTX build of this row's tile with ptxas 13 for sm_90 (scripts/nvptx_regs.sh, no
+    # GPU) took 172 registers, one 256-item work-group an SM; capped at 128, two, with no spills. Unmeasured on a GPU
     "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 64}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},

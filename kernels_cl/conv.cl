@@ -62,7 +62,7 @@ inline void zero_acc(realv acc[WM][NV]) {
         for (int v = 0; v < NV; ++v) acc[i][v] = (realv)0;
 }
 
-/* t[q] = X's p[q * stride], q < VWG: a run of neighbouring outputs' inputs along an image row (all inside it); a
+/* the run *t = X's p[q * stride], q < VWG: a run of neighbouring outputs' inputs along an image row (all inside it); a
  * unit stride loads one vector */
 #define GATHER_ROW(X, t, p, stride)                     \
     do {                                                \
@@ -97,15 +97,15 @@ inline void fwd_rows(__local int *ko, __local int *kh, __local int *kw, int k0, 
 
 /* the `mode` half (gemm.h's FETCH, PUT or STAGE) of gathering conv_fwd's x operand, k-slice k0 (rows ko, kh, kw)
  * by the tile's columns (qo, qh, qw, qrun), into bs through the registers rb */
-inline void gather_fwd(__local local_t *bs, stage_t *rb, int mode, int k0, int K, __global const b_t *x,
+inline void gather_fwd(__local local_t *bs, stage_run *rb, int mode, int k0, int K, __global const b_t *x,
                        __local const int *qo, __local const int *qh, __local const int *qw, __local const bool *qrun,
                        __local const int *ko, __local const int *kh, __local const int *kw, int H, int W, int SW,
                        int lid) {
     const int kn = min(TK, K - k0);
-    stage_t one[VWG];
+    stage_run one;
     EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
         const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
-        stage_t *t = SLOT(rb, one, mode, j, VWG);
+        stage_run *t = SLOT(rb, one, mode, j);
         if (mode & FETCH) {
             const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
             if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
@@ -196,18 +196,17 @@ inline void bwd_rows(__local int *ko, __local int *kh, __local int *kw, __local 
 
 /* the `mode` half of gathering conv_bwd_weight's gy operand (rows: output channels, k: pixels), k-slice k0, into as
  * through the registers ra */
-inline void gather_gy(__local local_t *as, stage_t *ra, int mode, int k0, int kend, int Og, int row0, int P,
+inline void gather_gy(__local local_t *as, stage_run *ra, int mode, int k0, int kend, int Og, int row0, int P,
                       __global const a_t *gy, __local const int *ka, __local const bool *arun, int lid) {
     const int kn = min(TK, kend - k0);
-    stage_t one[VWG];
+    stage_run one;
     EACH_RUN(j, e, TM * (TK / VWG), A_RUNS) {
         const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
         if (kk >= kn) continue;
-        stage_t *t = SLOT(ra, one, mode, j, VWG);
+        stage_run *t = SLOT(ra, one, mode, j);
         if (mode & FETCH) {
             if (row0 + r >= Og) {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) t[q] = 0;
+                *t = (stage_run)0;
             } else if (arun[kk]) {
                 GATHER(A, t, gy + ka[kk] + (row0 + r) * P, true, q);
             } else {
@@ -220,16 +219,16 @@ inline void gather_gy(__local local_t *as, stage_t *ra, int mode, int k0, int ke
 
 /* the `mode` half of gathering conv_bwd_weight's x operand (k: pixels, rows ko, kh, kw, krun; columns: taps qo, qh,
  * qw), k-slice k0, into bs through the registers rb */
-inline void gather_x(__local local_t *bs, stage_t *rb, int mode, int k0, int kend, __global const b_t *x,
+inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int kend, __global const b_t *x,
                      __local const int *qo, __local const int *qh, __local const int *qw, __local const int *ko,
                      __local const int *kh, __local const int *kw, __local const bool *krun, int H, int W, int SW,
                      int lid) {
     const int kn = min(TK, kend - k0);
-    stage_t one[VWG];
+    stage_run one;
     EACH_RUN(j, e, TN * (TK / VWG), B_RUNS) {
         const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
         if (kk >= kn) continue;
-        stage_t *t = SLOT(rb, one, mode, j, VWG);
+        stage_run *t = SLOT(rb, one, mode, j);
         if (mode & FETCH) {
             const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
             if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
@@ -237,10 +236,7 @@ inline void gather_x(__local local_t *bs, stage_t *rb, int mode, int k0, int ken
             else
                 GATHER(B, t, x, in_image(qh[c] + kh[kk + q], qw[c] + kw[kk + q], H, W), qo[c] + ko[kk + q]);
         }
-        if (mode & PUT) {
-#pragma unroll
-            for (int q = 0; q < VWG; ++q) PUT_B(bs, kk + q, c, t[q]);
-        }
+        if (mode & PUT) EACH_ELEM(t, q, x, PUT_B(bs, kk + q, c, x));
     }
 }
 

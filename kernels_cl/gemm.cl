@@ -57,7 +57,7 @@
 #include "gemm.h"
 
 /* the `mode` half (gemm.h's FETCH, PUT or STAGE) of staging both operands' k-slice at k0 */
-inline void stage(__local local_t *as, __local local_t *bs, stage_t *ra, stage_t *rb, int mode, int k0, int kend,
+inline void stage(__local local_t *as, __local local_t *bs, stage_run *ra, stage_run *rb, int mode, int k0, int kend,
                   int M, int N, int row0, int col0, __global const a_t *A, int a_rs, int a_cs, bool a_vec,
                   __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     stage_a(as, ra, mode, k0, kend, M, row0, A, a_rs, a_cs, a_vec, lid);

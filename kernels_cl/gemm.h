@@ -75,7 +75,7 @@ typedef CAT(REAL_T, VW) realv;
  * for i = u*VWA + q: the multiply reads a work-item's WM rows in WM/VWA vector loads, as it reads B's columns
  * VW at a time (local-memory load instructions per k: WM/VWA + NV instead of WM + NV). B's tile (b_tile) is
  * row-major, TK x TN. The staging writes element (r, kk) of A's as PUT_A(as, r, kk, v), (kk, c) of B's as
- * PUT_B(bs, kk, c, v), and a run t[0..VWG) of its registers (stage_t: real here) along a row as PUT_A_RUN(as, r,
+ * PUT_B(bs, kk, c, v), and a run *t of its registers (stage_run: VWG `real`s) along a row as PUT_A_RUN(as, r,
  * kk, t), PUT_B_RUN(bs, kk, c, t).
  *
  * MMA = 1: the multiply runs as warp-wide 16x8x16 products of half (or bf16) pairs with float32 accumulation:
@@ -116,23 +116,15 @@ inline float mma_value(ushort h) { return vload_half(0, (__private const half *)
 #endif
 #define PUT_A(as, r, kk, v) ((as)[(r) * LDA_MMA + (kk)] = (v))
 #define PUT_B(bs, kk, c, v) ((bs)[(kk) * LDB_MMA + (c)] = (v))
-/* PUT_RUN(tile, at, t): the run t[0..VWG) into tile[at .. at+VWG) (at a multiple of VWG) in MMA_VS-element stores */
-#if VWG < 8
-#define MMA_VS VWG
-#else
-#define MMA_VS 8
-#endif
-#if MMA_VS > 1
+/* PUT_RUN(tile, at, t): the run *t into tile[at .. at+VWG) (at a multiple of VWG): whole, or halves of 16 */
+#if VWG == 16
 #define PUT_RUN(tile, at, t)                                                                                \
     do {                                                                                                    \
-        _Pragma("unroll") for (int q0 = 0; q0 < VWG; q0 += MMA_VS) {                                        \
-            union { CAT(ushort, MMA_VS) v; ushort s[MMA_VS]; } run_;                                        \
-            _Pragma("unroll") for (int q = 0; q < MMA_VS; ++q) run_.s[q] = (t)[q0 + q];                     \
-            *(__local CAT(ushort, MMA_VS) *)((tile) + (at) + q0) = run_.v;                                  \
-        }                                                                                                   \
+        *(__local ushort8 *)((tile) + (at)) = (t)->lo;                                                      \
+        *(__local ushort8 *)((tile) + (at) + 8) = (t)->hi;                                                  \
     } while (0)
 #else
-#define PUT_RUN(tile, at, t) ((tile)[at] = (t)[0])
+#define PUT_RUN(tile, at, t) (*(__local stage_run *)((tile) + (at)) = *(t))
 #endif
 #define PUT_A_RUN(as, r, kk, t) PUT_RUN(as, (r) * LDA_MMA + (kk), t)
 #define PUT_B_RUN(bs, kk, c, t) PUT_RUN(bs, (kk) * LDB_MMA + (c), t)
@@ -159,10 +151,8 @@ typedef real a_tile[TM][LDA];
 typedef realv b_tile[TK][TN / VW]; /* realv keeps its rows vector-aligned */
 #define PUT_A(as, r, kk, v) ((as)[AS_AT(r, kk)] = (v))
 #define PUT_B(bs, kk, c, v) ((bs)[(kk) * TN + (c)] = (v))
-#define PUT_A_RUN(as, r, kk, t) \
-    do { _Pragma("unroll") for (int q = 0; q < VWG; ++q) PUT_A(as, r, kk + q, (t)[q]); } while (0)
-#define PUT_B_RUN(bs, kk, c, t) \
-    do { _Pragma("unroll") for (int q = 0; q < VWG; ++q) PUT_B(bs, kk, c + q, (t)[q]); } while (0)
+#define PUT_A_RUN(as, r, kk, t) EACH_ELEM(t, q, x, PUT_A(as, r, kk + q, x))
+#define PUT_B_RUN(bs, kk, c, t) EACH_ELEM(t, q, x, PUT_B(bs, kk, c + q, x))
 #define ACC_COL(v) ((tx + (v) * RTN) * VW) /* the tile column of the work-item's accumulator vector v */
 #endif
 
@@ -444,34 +434,48 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
             if (COND) store_act(DST, PRE, OFF, in_.s[q], ACT, KEEP);                                        \
     } while (0)
 
-/* GATHER(X, t, p, COND, OFF): t[q] = operand X's element p[OFF] as staged where COND holds, else 0, for q < VWG (OFF
- * and COND are expressions of q): the elements are read raw one at a time, then staged (widened, rounded) as one
- * vector, so the per-element part is a plain move in every storage type. LOAD_RUN(X, t, p, vec): the run
- * p[0..VWG), one aligned vector load when `vec`. */
+/* stage_run: a run of VWG staged elements (stage_t) as one vector, held between FETCH and PUT (a register array of
+ * scalars kept 16-bit values unpacked, a register each, in clang's NVPTX build of the MMA tile); EACH_ELEM(t, q, x,
+ * BODY): BODY for each element x = (*t)[q] */
+#if VWG > 1
+typedef CAT(STAGE_T, VWG) stage_run;
+#else
+typedef stage_t stage_run;
+#endif
+#define EACH_ELEM(t, q, x, BODY)                                                                            \
+    do {                                                                                                    \
+        const union { stage_run v; stage_t s[VWG]; } elems_ = {*(t)};                                       \
+        _Pragma("unroll") for (int q = 0; q < VWG; ++q) {                                                   \
+            const stage_t x = elems_.s[q];                                                                  \
+            BODY;                                                                                           \
+        }                                                                                                   \
+    } while (0)
+
+/* GATHER(X, t, p, COND, OFF): the run *t = operand X's elements p[OFF] as staged where COND holds, else 0, for
+ * q < VWG (OFF and COND are expressions of q): the elements are read raw one at a time, then staged (widened,
+ * rounded) as one vector, so the per-element part is a plain move in every storage type. LOAD_RUN(X, t, p, vec): the
+ * run p[0..VWG), one aligned vector load when `vec`. */
 #if VWG > 1
 #define GATHER(X, t, p, COND, OFF)                                                                          \
     do {                                                                                                    \
         union { CAT(X##_RAW_T, VWG) v; X##_RAW_T s[VWG]; } raw_;                                            \
         _Pragma("unroll") for (int q = 0; q < VWG; ++q) raw_.s[q] = (COND) ? X##_RAW(p, OFF) : 0;           \
-        union { CAT(STAGE_T, VWG) v; stage_t s[VWG]; } staged_ = {X##_STAGE_RAW(raw_.v)};                   \
-        _Pragma("unroll") for (int q = 0; q < VWG; ++q) (t)[q] = staged_.s[q];                              \
+        *(t) = X##_STAGE_RAW(raw_.v);                                                                       \
     } while (0)
 #define LOAD_RUN(X, t, p, vec)                                                                              \
     do {                                                                                                    \
-        if (vec) {                                                                                          \
-            union { CAT(STAGE_T, VWG) v; stage_t s[VWG]; } staged_ = {X##_VLOAD(p)};                        \
-            _Pragma("unroll") for (int q = 0; q < VWG; ++q) (t)[q] = staged_.s[q];                          \
-        } else {                                                                                            \
+        if (vec)                                                                                            \
+            *(t) = X##_VLOAD(p);                                                                            \
+        else                                                                                                \
             GATHER(X, t, p, true, q);                                                                       \
-        }                                                                                                   \
     } while (0)
 #else
 #define GATHER(X, t, p, COND, OFF)                                                                          \
     do {                                                                                                    \
         const int q = 0;                                                                                    \
-        (t)[0] = (COND) ? X##_STAGE(p, OFF) : (stage_t)0;                                                   \
+        *(t) = (COND) ? X##_STAGE(p, OFF) : (stage_t)0;                                                     \
     } while (0)
-#define LOAD_RUN(X, t, p, vec) ((t)[0] = X##_STAGE(p, 0))
+#define LOAD_RUN(X, t, p, vec) (*(t) = X##_STAGE(p, 0))
 #endif
 
 /* whether runs of `p` along its contiguous axis, `stride` elements apart, all start on n-element boundaries */
@@ -483,8 +487,10 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
  * PUT writes them into the local tile; STAGE does both at once (PF = 0). PF = 1: the kernels fetch slice k+1
  * before multiplying slice k and put it after, so the loads' latency hides behind the same work-group's
  * arithmetic (GPUs, whose work-groups start in step and, over a short k, have no time to drift apart and cover
- * each other's waits). A work-item holds A_RUNS * VWG and B_RUNS * VWG elements of a slice then: runs of VWG, or single
- * elements of a strided operand (A_RUNS * VWG >= ceil(TM*TK / WG) of those). */
+ * each other's waits). A work-item holds A_RUNS and B_RUNS runs of VWG elements of a slice then. An operand strided
+ * along both axes, or read along k in a slice whose length VWG does not divide, is staged element by element,
+ * wholly in the PUT half: not fetched ahead (a loop over its elements indexing the registers would put them in
+ * memory: a 64-byte stack frame, every run stored and reloaded, in clang's NVPTX build of the MMA tile) */
 #ifndef PF
 #define PF 0
 #endif
@@ -497,14 +503,14 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
  * (PF = 0) keeps each run in the staging function's own (`one`: a kernel-wide array would live across the
  * barriers, which CPU runtimes that run a work-group's items in loops store per work-item in memory) */
 #if PF
-#define FETCH_REGISTERS(ra, rb) stage_t ra[A_RUNS * VWG], rb[B_RUNS * VWG]
+#define FETCH_REGISTERS(ra, rb) stage_run ra[A_RUNS], rb[B_RUNS]
 #else
-#define FETCH_REGISTERS(ra, rb) stage_t *ra = 0, *rb = 0
+#define FETCH_REGISTERS(ra, rb) stage_run *ra = 0, *rb = 0
 #endif
-/* the registers of a work-item's j-th run (n = VWG) or element (n = 1) of a slice: its own in regs when fetching
- * ahead, one (a staging function's VWG registers) when staging at once */
-#define SLOT(regs, one, mode, j, n) ((mode) == STAGE ? (one) : (regs) + (j) * (n))
-/* EACH_RUN(j, e, total, runs): a work-item's runs (or elements) j = 0, 1, .. at e = lid + j*WG < total, at most
+/* the register of a work-item's j-th run of a slice: its own in regs when fetching ahead, one (a staging function's)
+ * when staging at once */
+#define SLOT(regs, one, mode, j) ((mode) == STAGE ? &(one) : (regs) + (j))
+/* EACH_RUN(j, e, total, runs): a work-item's runs j = 0, 1, .. at e = lid + j*WG < total, at most
  * `runs` (a constant). Fetching ahead, the loop is unrolled to that bound: the registers' indices must be constants
  * (a private array indexed at run time lives in memory) */
 #if PF
@@ -516,22 +522,21 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
 /* The `mode` half (FETCH, PUT or STAGE) of staging op(A)'s rows [row0, row0+TM) x k-columns [k0, k0+TK) into as
  * (an a_tile) through the registers ra, zeros past the edges; only the first kn columns of a short last slice are
  * read by the multiply. */
-inline void stage_a(__local local_t *as, stage_t *ra, int mode, int k0, int kend, int M, int row0,
+inline void stage_a(__local local_t *as, stage_run *ra, int mode, int k0, int kend, int M, int row0,
                     __global const a_t *A, int a_rs, int a_cs, bool a_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
-    stage_t one[VWG];
+    stage_run one;
     if (a_cs == 1 && kn % VWG == 0) { /* runs along k; rows past M (an edge tile's) staged as zeros */
         EACH_RUN(j, e, TM * TK / VWG, A_RUNS) {
             const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            stage_t *t = SLOT(ra, one, mode, j, VWG);
+            stage_run *t = SLOT(ra, one, mode, j);
             if (mode & FETCH) {
                 if (row0 + r < M) {
                     LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
                     PREFETCH_AT(A + (size_t)(row0 + r) * a_rs + k0 + kk + TK);
                 } else {
-#pragma unroll
-                    for (int q = 0; q < VWG; ++q) t[q] = 0;
+                    *t = (stage_run)0;
                 }
             }
             if (mode & PUT) PUT_A_RUN(as, r, kk, t);
@@ -539,7 +544,7 @@ inline void stage_a(__local local_t *as, stage_t *ra, int mode, int k0, int kend
     } else if (a_rs == 1) { /* runs along the rows; one that M cuts is gathered element by element */
         EACH_RUN(j, e, kn * (TM / VWG), A_RUNS) {
             const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
-            stage_t *t = SLOT(ra, one, mode, j, VWG);
+            stage_run *t = SLOT(ra, one, mode, j);
             if (mode & FETCH) {
                 __global const a_t *p = A + (size_t)(k0 + kk) * a_cs + row0 + r;
                 if (row0 + r + VWG <= M)
@@ -548,38 +553,33 @@ inline void stage_a(__local local_t *as, stage_t *ra, int mode, int k0, int kend
                     GATHER(A, t, p, row0 + r + q < M, q);
                 PREFETCH_AT(p + (size_t)TK * a_cs);
             }
-            if (mode & PUT) {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) PUT_A(as, r + q, kk, t[q]);
+            if (mode & PUT) EACH_ELEM(t, q, x, PUT_A(as, r + q, kk, x));
+        }
+    } else if (mode & PUT) { /* element by element, all in the PUT half */
+        if (a_cs == 1) {
+            for (int e = lid; e < TM * TK; e += WG) {
+                const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
+                PUT_A(as, r, kk, (gi < M && gk < kend) ? A_STAGE(A, gi * a_rs + gk) : (stage_t)0);
             }
-        }
-    } else if (a_cs == 1) {
-        EACH_RUN(j, e, TM * TK, A_RUNS * VWG) {
-            const int r = e / TK, kk = e % TK, gi = row0 + r, gk = k0 + kk;
-            stage_t *t = SLOT(ra, one, mode, j, 1);
-            if (mode & FETCH) *t = (gi < M && gk < kend) ? A_STAGE(A, gi * a_rs + gk) : (stage_t)0;
-            if (mode & PUT) PUT_A(as, r, kk, *t);
-        }
-    } else {
-        EACH_RUN(j, e, TM * kn, A_RUNS * VWG) {
-            const int kk = e / TM, r = e % TM, gi = row0 + r, gk = k0 + kk;
-            stage_t *t = SLOT(ra, one, mode, j, 1);
-            if (mode & FETCH) *t = gi < M ? A_STAGE(A, gi * a_rs + gk * a_cs) : (stage_t)0;
-            if (mode & PUT) PUT_A(as, r, kk, *t);
+        } else {
+            for (int e = lid; e < TM * kn; e += WG) {
+                const int kk = e / TM, r = e % TM, gi = row0 + r;
+                PUT_A(as, r, kk, gi < M ? A_STAGE(A, gi * a_rs + (k0 + kk) * a_cs) : (stage_t)0);
+            }
         }
     }
 }
 
 /* The `mode` half of staging op(B)'s k-rows [k0, k0+TK) x columns [col0, col0+TN) into bs (TK x TN) through the
  * registers rb, as stage_a. */
-inline void stage_b(__local local_t *bs, stage_t *rb, int mode, int k0, int kend, int N, int col0,
+inline void stage_b(__local local_t *bs, stage_run *rb, int mode, int k0, int kend, int N, int col0,
                     __global const b_t *B, int b_rs, int b_cs, bool b_vec, int lid) {
     const int kn = max(0, min(TK, kend - k0));
-    stage_t one[VWG];
+    stage_run one;
     if (b_cs == 1) { /* runs along the columns; one that N cuts is gathered element by element */
         EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
-            stage_t *t = SLOT(rb, one, mode, j, VWG);
+            stage_run *t = SLOT(rb, one, mode, j);
             if (mode & FETCH) {
                 __global const b_t *p = B + (size_t)(k0 + kk) * b_rs + col0 + c;
                 if (col0 + c + VWG <= N)
@@ -594,27 +594,21 @@ inline void stage_b(__local local_t *bs, stage_t *rb, int mode, int k0, int kend
         EACH_RUN(j, e, TK * TN / VWG, B_RUNS) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
-            stage_t *t = SLOT(rb, one, mode, j, VWG);
+            stage_run *t = SLOT(rb, one, mode, j);
             if (mode & FETCH) {
                 if (col0 + c < N) {
                     LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
                     PREFETCH_AT(B + (size_t)(col0 + c) * b_cs + k0 + kk + TK);
                 } else {
-#pragma unroll
-                    for (int q = 0; q < VWG; ++q) t[q] = 0;
+                    *t = (stage_run)0;
                 }
             }
-            if (mode & PUT) {
-#pragma unroll
-                for (int q = 0; q < VWG; ++q) PUT_B(bs, kk + q, c, t[q]);
-            }
+            if (mode & PUT) EACH_ELEM(t, q, x, PUT_B(bs, kk + q, c, x));
         }
-    } else {
-        EACH_RUN(j, e, TK * TN, B_RUNS * VWG) {
+    } else if (mode & PUT) { /* element by element, all in the PUT half */
+        for (int e = lid; e < TK * TN; e += WG) {
             const int c = e / TK, kk = e % TK, gj = col0 + c, gk = k0 + kk;
-            stage_t *t = SLOT(rb, one, mode, j, 1);
-            if (mode & FETCH) *t = (gj < N && gk < kend) ? B_STAGE(B, gk * b_rs + gj * b_cs) : (stage_t)0;
-            if (mode & PUT) PUT_B(bs, kk, c, *t);
+            PUT_B(bs, kk, c, (gj < N && gk < kend) ? B_STAGE(B, gk * b_rs + gj * b_cs) : (stage_t)0);
         }
     }
 }

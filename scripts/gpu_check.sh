@@ -55,7 +55,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
            tail -15 "$OUT/tests.log" ;;
     tune) run python3 -m clnn tune --budget ${TUNE_BUDGET:-$((t / 3))} ;;
     gemm) run python3 benchmarks/bench_gemm.py ;;
-    halfgemm) IFS=';' read -ra variants <<< "${MMA_VARIANTS:-}"
+    halfgemm) IFS=';' read -ra variants <<< "${MMA_VARIANTS-TK=64 REGS=128;TK=32 REGS=128;TK=32 PF=1 DB=1}"
               for dt in ${HALF_DTYPES:-float16 bfloat16}; do
                 sizes=${HALF_SIZES:-1024 4096 8192 4096x4096x256 64x100352x288}
                 run python3 benchmarks/bench_gemm.py --dtype $dt --sizes $sizes --reps 3

@@ -673,7 +673,8 @@ def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
 MMA_TILES = [
     {"TM": 16, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0, "KU": 0},
     {"TM": 64, "TN": 32, "TK": 32, "WM": 4, "WN": 4, "VW": 2, "VWG": 8, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0, "KU": 0},
-    {"TM": 32, "TN": 16, "TK": 64, "WM": 2, "WN": 2, "VW": 2, "VWG": 16, "VWA": 1, "APAD": 1, "DB": 0, "PF": 1, "KU": 0},
+    {"TM": 32, "TN": 16, "TK": 64, "WM": 2, "WN": 2, "VW": 2, "VWG": 16, "VWA": 1, "APAD": 1, "DB": 0, "PF": 1,
+     "KU": 0},
 ]
 
 
@@ -731,3 +732,17 @@ def test_warp_products_need_compute_capability_8(monkeypatch, dev):
     monkeypatch.setattr(kernels, "warp_products", lambda d: False)
     with tuning.override("mma", MMA=1):
         assert "MMA" not in gemm_config(dev, np.dtype(np.float16))
+
+
+def test_register_cap_reaches_nvidia_compiler_only(dev):
+    """The mma row's REGS caps a warp-product tile's registers: NVIDIA's own runtime gets -cl-nv-maxrregcount, any
+    other runtime (this one, or one posing as NVIDIA) only the define; no REGS, no cap."""
+    nvidia = types.SimpleNamespace(platform_vendor="NVIDIA Corporation", cl_device=dev.cl_device)
+    assert "-cl-nv-maxrregcount=128" in kernels._options(nvidia, {"MMA": 1, "REGS": 128})
+    assert not any("maxrreg" in o for o in kernels._options(nvidia, {"MMA": 1}))
+    mine = kernels._options(dev, {"MMA": 1, "REGS": 128})
+    assert "-DREGS=128" in mine and not any("maxrreg" in o for o in mine)
+    with tuning.override("mma", MMA=1, REGS=96):
+        cfg = gemm_config(dev, np.dtype(np.float16))
+        assert cfg.get("REGS") == (96 if cfg.get("MMA") else None)
+        assert "REGS" not in gemm_config(dev, np.dtype(np.float32))
