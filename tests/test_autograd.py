@@ -68,10 +68,20 @@ OPS = [
 ]
 
 
+# gradients that are sums over a broadcast of the upstream's terms where an input wins: checked against the terms'
+# magnitudes, since a draw in which the few winning terms cancel fails a check relative to the result (about one run
+# in 1e5 each)
+SUM_TERMS = {
+    "maximum": {1: lambda g, a, b: (g.abs() * (b > a)).sum(0)},
+    "minimum": {0: lambda g, a, b: (g.abs() * (a < b)).sum(1, keepdim=True),
+                1: lambda g, a, b: (g.abs() * (b < a)).sum(0, keepdim=True)},
+}
+
+
 @pytest.mark.parametrize("name,fn,shapes,positive", OPS, ids=[o[0] for o in OPS])
 def test_op_backward(name, fn, shapes, positive, rng):
     inputs = [rng.uniform(0.5, 2.5, s) if positive else rng.standard_normal(s) for s in shapes]
-    check_against_torch(fn, fn, inputs, rng)
+    check_against_torch(fn, fn, inputs, rng, sum_magnitudes=SUM_TERMS.get(name))
 
 
 @pytest.mark.usefixtures("fp64")

@@ -11,8 +11,8 @@ pytestmark = pytest.mark.skipif("Portable" not in clnn.device().platform_name or
                                 reason="sub-devices: the PoCL part, on a CPU with 2 or more cores")
 
 
-def net() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+def net() -> nn.Module:  # smooth layers: relu's or max pooling's branch points flip under another summation order
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.Tanh(), nn.AvgPool2d(2), nn.Flatten(),
                          nn.Linear(4 * 3 * 3, 5))
 
 

@@ -98,8 +98,8 @@ PAIR_LOSSES = [
 @pytest.mark.parametrize("shape", [(1,), (7,), (3, 37), (2, 3, 5)], ids=str)
 @pytest.mark.parametrize("name,fn,ref", PAIR_LOSSES, ids=[p[0] for p in PAIR_LOSSES])
 def test_pair_loss(name, fn, ref, shape, reduction, rng):
-    # bce_logits' logits at scale 1: softplus(x) - x y cancels where x is large and y near 1, and a lone element drawn
-    # at scale 3 missed 1e-5 about once in 5000 draws
+    # bce_logits' logits at scale 1: (1 - y) x + softplus(-x) (PyTorch's form) cancels where x is very negative and y
+    # near 0, and a lone element drawn at scale 3 missed 1e-5 about once in 5000 draws
     x = rng.standard_normal(shape) * (1 if name == "bce_logits" else 3)
     y = rng.random(shape) if name == "bce_logits" else rng.standard_normal(shape)
     check_against_torch(lambda a, b: fn(a, b, reduction=reduction), lambda a, b: ref(a, b, reduction=reduction),

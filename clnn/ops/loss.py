@@ -391,11 +391,14 @@ def binary_cross_entropy_with_logits(
     op = "binary_cross_entropy_with_logits"
     reduction = require_choice(f"{op}: reduction", reduction, REDUCTIONS)
     x, y = _pair(op, input, target)
+    # PyTorch's form: (1 - y) * x keeps a confident logit's loss exact (softplus(x) - x * y cancelled: x = 10, y = 1
+    # lost 2 % of its 4.5e-5 to 10's rounding)
+    softplus = unary("softplus", -x, 1.0, np.inf)
     if pos_weight is None:
-        loss = unary("softplus", x, 1.0, np.inf) - x * y
+        loss = (1 - y) * x + softplus
     else:
         pw = _broadcastable(op, "pos_weight", pos_weight, x)
-        loss = (1 - y) * x + ((pw - 1) * y + 1) * unary("softplus", -x, 1.0, np.inf)
+        loss = (1 - y) * x + ((pw - 1) * y + 1) * softplus
     if weight is not None:
         loss = loss * _broadcastable(op, "weight", weight, x)
     return _reduce(loss, reduction)

@@ -19,8 +19,8 @@ rank, world = dist.rank(), dist.world_size()
 BS = 4
 
 
-def net() -> nn.Module:
-    model = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 4 * 4, 4))
+def net() -> nn.Module:  # smooth (tanh, not relu): a pre-activation within rounding of 0 would flip a branch
+    model = nn.Sequential(nn.Conv2d(1, 3, 3), nn.Tanh(), nn.Flatten(), nn.Linear(3 * 4 * 4, 4))
     model.compile(optimizer=clnn.optim.SGD(model.parameters(), lr=0.2, momentum=0.5), loss="cross_entropy",
                   metrics=["accuracy"])
     return model
