@@ -127,7 +127,8 @@ def override(kernel: str, **values: int) -> None:
 
 def add_mma_option(parser: argparse.ArgumentParser) -> None:
     """``--mma KEY=VALUE ...``: gemm.h's keys laid over the warp-product tiles of half products (tuning's
-    ``mma`` row; ``MMA=0`` turns them off, ``REGS=N`` caps NVIDIA's registers a work-item)."""
+    ``mma`` row; ``MMA=0`` turns them off; NVIDIA's: ``REGS=N`` caps registers a work-item, ``LDSM=1`` loads fragments
+    by ldmatrix)."""
     parser.add_argument("--mma", nargs="*", default=None, metavar="KEY=VALUE",
                         help="laid over half products' warp-product tiles (tuning's mma row, e.g. TK=64, REGS=128 "
                         "or MMA=0)")
@@ -136,7 +137,7 @@ def add_mma_option(parser: argparse.ArgumentParser) -> None:
 def override_mma(settings: list[str] | None) -> None:
     """Lay ``--mma``'s settings over tuning's ``mma`` row for the rest of this process."""
     if settings:
-        override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA", "REGS")))
+        override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA", "REGS", "LDSM")))
 
 
 def _pairs(settings: list[str], option: str, keys: tuple[str, ...]) -> dict[str, int]:

@@ -328,7 +328,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # with PF 47.8 / 47.6 / 39.5 (cuBLAS 658 / 749 / 209: the tile is far from the instructions' 647, BENCHMARKS.md).
     # REGS (0: the compiler's choice): at most that many registers a work-item, NVIDIA's -cl-nv-maxrregcount
     # (kernels._options). clang's NVPTX build of this row's tile with ptxas 13 for sm_90 (scripts/nvptx_regs.sh, no
-    # GPU) took 172 registers, one 256-item work-group an SM; capped at 128, two, with no spills. Unmeasured on a GPU
+    # GPU) took 172 registers, one 256-item work-group an SM; capped at 128, two, with no spills. LDSM 1: a full
+    # k-step's fragments by ldmatrix (gemm.h's ldsm_fragments; NVIDIA's runtime only), 6 loads a warp for this row's
+    # 64x32 warp blocks where its lanes' own take 32 (164 registers). Both unmeasured on a GPU
     "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 64}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},

@@ -97,6 +97,10 @@ typedef CAT(REAL_T, VW) realv;
 #ifndef MMA_PTX
 #define MMA_PTX 0
 #endif
+#ifndef LDSM
+#define LDSM 0
+#endif
+#define MMA_LDSM (MMA_PTX && LDSM) /* the mma row's LDSM: fragments by PTX's ldmatrix, on NVIDIA's runtime only */
 #if MMA
 #if !(STORE_HALF || STORE_BF16) || VW != 2 || VWA != 1 || WM % 2 || TM % (8 * WM) || TN % (4 * WN) || TK % 16
 #error "MMA needs half or bf16 storage, VW 2, VWA 1, an even WM and TM % (8*WM) == TN % (4*WN) == TK % 16 == 0"
@@ -660,6 +664,39 @@ inline void stage_b(__local local_t *bs, stage_run *rb, int mode, int k0, int ke
 #define MMA_TYPE "f16"
 #endif
 
+#if MMA_LDSM /* a full k-step's fragments by ldmatrix: 6 loads for WM 8, NV 4, where the lanes' own take 32 */
+/* ldmatrix .x4 (.trans): four 8x8 blocks of 16-bit values, each lane addressing one block row (lanes 8i .. 8i+7: block
+ * i's rows 0-7, 16-byte aligned: the tiles' rows are, MMA_PAD keeps them on distinct banks); a lane receives row l/4,
+ * columns 2(l%4), +1 of each (.trans: of each block transposed). A __local pointer's integer value is its address in
+ * the shared window, as ldmatrix's .shared operand takes it */
+#define LDSM_X4(TRANS, d0, d1, d2, d3, p)                                                                   \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4" TRANS ".shared.b16 {%0, %1, %2, %3}, [%4];"              \
+                 : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)                                                   \
+                 : "r"((uint)(size_t)(p)))
+#define LDSM_X2(TRANS, d0, d1, p)                                                                           \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2" TRANS ".shared.b16 {%0, %1}, [%2];"                       \
+                 : "=r"(d0), "=r"(d1)                                                                       \
+                 : "r"((uint)(size_t)(p)))
+
+/* the fragments of a full k-step at kk for lane l of the warp whose block starts at row0, col0: A's 16x16 blocks u
+ * (lane l addresses row l%16 at k (l/16)*8: blocks rows 0-7 / 8-15 at k 0-7, then at k 8-15, mma's a0..a3), B's
+ * pairs of 16x8 blocks v, v+1 transposed (lane l addresses k-row l%16 at column (l/16)*8: b[v][0], b[v][1],
+ * b[v+1][0], b[v+1][1]), an odd NV's last one with .x2 */
+inline void ldsm_fragments(uint a[WM / 2][4], uint b[NV][2], __local const ushort *as, __local const ushort *bs, int kk,
+                           int row0, int col0, int l) {
+#pragma unroll
+    for (int u = 0; u < WM / 2; ++u)
+        LDSM_X4("", a[u][0], a[u][1], a[u][2], a[u][3], as + (row0 + u * 16 + l % 16) * LDA_MMA + kk + l / 16 * 8);
+#pragma unroll
+    for (int v = 0; v + 1 < NV; v += 2)
+        LDSM_X4(".trans", b[v][0], b[v][1], b[v + 1][0], b[v + 1][1],
+                bs + (kk + l % 16) * LDB_MMA + col0 + v * 8 + l / 16 * 8);
+#if NV % 2
+    LDSM_X2(".trans", b[NV - 1][0], b[NV - 1][1], bs + (kk + l % 16) * LDB_MMA + col0 + (NV - 1) * 8);
+#endif
+}
+#endif
+
 /* acc += the warp's products over the 16 k-columns kk .. kk+15 of the staged tiles as, bs (a_tile, b_tile), columns
  * from kn on read as zeros (a short last slice's, whose staging leaves them stale; a full slice's constant kn
  * leaves no test) */
@@ -668,23 +705,30 @@ inline void mma_step(realv acc[WM][NV], __local const ushort *as, __local const 
 #if MMA_PTX
     const bool whole = kk + 16 <= kn;
     uint a[WM / 2][4], b[NV][2];
+#if MMA_LDSM
+    if (whole) {
+        ldsm_fragments(a, b, as, bs, kk, row0, col0, lid % 32);
+    } else
+#endif
+    {
 #pragma unroll
-    for (int u = 0; u < WM / 2; ++u)
+        for (int u = 0; u < WM / 2; ++u)
 #pragma unroll
-        for (int h = 0; h < 4; ++h) { /* rows r, r+8, r, r+8 at k-columns 2t (+1), 2t (+1), 2t+8 (+9), 2t+8 (+9) */
-            const int r = row0 + u * 16 + h % 2 * 8 + g, k = kk + t2 + h / 2 * 8;
-            const uint pair = *(__local const uint *)(as + r * LDA_MMA + k);
-            a[u][h] = whole || k + 1 < kn ? pair : k < kn ? pair & 0xFFFFu : 0u;
-        }
+            for (int h = 0; h < 4; ++h) { /* rows r, r+8, r, r+8 at k-columns 2t (+1), 2t (+1), 2t+8 (+9), 2t+8 (+9) */
+                const int r = row0 + u * 16 + h % 2 * 8 + g, k = kk + t2 + h / 2 * 8;
+                const uint pair = *(__local const uint *)(as + r * LDA_MMA + k);
+                a[u][h] = whole || k + 1 < kn ? pair : k < kn ? pair & 0xFFFFu : 0u;
+            }
 #pragma unroll
-    for (int v = 0; v < NV; ++v)
+        for (int v = 0; v < NV; ++v)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int c = col0 + v * 8 + g, k = kk + t2 + h * 8;
-            const uint lo = whole || k < kn ? bs[k * LDB_MMA + c] : 0u;
-            const uint hi = whole || k + 1 < kn ? bs[(k + 1) * LDB_MMA + c] : 0u;
-            b[v][h] = hi << 16 | lo;
-        }
+            for (int h = 0; h < 2; ++h) {
+                const int c = col0 + v * 8 + g, k = kk + t2 + h * 8;
+                const uint lo = whole || k < kn ? bs[k * LDB_MMA + c] : 0u;
+                const uint hi = whole || k + 1 < kn ? bs[(k + 1) * LDB_MMA + c] : 0u;
+                b[v][h] = hi << 16 | lo;
+            }
+    }
 #pragma unroll
     for (int u = 0; u < WM / 2; ++u)
 #pragma unroll

@@ -15,7 +15,8 @@
 # "mma" checks and times NVIDIA's tensor-core instructions reached through inline PTX (bench_mma.py); "halfgemm"
 # times $HALF_DTYPES GEMMs (float16 and bfloat16; gemm.h's MMA products there) at $HALF_SIZES against PyTorch
 # CUDA's in the same types, then once per variant of the warp-product tile in $MMA_VARIANTS (bench_gemm's --mma
-# settings, variants separated by ";": "TK=64;TK=64 PF=1").
+# settings, variants separated by ";"; by default NVIDIA's register cap (REGS) and ldmatrix fragments (LDSM), alone
+# and together, k-slices of 32 capped, and slices fetched ahead into a second buffer).
 #
 # "regs" builds GEMM's tile once per variant in $VARIANTS with NVIDIA's -cl-nv-verbose and keeps ptxas's lines:
 # registers, spills, stack and local memory per kernel (what a variant's occupancy and speed follow from);
@@ -55,7 +56,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
            tail -15 "$OUT/tests.log" ;;
     tune) run python3 -m clnn tune --budget ${TUNE_BUDGET:-$((t / 3))} ;;
     gemm) run python3 benchmarks/bench_gemm.py ;;
-    halfgemm) IFS=';' read -ra variants <<< "${MMA_VARIANTS-TK=64 REGS=128;TK=32 REGS=128;TK=32 PF=1 DB=1}"
+    halfgemm) IFS=';' read -ra variants <<< "${MMA_VARIANTS-REGS=128;LDSM=1;LDSM=1 REGS=128;TK=32 REGS=128;TK=32 PF=1 DB=1}"
               for dt in ${HALF_DTYPES:-float16 bfloat16}; do
                 sizes=${HALF_SIZES:-1024 4096 8192 4096x4096x256 64x100352x288}
                 run python3 benchmarks/bench_gemm.py --dtype $dt --sizes $sizes --reps 3

@@ -682,12 +682,17 @@ MMA_TILES = [
 @pytest.mark.parametrize("dtype, tol", [(clnn.float16, 2**-10), (clnn.bfloat16, 2**-7)], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("batch, m, n, k, splits", [(1, 37, 29, 45, 1), (2, 70, 41, 100, 2), (1, 1, 9, 17, 1)])
 @pytest.mark.parametrize("a_rows", [True, False], ids=["a", "a_t"])
-def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits, a_rows):
+@pytest.mark.parametrize("ldsm", [0, 1], ids=["", "ldsm"])
+def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits, a_rows, ldsm):
     """gemm.h's warp products (NVIDIA's tensor cores, or their OpenCL C form here) against float64 products of the
     same half inputs: within a rounding of each output plus float32's sum, through edge tiles, short last
     k-slices (k not a multiple of 16: the stale columns past k read as zeros), k-splits, A read along its rows or
-    transposed (staged in runs along k, or along the rows), alpha, beta and a broadcast addend."""
-    cfg = {**tile, "MMA": 1}
+    transposed (staged in runs along k, or along the rows), alpha, beta and a broadcast addend; on NVIDIA's runtime
+    also with the fragments loaded by ldmatrix (LDSM: x4 blocks, and x2 for the one-warp tile's single column
+    product)."""
+    if ldsm and not kernels.runs_ptx(dev):
+        pytest.skip("ldmatrix: NVIDIA's runtime only (elsewhere LDSM is ignored)")
+    cfg = {**tile, "MMA": 1, **({"LDSM": 1} if ldsm else {})}
     assert config_problem(cfg) is None
     if (problem := config_problem(cfg, dev)) is not None:  # a small GPU's pose: work-groups of 64
         pytest.skip(problem)
@@ -736,13 +741,14 @@ def test_warp_products_need_compute_capability_8(monkeypatch, dev):
 
 def test_register_cap_reaches_nvidia_compiler_only(dev):
     """The mma row's REGS caps a warp-product tile's registers: NVIDIA's own runtime gets -cl-nv-maxrregcount, any
-    other runtime (this one, or one posing as NVIDIA) only the define; no REGS, no cap."""
+    other runtime (this one, or one posing as NVIDIA) only the define; no REGS, no cap. REGS and LDSM reach half
+    products' warp-product tiles only."""
     nvidia = types.SimpleNamespace(platform_vendor="NVIDIA Corporation", cl_device=dev.cl_device)
     assert "-cl-nv-maxrregcount=128" in kernels._options(nvidia, {"MMA": 1, "REGS": 128})
     assert not any("maxrreg" in o for o in kernels._options(nvidia, {"MMA": 1}))
     mine = kernels._options(dev, {"MMA": 1, "REGS": 128})
     assert "-DREGS=128" in mine and not any("maxrreg" in o for o in mine)
-    with tuning.override("mma", MMA=1, REGS=96):
+    with tuning.override("mma", MMA=1, REGS=96, LDSM=1):
         cfg = gemm_config(dev, np.dtype(np.float16))
-        assert cfg.get("REGS") == (96 if cfg.get("MMA") else None)
+        assert (cfg.get("REGS"), cfg.get("LDSM")) == ((96, 1) if cfg.get("MMA") else (None, None))
         assert "REGS" not in gemm_config(dev, np.dtype(np.float32))

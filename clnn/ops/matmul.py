@@ -104,8 +104,7 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
     warp = tuning.params(dev, "mma") if np.dtype(dtype) in HALF_DTYPES else {"MMA": 0}
     if warp["MMA"] and kernels.warp_products(dev):  # the row's tile keys lie over every kind's
         mma = {**cfg, **{key: int(v) for key, v in warp.items() if key in _KEYS}, "MMA": 1, "VW": 2, "VWA": 1}
-        if warp.get("REGS"):  # a register cap for NVIDIA's compiler (kernels._options)
-            mma["REGS"] = int(warp["REGS"])
+        mma |= {key: int(warp[key]) for key in ("REGS", "LDSM") if warp.get(key)}  # NVIDIA's only (tuning's mma row)
         if config_problem(mma, dev, itemsize) is None:
             return mma
     return cfg
