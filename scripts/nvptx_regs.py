@@ -1,13 +1,15 @@
-"""Registers, spills and stack of a GEMM tile as NVIDIA's compiler would build it, without a GPU.
+"""Registers, spills and stack of a GEMM or convolution tile as NVIDIA's compiler would build it, without a GPU.
 
-clang (from the ``ziglang`` wheel: ``pip install ziglang``) compiles ``kernels_cl/gemm.cl`` to PTX for sm_90 with
-clnn's own build defines for the tile (taken from a device posing as an NVIDIA GPU, with the PTX warp products and
-no ``cl_khr_fp16``, as NVIDIA's runtime builds them; ``scripts/nvptx_prelude.cl`` defines the OpenCL built-ins the
-kernels call), and CUDA's ``ptxas`` (on PATH) assembles it with ``-v``. NVIDIA's OpenCL compiler is another LLVM
+clang (from the ``ziglang`` wheel: ``pip install ziglang``) compiles the kernel (``gemm.cl``'s gemm, ``conv.cl``'s
+conv_fwd or conv_bwd_weight) to PTX for sm_90 with clnn's own build defines for its tile (taken from a device posing
+as an NVIDIA GPU, with the PTX warp products and no ``cl_khr_fp16``, as NVIDIA's runtime builds them;
+``scripts/nvptx_prelude.cl`` defines the OpenCL built-ins the kernels call), and CUDA's ``ptxas`` (on PATH)
+assembles it with ``-v``. NVIDIA's OpenCL compiler is another LLVM
 front end, so the figures are a proxy: ptxas allocates the registers in both, but the PTX it is given differs.
 
     CLNN_DEVICE=intel CLNN_LIMITS="type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation" \\
-        python scripts/nvptx_regs.py --dtype float16 [--tile KEY=VALUE ...] [--mma KEY=VALUE ...] [--ptxas ARG ...]
+        python scripts/nvptx_regs.py [--kernel gemm|conv_fwd|conv_bwd_weight] [--dtype float16] [--tile KEY=VALUE ...]
+        [--mma KEY=VALUE ...] [--ptxas ARG ...]
 """
 from __future__ import annotations
 
@@ -28,12 +30,13 @@ from clnn.ops.matmul import gemm_config  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": clnn.bfloat16}
+KERNELS = {"gemm": "gemm.cl", "conv_fwd": "conv.cl", "conv_bwd_weight": "conv.cl"}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtype", choices=DTYPES, default="float32")
-    ap.add_argument("--kind", default="gemm", help="the tuning kind of the tile (gemm, gemm_small, ...)")
+    ap.add_argument("--kernel", choices=KERNELS, default="gemm", help="the kernel (and its tile's tuning kind)")
     ap.add_argument("--ptxas", nargs="*", default=[], help="more ptxas arguments, e.g. --maxrregcount=128")
     add_tile_option(ap)
     add_mma_option(ap)
@@ -41,20 +44,21 @@ def main() -> None:
     dev = clnn.default_device()
     override_tiles(dev, args.tile)
     override_mma(args.mma)
-    cfg = gemm_config(dev, np.dtype(DTYPES[args.dtype]), args.kind)
-    defines = kernels._full_defines(dev, {**kernels.defines(np.dtype(DTYPES[args.dtype])), **cfg, "KERNEL_gemm": 1})
+    cfg = gemm_config(dev, np.dtype(DTYPES[args.dtype]), args.kernel)
+    defines = kernels._full_defines(dev, {**kernels.defines(np.dtype(DTYPES[args.dtype])), **cfg,
+                                          f"KERNEL_{args.kernel}": 1})
     defines |= {"HALF_CONVERT": 0, **({"MMA_PTX": 1} if cfg.get("MMA") else {})}
     regs = [f"--maxrregcount={cfg['REGS']}"] if cfg.get("REGS") else []
-    print(f"{args.dtype} tile: {cfg}")
+    print(f"{args.kernel}, {args.dtype}: {cfg}")
     zig = [sys.executable, "-m", "ziglang", "clang", "-cc1"]
     include = next(pathlib.Path(sys.prefix).rglob("opencl-c.h")).parent
     with tempfile.TemporaryDirectory() as tmp:
-        ptx = pathlib.Path(tmp) / "gemm.ptx"
+        ptx = pathlib.Path(tmp) / "kernel.ptx"
         subprocess.run([*zig, "-triple", "nvptx64-nvidia-cuda", "-cl-std=CL1.2", "-cl-ext=+cl_khr_fp16",
                         "-fgnu-keywords", f"-I{include}", "-include", "opencl-c.h", "-include",
                         str(ROOT / "scripts" / "nvptx_prelude.cl"), "-target-cpu", "sm_90", "-target-feature",
                         "+ptx80", "-O3", "-S", "-o", str(ptx), *(f"-D{k}={v}" for k, v in sorted(defines.items())),
-                        f"-I{ROOT / 'kernels_cl'}", str(ROOT / "kernels_cl" / "gemm.cl")], check=True)
+                        f"-I{ROOT / 'kernels_cl'}", str(ROOT / "kernels_cl" / KERNELS[args.kernel])], check=True)
         out = subprocess.run(["ptxas", "-arch=sm_90", "-v", *regs, *args.ptxas, str(ptx), "-o", "/dev/null"],
                              check=True, capture_output=True, text=True)
     print("\n".join(line for line in out.stderr.splitlines() if "registers" in line or "stack" in line))
