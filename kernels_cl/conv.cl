@@ -206,7 +206,7 @@ inline void gather_gy(__local local_t *as, stage_run *ra, int mode, int k0, int 
         stage_run *t = SLOT(ra, one, mode, j);
         if (mode & FETCH) {
             if (row0 + r >= Og) {
-                *t = (stage_run)0;
+                SET_RUN(t, (stage_run)0);
             } else if (arun[kk]) {
                 GATHER(A, t, gy + ka[kk] + (row0 + r) * P, true, q);
             } else {

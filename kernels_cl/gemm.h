@@ -439,16 +439,25 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
     } while (0)
 
 /* stage_run: a run of VWG staged elements (stage_t) as one vector, held between FETCH and PUT (a register array of
- * scalars kept 16-bit values unpacked, a register each, in clang's NVPTX build of the MMA tile); EACH_ELEM(t, q, x,
- * BODY): BODY for each element x = (*t)[q] */
+ * scalars kept 16-bit values unpacked, a register each, in clang's NVPTX build of the MMA tile), its elements seen
+ * through run_elems. SET_RUN(t, val): *t = val, element by element: PoCL 3.0 built conv_bwd_weight with PF wrong
+ * when its gathers stored whole vectors into the registers fetched ahead (gy's; garbage in the weight gradient,
+ * where Intel's runtime and Oclgrind ran it right), and NVIDIA's compiler (clang's NVPTX build) makes the same
+ * registers of both. EACH_ELEM(t, q, x, BODY): BODY for each element x = (*t)[q] */
 #if VWG > 1
 typedef CAT(STAGE_T, VWG) stage_run;
 #else
 typedef stage_t stage_run;
 #endif
+typedef union { stage_run v; stage_t s[VWG]; } run_elems;
+#define SET_RUN(t, val)                                                                                     \
+    do {                                                                                                    \
+        const run_elems set_ = {val};                                                                       \
+        _Pragma("unroll") for (int q_ = 0; q_ < VWG; ++q_) ((run_elems *)(t))->s[q_] = set_.s[q_];          \
+    } while (0)
 #define EACH_ELEM(t, q, x, BODY)                                                                            \
     do {                                                                                                    \
-        const union { stage_run v; stage_t s[VWG]; } elems_ = {*(t)};                                       \
+        const run_elems elems_ = {*(t)};                                                                    \
         _Pragma("unroll") for (int q = 0; q < VWG; ++q) {                                                   \
             const stage_t x = elems_.s[q];                                                                  \
             BODY;                                                                                           \
@@ -464,12 +473,12 @@ typedef stage_t stage_run;
     do {                                                                                                    \
         union { CAT(X##_RAW_T, VWG) v; X##_RAW_T s[VWG]; } raw_;                                            \
         _Pragma("unroll") for (int q = 0; q < VWG; ++q) raw_.s[q] = (COND) ? X##_RAW(p, OFF) : 0;           \
-        *(t) = X##_STAGE_RAW(raw_.v);                                                                       \
+        SET_RUN(t, X##_STAGE_RAW(raw_.v));                                                                  \
     } while (0)
 #define LOAD_RUN(X, t, p, vec)                                                                              \
     do {                                                                                                    \
         if (vec)                                                                                            \
-            *(t) = X##_VLOAD(p);                                                                            \
+            SET_RUN(t, X##_VLOAD(p));                                                                       \
         else                                                                                                \
             GATHER(X, t, p, true, q);                                                                       \
     } while (0)
@@ -540,7 +549,7 @@ inline void stage_a(__local local_t *as, stage_run *ra, int mode, int k0, int ke
                     LOAD_RUN(A, t, A + (size_t)(row0 + r) * a_rs + k0 + kk, a_vec);
                     PREFETCH_AT(A + (size_t)(row0 + r) * a_rs + k0 + kk + TK);
                 } else {
-                    *t = (stage_run)0;
+                    SET_RUN(t, (stage_run)0);
                 }
             }
             if (mode & PUT) PUT_A_RUN(as, r, kk, t);
@@ -604,7 +613,7 @@ inline void stage_b(__local local_t *bs, stage_run *rb, int mode, int k0, int ke
                     LOAD_RUN(B, t, B + (size_t)(col0 + c) * b_cs + k0 + kk, b_vec);
                     PREFETCH_AT(B + (size_t)(col0 + c) * b_cs + k0 + kk + TK);
                 } else {
-                    *t = (stage_run)0;
+                    SET_RUN(t, (stage_run)0);
                 }
             }
             if (mode & PUT) EACH_ELEM(t, q, x, PUT_B(bs, kk + q, c, x));
