@@ -327,7 +327,7 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # 8192^3 / 4096x4096x256 in gemm's 128x128 tile: k-slices of 64 52.0 / 53.3 / 47.4, of 32 46.0 / 46.2 / 40.7;
     # with PF 47.8 / 47.6 / 39.5 (cuBLAS 658 / 749 / 209: the tile is far from the instructions' 647, BENCHMARKS.md).
     # REGS (0: the compiler's choice): at most that many registers a work-item, NVIDIA's -cl-nv-maxrregcount
-    # (kernels._options). clang's NVPTX build of this row's tile with ptxas 13 for sm_90 (scripts/nvptx_regs.sh, no
+    # (kernels._options). clang's NVPTX build of this row's tile with ptxas 13 for sm_90 (scripts/nvptx_regs.py, no
     # GPU) took 172 registers, one 256-item work-group an SM; capped at 128, two, with no spills. LDSM 1: a full
     # k-step's fragments by ldmatrix (gemm.h's ldsm_fragments; NVIDIA's runtime only), 6 loads a warp for this row's
     # 64x32 warp blocks where its lanes' own take 32 (164 registers). Both unmeasured on a GPU

@@ -503,7 +503,7 @@ typedef union { stage_run v; stage_t s[VWG]; } run_elems;
  * each other's waits). A work-item holds A_RUNS and B_RUNS runs of VWG elements of a slice then. An operand strided
  * along both axes, or read along k in a slice whose length VWG does not divide, is staged element by element,
  * wholly in the PUT half: not fetched ahead (a loop over its elements indexing the registers would put them in
- * memory: a 64-byte stack frame, every run stored and reloaded, in clang's NVPTX build of the MMA tile) */
+ * memory: a stack frame of 64-128 bytes, every run stored and reloaded, in clang's NVPTX build of the MMA tile) */
 #ifndef PF
 #define PF 0
 #endif
