@@ -210,7 +210,13 @@ inline real round_store(float f) { return bf16_round(f); }
 #endif
 
 #if MMA /* store_bits(f): f rounded to its stored bits (a float32 operand's elements, staged for the warp products) */
-#if STORE_HALF && HALF_SOFT
+#if STORE_HALF && MMA_PTX
+inline ushort store_bits(float f) { /* NVIDIA has no cl_khr_fp16: PTX's conversion, not vstore_half through memory */
+    ushort h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+#elif STORE_HALF && HALF_SOFT
 inline ushort store_bits(float f) { return float_to_half_bits(f); }
 #elif STORE_HALF && HALF_CONVERT
 inline ushort store_bits(float f) { return as_ushort(convert_half_rte(f)); }
@@ -326,9 +332,21 @@ typedef store_t c_t;
  * `real`, or with MMA the stored bits): X_STAGE(p, i) (one element), its raw element type X_RAW_T, X_RAW(p, i)
  * (the stored bits, or a float32 operand's float), X_STAGE_RAW (a vector of VWG raw elements) and X_VLOAD(p) (VWG
  * aligned elements). A float32 operand's elements are rounded to store_t: round_store's value, or its bits */
+#if MMA && MMA_PTX && STORE_HALF && VWG > 1
+/* VWG float32 elements rounded to their half bits by store_bits, element by element */
+inline CAT(ushort, VWG) stage_bits(CAT(float, VWG) f) {
+    const union { CAT(float, VWG) v; float s[VWG]; } in = {f};
+    union { CAT(ushort, VWG) v; ushort s[VWG]; } out;
+#pragma unroll
+    for (int q = 0; q < VWG; ++q) out.s[q] = store_bits(in.s[q]);
+    return out.v;
+}
+#define F32_STAGE_RAW stage_bits
+#elif MMA
+#define F32_STAGE_RAW CAT(vec_narrow, VWG)
+#endif
 #if MMA
 #define F32_STAGE(p, i) store_bits((p)[i])
-#define F32_STAGE_RAW CAT(vec_narrow, VWG)
 #define STORED_STAGE RAW
 #define STORED_STAGE_RAW /* the bits as read */
 #define STORED_VLOAD(p) VEC_LOAD_RAW(VWG, p)

@@ -22,3 +22,10 @@ OVL void vstore_half8(float8 f, size_t i, AS half *p) { vstore_half4(f.lo, 2 * i
 VLOAD_HALF(__global)
 VLOAD_HALF(__private)
 VLOAD_HALF(__local)
+#define CONVERT(n) \
+OVL uint##n convert_uint##n(ushort##n v) { return __builtin_convertvector(v, uint##n); } \
+OVL ushort##n convert_ushort##n(uint##n v) { return __builtin_convertvector(v, ushort##n); }
+CONVERT(2)
+CONVERT(4)
+CONVERT(8)
+CONVERT(16)

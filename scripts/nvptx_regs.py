@@ -60,7 +60,9 @@ def main() -> None:
                         "+ptx80", "-O3", "-S", "-o", str(ptx), *(f"-D{k}={v}" for k, v in sorted(defines.items())),
                         f"-I{ROOT / 'kernels_cl'}", str(ROOT / "kernels_cl" / KERNELS[args.kernel])], check=True)
         out = subprocess.run(["ptxas", "-arch=sm_90", "-v", *regs, *args.ptxas, str(ptx), "-o", "/dev/null"],
-                             check=True, capture_output=True, text=True)
+                             capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"ptxas failed:\n{out.stderr}")
     print("\n".join(line for line in out.stderr.splitlines() if "registers" in line or "stack" in line))
 
 
