@@ -4,8 +4,8 @@ clang (from the ``ziglang`` wheel: ``pip install ziglang``) compiles the kernel 
 conv_fwd or conv_bwd_weight) to PTX for sm_90 with clnn's own build defines for its tile (taken from a device posing
 as an NVIDIA GPU, with the PTX warp products and no ``cl_khr_fp16``, as NVIDIA's runtime builds them;
 ``scripts/nvptx_prelude.cl`` defines the OpenCL built-ins the kernels call), and CUDA's ``ptxas`` (on PATH)
-assembles it with ``-v``. NVIDIA's OpenCL compiler is another LLVM
-front end, so the figures are a proxy: ptxas allocates the registers in both, but the PTX it is given differs.
+assembles it with ``-v``. NVIDIA's OpenCL compiler is another LLVM front end, so the figures are a proxy: ptxas
+allocates the registers in both, but the PTX it is given differs.
 
     CLNN_DEVICE=intel CLNN_LIMITS="type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation" \\
         python scripts/nvptx_regs.py [--kernel gemm|conv_fwd|conv_bwd_weight] [--dtype float16] [--tile KEY=VALUE ...]
@@ -45,9 +45,11 @@ def main() -> None:
     override_tiles(dev, args.tile)
     override_mma(args.mma)
     cfg = gemm_config(dev, np.dtype(DTYPES[args.dtype]), args.kernel)
-    defines = kernels._full_defines(dev, {**kernels.defines(np.dtype(DTYPES[args.dtype])), **cfg,
-                                          f"KERNEL_{args.kernel}": 1})
-    defines |= {"HALF_CONVERT": 0, **({"MMA_PTX": 1} if cfg.get("MMA") else {})}
+    options = kernels.build_options(dev, KERNELS[args.kernel], args.kernel,
+                                    {**kernels.defines(np.dtype(DTYPES[args.dtype])), **cfg})
+    nvidia = {"HALF_CONVERT": 0, **({"MMA_PTX": 1} if cfg.get("MMA") else {})}  # what NVIDIA's runtime would get
+    defines = [o for o in options if o.startswith("-D") and o[2:].split("=")[0] not in nvidia]
+    defines += [f"-D{k}={v}" for k, v in nvidia.items()]
     regs = [f"--maxrregcount={cfg['REGS']}"] if cfg.get("REGS") else []
     print(f"{args.kernel}, {args.dtype}: {cfg}")
     zig = [sys.executable, "-m", "ziglang", "clang", "-cc1"]
@@ -57,7 +59,7 @@ def main() -> None:
         subprocess.run([*zig, "-triple", "nvptx64-nvidia-cuda", "-cl-std=CL1.2", "-cl-ext=+cl_khr_fp16",
                         "-fgnu-keywords", f"-I{include}", "-include", "opencl-c.h", "-include",
                         str(ROOT / "scripts" / "nvptx_prelude.cl"), "-target-cpu", "sm_90", "-target-feature",
-                        "+ptx80", "-O3", "-S", "-o", str(ptx), *(f"-D{k}={v}" for k, v in sorted(defines.items())),
+                        "+ptx80", "-O3", "-S", "-o", str(ptx), *defines,
                         f"-I{ROOT / 'kernels_cl'}", str(ROOT / "kernels_cl" / KERNELS[args.kernel])], check=True)
         out = subprocess.run(["ptxas", "-arch=sm_90", "-v", *regs, *args.ptxas, str(ptx), "-o", "/dev/null"],
                              capture_output=True, text=True)
