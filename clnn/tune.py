@@ -55,9 +55,9 @@ Printer = Callable[[str], None]
 _SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations (TK 256: PoCL's GEMM on AVX2)
     "TM": (16, 32, 64, 128, 256), "TN": (16, 32, 48, 64, 96, 128, 192), "TK": (8, 16, 32, 64, 128, 256),
     "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 24, 32), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
-    "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1), "PF": (0, 1),
+    "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1), "PF": (0, 1, 2),
 }
-_FLAGS = ("APAD", "DB", "PF")  # on/off keys: one step apart when they differ
+_LEVELS = ("APAD", "DB", "PF")  # keys whose values are levels (on/off, or PF's 0-2): |a - b| steps apart
 _SPACE_KEYS = tuple(k for k in _KEYS if k in _SPACE)  # the keys of _space()'s tuples
 _UNROLLED = 16  # the KU tried against the current choice's, on it alone (NVIDIA's registers follow it: gemm.h)
 _MAX_ACC = 128  # accumulators per work-item; more spills registers on every device
@@ -100,9 +100,9 @@ def _space() -> np.ndarray:
 
 
 def _step(key: str, a: int, b: int) -> float:
-    """How far apart two values of ``key`` are: |log2 of their ratio| (one per doubling), or 1 for flags (APAD, DB,
-    PF) that differ."""
-    return float(a != b) if key in _FLAGS else abs(math.log2(a / b))
+    """How far apart two values of ``key`` are: |log2 of their ratio| (one per doubling), or for levels (APAD, DB,
+    PF) |a - b|."""
+    return float(abs(a - b)) if key in _LEVELS else abs(math.log2(a / b))
 
 
 def _distance(cfg: dict[str, int], to: dict[str, int]) -> float:

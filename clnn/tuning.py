@@ -163,11 +163,11 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # (2026-11-27; kernels' TFLOP/s at 4096^3 / 4096x4096x256 / 1024^3, two calls agreeing within 3 %): A's tile
         # k-major in fours (VWA 4) with 8-wide global loads 32.6 / 32.0 / 26.8, where the row-major tile with 4-wide
         # loads now ran 25.8 / 26.4 / 22.4; VWA 1, 2, 8 with VWG 8: 30.0 / 31.9 / 32.3 at 4096^3; VWA 4 with 4-wide
-        # loads 20.3, with slices fetched ahead (PF) 29.6. A third H200 (2026-11-27, fifteenth session) ran that row
+        # loads 20.3, with slices fetched ahead (PF 2) 29.6. A third H200 (2026-11-27, fifteenth session) ran that row
         # at 24.5 in 158 registers a work-item (one work-group an SM): NVIDIA's compiler had left the slice's k-loop
         # rolled. Unrolled by 16 (KU), 123 registers (two work-groups an SM): 37.3 / 35.6 / 29.3; with k-slices of 32,
         # 126 registers: 40.1 / 36.6 / 30.5 (cuBLAS's whole call 50.7 / 37.9 / 28.9); KU 32 39.6, KU 8 25.6 (164
-        # registers), DB with PF 37.2 (207). Only NVIDIA has been measured: `clnn tune` stores a device's own winner
+        # registers), DB with PF 2 37.2 (207). Only NVIDIA has been measured: `clnn tune` stores a device's own winner
         "gpu": {"TM": 128, "TN": 128, "TK": 32, "WM": 8, "WN": 8, "VW": 4, "VWG": 8, "VWA": 4, "APAD": 1, "DB": 0,
                 "KU": 16},
     },
@@ -325,13 +325,19 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # accumulation, as everywhere), elsewhere (a device posing as an NVIDIA GPU) the same products in OpenCL C.
     # NVIDIA's OpenCL has no half arithmetic of its own. H200 (2026-11-28), float16 GEMM kernels' TFLOP/s at 4096^3 /
     # 8192^3 / 4096x4096x256 in gemm's 128x128 tile: k-slices of 64 52.0 / 53.3 / 47.4, of 32 46.0 / 46.2 / 40.7;
-    # with PF 47.8 / 47.6 / 39.5 (cuBLAS 658 / 749 / 209: the tile is far from the instructions' 647, BENCHMARKS.md).
+    # fetched ahead 47.8 / 47.6 / 39.5 (cuBLAS 658 / 749 / 209: the tile is far from the instructions' 647,
+    # BENCHMARKS.md). Its staging waited on global memory once a run: in clang's NVPTX build (scripts/nvptx_regs.py
+    # --sass) each of a work-item's 8 runs a slice was a global load, then the local store waiting on it, in one work-
+    # group an SM with no other to cover the waits. So this row stages k-slices of 32 double-buffered, fetched a slice
+    # ahead (PF 2: the loads in flight during the multiply, stored to the other buffer after it): 222 registers in
+    # that build, no spills (k-slices of 64 fetched ahead spill; PF 1, a slice's loads before its stores, 255 at 64).
+    # Chosen from the SASS, untimed: gpu_check.sh's halfgemm times it against the row before (TK=64 PF=0 DB=0).
     # REGS (0: the compiler's choice): at most that many registers a work-item, NVIDIA's -cl-nv-maxrregcount
     # (kernels._options). clang's NVPTX build of this row's tile with ptxas 13 for sm_90 (scripts/nvptx_regs.py, no
     # GPU) took 172 registers, one 256-item work-group an SM; capped at 128, two, with no spills. LDSM 1: a full
     # k-step's fragments by ldmatrix (gemm.h's ldsm_fragments; NVIDIA's runtime only), 6 loads a warp for this row's
     # 64x32 warp blocks where its lanes' own take 32 (164 registers). Both unmeasured on a GPU
-    "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 64}},
+    "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 32, "DB": 1, "PF": 2}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

@@ -20,8 +20,9 @@
  * activation `act` (a unary.h code, negative: none) and with `keep` also writes the value before it to
  * `pre` (laid out as y), through gemm.h's STORE_ACT_LANES.
  * Local tiles are single-buffered here (gemm.h's DB is ignored); the k-slices' row tables are double-buffered
- * (the next slice's are written while this one's are read). With PF (gemm.h) each slice's gathers go to registers
- * before the multiply of the slice before and into local memory after it.
+ * (the next slice's are written while this one's are read). With PF 1 (gemm.h) a slice's gathers all go to
+ * registers before any is stored, with PF 2 before the multiply of the slice before and into local memory after
+ * it.
  *
  * The input gradient has no kernel of its own: conv.py runs it as conv_fwd (or conv_direct_fwd) of gy, one
  * launch per phase of the stride (the input pixels whose taps land on outputs in the same pattern), each a
@@ -154,17 +155,13 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
         gather_fwd((__local local_t *)Bs, rb, mode, k0, K, x, qo, qh, qw, qrun, ko[s], kh[s], kw[s], H, W,  \
                    SW, lid);                                                                                    \
     } while (0)
-#if PF
-    FWD_STAGE(FETCH, 0, 0);
-#endif
     for (int k0 = 0; k0 < K; k0 += TK) {
         const int s = (k0 / TK) & 1;
-        FWD_STAGE(PF ? PUT : STAGE, k0, s);
+        if (FETCH_HERE(k0 == 0)) FWD_STAGE(FETCH, k0, s);
+        FWD_STAGE(PUT_HALF, k0, s);
         fwd_rows(ko[s ^ 1], kh[s ^ 1], kw[s ^ 1], k0 + TK, K, KK, KW, DH, DW, W, HW, lid); /* the next slice's */
         barrier(CLK_LOCAL_MEM_FENCE);
-#if PF
-        if (k0 + TK < K) FWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
-#endif
+        if (PF == 2 && k0 + TK < K) FWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
         MULTIPLY(As, Bs, k0);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -274,18 +271,14 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
         gather_x((__local local_t *)Bs, rb, mode, k0, kend, x, qo, qh, qw, ko[s], kh[s], kw[s], krun[s], H, \
                  W, SW, lid);                                                                                   \
     } while (0)
-#if PF
-    BWD_STAGE(FETCH, 0, 0);
-#endif
     for (int k0 = 0; k0 < KS; k0 += TK) {
         const int s = (k0 / TK) & 1;
-        BWD_STAGE(PF ? PUT : STAGE, k0, s);
+        if (FETCH_HERE(k0 == 0)) BWD_STAGE(FETCH, k0, s);
+        BWD_STAGE(PUT_HALF, k0, s);
         bwd_rows(ko[s ^ 1], kh[s ^ 1], kw[s ^ 1], ka[s ^ 1], krun[s ^ 1], arun[s ^ 1], k0 + TK, kbeg, kend, C, O, W,
                  OW, SH, SW, PH, PW, P, HW, lid); /* the next slice's */
         barrier(CLK_LOCAL_MEM_FENCE);
-#if PF
-        if (k0 + TK < KS) BWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
-#endif
+        if (PF == 2 && k0 + TK < KS) BWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
         MULTIPLY(As, Bs, k0);
         barrier(CLK_LOCAL_MEM_FENCE);
     }

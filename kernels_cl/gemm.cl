@@ -24,8 +24,9 @@
  * guarded scalars. With DB=1 the local tiles are double-buffered: the next k-slice is staged into
  * the other buffer before the current one is multiplied, one barrier per slice, so global loads of
  * one slice overlap the arithmetic of the other (GPUs); DB=0 stages, waits, multiplies, waits (CPUs). With
- * PF=1 a slice's loads go to registers before the multiply of the slice before and to local memory after it
- * (gemm.h's FETCH and PUT), so a work-item's own loads are in flight while it computes.
+ * PF=1 a slice's loads all go to registers before any goes to local memory (gemm.h's FETCH and PUT), so they are
+ * in flight together; with PF=2 before the multiply of the slice before and to local memory after it, so a
+ * work-item's own loads are in flight while it computes.
  * A tile whose columns all lie inside C, with beta 0 or an addend whose rows are contiguous, is stored as whole
  * VW-vectors (activation applied lane by lane, pre-activation too) where C's (and D's, P's) rows are vector-aligned
  * (checked at run time; gemm.h's store_act_vec, in any storage), else lane by lane (STORE_ACT_LANES).
@@ -47,8 +48,9 @@
  * element type as it is loaded), C_F32 (gemm.h: C and P float32, holding results rounded to the element
  * type); TM, TN (tile of C), TK (k-slice), WM, WN (outputs per work-item), VW (vector width 1, 2, 4, 8
  * or 16), VWG (global load run 1, 2, 4, 8 or 16), VWA (A's local vectors: 1, 2, 4, 8 or 16 rows), APAD (As
- * row padding, in VWA-vectors), DB (0 or 1: double-buffered local tiles), PF (0 or 1: loads fetched a slice
- * ahead into registers), KU (a full slice's k-loop unrolled KU steps at a time; 0: the compiler's choice).
+ * row padding, in VWA-vectors), DB (0 or 1: double-buffered local tiles), PF (0: run by run, 1: a slice's
+ * loads before its stores, 2: loads fetched a slice ahead into registers), KU (a full slice's k-loop unrolled KU
+ * steps at a time; 0: the compiler's choice).
  * Requires TM % WM == TN % WN == WN % VW == WM % VWA == 0, TM % VWG == TN % VWG == TK % VWG == 0 and
  * KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM,
  * batch*S); gemm_sum: one work-item per element of the (batch, M, N) result; gemm_direct: global
@@ -96,30 +98,23 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     stage((__local local_t *)As[buf], (__local local_t *)Bs[buf], ra, rb, mode, k0, kend, M, N, row0, col0, A, a_rs, \
           a_cs, a_vec, B, b_rs, b_cs, b_vec, lid)
 #if DB /* one barrier per slice: the next slice goes into the other buffer */
-    STAGE_AT(0, STAGE, 0);
+    if (PF) STAGE_AT(0, FETCH, 0);
+    STAGE_AT(0, PUT_HALF, 0);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int k0 = 0; k0 < KS; k0 += TK) {
         const int cur = (k0 / TK) & 1, next = k0 + TK < KS;
-#if PF
-        if (next) STAGE_AT(cur ^ 1, FETCH, k0 + TK);
+        if (PF && next) STAGE_AT(cur ^ 1, FETCH, k0 + TK);
+        if (PF < 2 && next) STAGE_AT(cur ^ 1, PUT_HALF, k0 + TK); /* read after this slice's barrier */
         MULTIPLY(As[cur], Bs[cur], k0);
-        if (next) STAGE_AT(cur ^ 1, PUT, k0 + TK);
-#else
-        if (next) STAGE_AT(cur ^ 1, STAGE, k0 + TK); /* read after this slice's barrier */
-        MULTIPLY(As[cur], Bs[cur], k0);
-#endif
+        if (PF == 2 && next) STAGE_AT(cur ^ 1, PUT, k0 + TK);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #else
-#if PF
-    STAGE_AT(0, FETCH, 0);
-#endif
     for (int k0 = 0; k0 < KS; k0 += TK) {
-        STAGE_AT(0, PF ? PUT : STAGE, k0);
+        if (FETCH_HERE(k0 == 0)) STAGE_AT(0, FETCH, k0);
+        STAGE_AT(0, PUT_HALF, k0);
         barrier(CLK_LOCAL_MEM_FENCE);
-#if PF
-        if (k0 + TK < KS) STAGE_AT(0, FETCH, k0 + TK); /* in flight during the multiply */
-#endif
+        if (PF == 2 && k0 + TK < KS) STAGE_AT(0, FETCH, k0 + TK); /* in flight during the multiply */
         MULTIPLY(As[0], Bs[0], k0);
         barrier(CLK_LOCAL_MEM_FENCE);
     }

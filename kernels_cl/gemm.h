@@ -515,34 +515,43 @@ typedef union { stage_run v; stage_t s[VWG]; } run_elems;
 #define stores_aligned(p, stride) runs_aligned_to(p, stride, VW) /* for STORE_C_VEC, LOAD_D_VEC */
 
 /* Staging a k-slice in two halves: FETCH reads the operand from global memory into the work-item's registers,
- * PUT writes them into the local tile; STAGE does both at once (PF = 0). PF = 1: the kernels fetch slice k+1
- * before multiplying slice k and put it after, so the loads' latency hides behind the same work-group's
- * arithmetic (GPUs, whose work-groups start in step and, over a short k, have no time to drift apart and cover
- * each other's waits). A work-item holds A_RUNS and B_RUNS runs of VWG elements of a slice then. An operand strided
- * along both axes, or read along k in a slice whose length VWG does not divide, is staged element by element,
- * wholly in the PUT half: not fetched ahead (a loop over its elements indexing the registers would put them in
- * memory: a stack frame of 64-128 bytes, every run stored and reloaded, in clang's NVPTX build of the MMA tile) */
+ * PUT writes them into the local tile; STAGE does both, run by run. PF, how far ahead of its local stores a slice's
+ * global loads are issued:
+ *   0: run by run (STAGE, in a loop): CPUs, and GPU tiles whose other resident work-groups cover the waits;
+ *   1: all of a slice's runs, then their stores (FETCH, PUT): a work-item waits on global memory once a slice, not
+ *      once a run, for the registers of its runs and their addresses. In clang's NVPTX build of the warp-product
+ *      tile (one work-group an SM), PF 0 issued a global load, then the local store waiting on it, 8 times a slice;
+ *   2: a slice ahead: the kernels fetch slice k+1 before multiplying slice k and put it after, so the loads' latency
+ *      hides behind the same work-group's arithmetic, for the registers held across it (GPUs, whose work-groups
+ *      start in step and, over a short k, have no time to drift apart and cover each other's waits).
+ * With PF, a work-item holds A_RUNS and B_RUNS runs of VWG elements of a slice. An operand strided along both axes,
+ * or read along k in a slice whose length VWG does not divide, is staged element by element, wholly in the PUT half
+ * (a loop over its elements indexing the registers would put them in memory: a stack frame of 64-128 bytes, every
+ * run stored and reloaded, in clang's NVPTX build of the MMA tile) */
 #ifndef PF
 #define PF 0
 #endif
 #define FETCH 1
 #define PUT 2
 #define STAGE (FETCH | PUT)
+/* a kernel's slice k0: FETCH it there (PF 1, or PF 2's first slice: `first`), then PUT_HALF */
+#define FETCH_HERE(first) (PF == 1 || (PF == 2 && (first)))
+#define PUT_HALF (PF ? PUT : STAGE)
 #define A_RUNS ((TM * TK / VWG + WG - 1) / WG)
 #define B_RUNS ((TK * TN / VWG + WG - 1) / WG)
-/* FETCH_REGISTERS(ra, rb): a kernel's registers for its A and B operands' slice fetched ahead; staging at once
- * (PF = 0) keeps each run in the staging function's own (`one`: a kernel-wide array would live across the
- * barriers, which CPU runtimes that run a work-group's items in loops store per work-item in memory) */
+/* FETCH_REGISTERS(ra, rb): a kernel's registers for its A and B operands' fetched runs; staging run by run (PF 0)
+ * keeps each run in the staging function's own (`one`: a kernel-wide array would live across the barriers, which
+ * CPU runtimes that run a work-group's items in loops store per work-item in memory) */
 #if PF
 #define FETCH_REGISTERS(ra, rb) stage_run ra[A_RUNS], rb[B_RUNS]
 #else
 #define FETCH_REGISTERS(ra, rb) stage_run *ra = 0, *rb = 0
 #endif
-/* the register of a work-item's j-th run of a slice: its own in regs when fetching ahead, one (a staging function's)
- * when staging at once */
+/* the register of a work-item's j-th run of a slice: its own in regs when fetched apart, one (a staging function's)
+ * run by run */
 #define SLOT(regs, one, mode, j) ((mode) == STAGE ? &(one) : (regs) + (j))
 /* EACH_RUN(j, e, total, runs): a work-item's runs j = 0, 1, .. at e = lid + j*WG < total, at most
- * `runs` (a constant). Fetching ahead, the loop is unrolled to that bound: the registers' indices must be constants
+ * `runs` (a constant). With PF, the loop is unrolled to that bound: the registers' indices must be constants
  * (a private array indexed at run time lives in memory) */
 #if PF
 #define EACH_RUN(j, e, total, runs) _Pragma("unroll") for (int j = 0, e = lid; j < (runs) && e < (total); ++j, e += WG)

@@ -1,6 +1,9 @@
 /* Definitions of the OpenCL built-ins clnn's kernels call, for clang's NVPTX target (PTX inspection only) */
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
 #define OVL __attribute__((overloadable, always_inline))
+/* every helper inlined: under C99's `inline` rules clang calls an external definition where it declines to inline a
+ * big one (ptxas: "Unresolved extern function"), and a call's stack would not be the kernel NVIDIA's runtime builds */
+#define inline inline __attribute__((always_inline))
 OVL size_t get_local_id(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_tid_x() : d == 1 ? __nvvm_read_ptx_sreg_tid_y() : __nvvm_read_ptx_sreg_tid_z(); }
 OVL size_t get_group_id(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_ctaid_x() : d == 1 ? __nvvm_read_ptx_sreg_ctaid_y() : __nvvm_read_ptx_sreg_ctaid_z(); }
 OVL size_t get_local_size(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_ntid_x() : d == 1 ? __nvvm_read_ptx_sreg_ntid_y() : __nvvm_read_ptx_sreg_ntid_z(); }

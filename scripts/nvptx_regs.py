@@ -5,16 +5,20 @@ conv_fwd or conv_bwd_weight) to PTX for sm_90 with clnn's own build defines for 
 as an NVIDIA GPU, with the PTX warp products and no ``cl_khr_fp16``, as NVIDIA's runtime builds them;
 ``scripts/nvptx_prelude.cl`` defines the OpenCL built-ins the kernels call), and CUDA's ``ptxas`` (on PATH)
 assembles it with ``-v``. NVIDIA's OpenCL compiler is another LLVM front end, so the figures are a proxy: ptxas
-allocates the registers in both, but the PTX it is given differs.
+allocates the registers in both, but the PTX it is given differs. ``--sass FILE`` writes the machine code ptxas made
+(CUDA's ``nvdisasm`` on PATH: ``pip install nvidia-cuda-nvdisasm``) and prints how many of its instructions load
+global memory (LDG), store or load local memory (STS, LDS), multiply (HMMA, FFMA) or wait at a barrier (BAR).
 
     CLNN_DEVICE=intel CLNN_LIMITS="type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation" \\
         python scripts/nvptx_regs.py [--kernel gemm|conv_fwd|conv_bwd_weight] [--dtype float16] [--tile KEY=VALUE ...]
-        [--mma KEY=VALUE ...] [--ptxas ARG ...]
+        [--mma KEY=VALUE ...] [--ptxas ARG ...] [--sass FILE]
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -38,6 +42,7 @@ def main() -> None:
     ap.add_argument("--dtype", choices=DTYPES, default="float32")
     ap.add_argument("--kernel", choices=KERNELS, default="gemm", help="the kernel (and its tile's tuning kind)")
     ap.add_argument("--ptxas", nargs="*", default=[], help="more ptxas arguments, e.g. --maxrregcount=128")
+    ap.add_argument("--sass", type=pathlib.Path, help="write the machine code here (nvdisasm) and count its kinds")
     add_tile_option(ap)
     add_mma_option(ap)
     args = ap.parse_args()
@@ -61,11 +66,17 @@ def main() -> None:
                         str(ROOT / "scripts" / "nvptx_prelude.cl"), "-target-cpu", "sm_90", "-target-feature",
                         "+ptx80", "-O3", "-S", "-o", str(ptx), *defines,
                         f"-I{ROOT / 'kernels_cl'}", str(ROOT / "kernels_cl" / KERNELS[args.kernel])], check=True)
-        out = subprocess.run(["ptxas", "-arch=sm_90", "-v", *regs, *args.ptxas, str(ptx), "-o", "/dev/null"],
+        cubin = pathlib.Path(tmp) / "kernel.cubin"
+        out = subprocess.run(["ptxas", "-arch=sm_90", "-v", *regs, *args.ptxas, str(ptx), "-o", str(cubin)],
                              capture_output=True, text=True)
-    if out.returncode:
-        raise SystemExit(f"ptxas failed:\n{out.stderr}")
-    print("\n".join(line for line in out.stderr.splitlines() if "registers" in line or "stack" in line))
+        if out.returncode:
+            raise SystemExit(f"ptxas failed:\n{out.stderr}")
+        print("\n".join(line for line in out.stderr.splitlines() if "registers" in line or "stack" in line))
+        if args.sass:
+            sass = subprocess.run(["nvdisasm", "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+            args.sass.write_text(sass)
+            ops = collections.Counter(re.findall(r"\b(LDG|STS|LDS|HMMA|FFMA|BAR)\b", sass))
+            print(f"{args.sass}: " + ", ".join(f"{ops[k]} {k}" for k in ("LDG", "STS", "LDS", "HMMA", "FFMA", "BAR")))
 
 
 if __name__ == "__main__":

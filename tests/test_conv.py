@@ -112,14 +112,15 @@ def test_against_torch(op, xs, ws, kw, rng, monkeypatch):
 
 
 # GPU tile options in every tile kind (64 work-items): A's tile k-major, read in VWA-row vectors (gemm.h), with a
-# full slice's k-loop unrolled (KU), and slices fetched a slice ahead into registers (PF). The second is
-# double-buffered where gemm.cl runs it (conv.cl's tiles are single-buffered whatever DB says)
+# full slice's k-loop unrolled (KU), slices fetched a slice ahead into registers (PF 2), and a slice's loads all
+# before its stores (PF 1). The second is double-buffered where gemm.cl runs it (conv.cl's tiles are
+# single-buffered whatever DB says)
 GPU_OPTIONS = {
     "vwa2-unrolled": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 0,
                       "KU": 4},
     "vwa8-prefetch": {"TM": 64, "TN": 16, "TK": 16, "WM": 8, "WN": 2, "VW": 2, "VWG": 4, "VWA": 8, "APAD": 0, "DB": 1,
-                      "PF": 1},
-    "prefetch": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0, "PF": 1},
+                      "PF": 2},
+    "loads-first": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0, "PF": 1},
 }
 
 
@@ -127,9 +128,9 @@ GPU_OPTIONS = {
 @pytest.mark.parametrize("op, xs, ws, kw", [CASES[i] for i in (11, 14, 15, 17, 28)],
                          ids=[f"{CASES[i][0]}-{i}" for i in (11, 14, 15, 17, 28)])
 def test_gpu_tile_options(op, xs, ws, kw, tile, rng, monkeypatch):
-    """The implicit-GEMM kernels and gemm with A's tile k-major (gemm.h's VWA) and with slices fetched ahead
-    (PF): forward, input and weight gradients, groups, strides, dilation, a weight gradient split along N*P (its
-    ranges' last slices part empty), and the kernels did run."""
+    """The implicit-GEMM kernels and gemm with A's tile k-major (gemm.h's VWA), with slices fetched ahead and
+    with a slice's loads before its stores (PF): forward, input and weight gradients, groups, strides, dilation, a
+    weight gradient split along N*P (its ranges' last slices part empty), and the kernels did run."""
     for kind in ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight"):
         monkeypatch.setitem(tuning.TABLE, kind, {"default": tile})
     monkeypatch.setitem(tuning.TABLE, "gemm_direct", {"default": {"MAX_MACS": 0}})  # tiles at any size (GPUs)

@@ -306,9 +306,10 @@ FORCED = {  # name: (kind, tile, k-splits); the tile also builds the direct kern
     # 2-row vectors, double-buffered and split
     "gpu-row-row-major": ("tiled", {**GPU_ROW, "VWA": 1, "VWG": 4}, 1),
     "small-db-k-major-split": ("tiled", {**SMALL_DB, "VWA": 2}, 4),
-    # slices fetched a slice ahead into registers (gemm.h's PF), single- and double-buffered
-    "gpu-row-prefetch-split": ("tiled", {**GPU_ROW, "PF": 1}, 2),
-    "small-db-prefetch": ("tiled", {**SMALL_DB, "VWA": 4, "PF": 1}, 1),
+    # slices fetched a slice ahead into registers (gemm.h's PF 2), and a slice's loads all before its stores (PF 1),
+    # double-buffered (single-buffered: test_conv's GPU options)
+    "gpu-row-prefetch-split": ("tiled", {**GPU_ROW, "PF": 2}, 2),
+    "small-db-loads-first": ("tiled", {**SMALL_DB, "VWA": 4, "PF": 1}, 1),
     # a full slice's k-loop unrolled (gemm.h's KU; the GPU row's 16 in its 32-deep slices), by a count that does
     # not divide the slice's 8 steps
     "small-db-unrolled-by-3": ("tiled", {**SMALL_DB, "KU": 3}, 1),
@@ -668,12 +669,12 @@ def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
 
 
 # tiles of gemm.h's warp products (MMA): one warp of 16x8 products; four warps of 32x16 blocks (two row pairs, two
-# column products each: every index of the lane mapping); four warps of 16x8 over k-slices of 64, fetched ahead. Runs
-# of 2, 8 and 16 elements (VWG): staged in local stores of 2, 8 and two of 8
+# column products each: every index of the lane mapping), a slice's loads before its stores; four warps of 16x8 over
+# k-slices of 64, fetched ahead. Runs of 2, 8 and 16 elements (VWG): staged in local stores of 2, 8 and two of 8
 MMA_TILES = [
     {"TM": 16, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 2, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0, "KU": 0},
-    {"TM": 64, "TN": 32, "TK": 32, "WM": 4, "WN": 4, "VW": 2, "VWG": 8, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0, "KU": 0},
-    {"TM": 32, "TN": 16, "TK": 64, "WM": 2, "WN": 2, "VW": 2, "VWG": 16, "VWA": 1, "APAD": 1, "DB": 0, "PF": 1,
+    {"TM": 64, "TN": 32, "TK": 32, "WM": 4, "WN": 4, "VW": 2, "VWG": 8, "VWA": 1, "APAD": 1, "DB": 1, "PF": 1, "KU": 0},
+    {"TM": 32, "TN": 16, "TK": 64, "WM": 2, "WN": 2, "VW": 2, "VWG": 16, "VWA": 1, "APAD": 1, "DB": 0, "PF": 2,
      "KU": 0},
 ]
 

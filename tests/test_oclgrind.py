@@ -219,13 +219,15 @@ def test_every_kernel_ran_under_oclgrind(runs):
     )
 
 
-@pytest.mark.parametrize("option", ["VWA", "PF", "KU", "MMA"])
-def test_gpu_tile_options_ran_under_oclgrind(runs, option):
-    """gemm.h's k-major A tile (VWA > 1), slices fetched ahead (PF 1), unrolled multiplies (KU > 0) and warp
-    products (MMA 1) ran in each kernel that stages tiles: gemm, conv_fwd, conv_bwd_weight."""
+@pytest.mark.parametrize("option, value", [("VWA", None), ("PF", 1), ("PF", 2), ("KU", None), ("MMA", 1)])
+def test_gpu_tile_options_ran_under_oclgrind(runs, option, value):
+    """gemm.h's k-major A tile (VWA > 1), a slice's loads before its stores (PF 1), slices fetched ahead (PF 2),
+    unrolled multiplies (KU > 0) and warp products (MMA 1) ran in each kernel that stages tiles: gemm, conv_fwd,
+    conv_bwd_weight (value: the option's, None: any but the kernels' default)."""
     off = OPTIONAL_KEYS.get(option, 0)  # the kernels' default
     ran = {(f["file"], f["kernel"]) for fam in ("gemm", "conv") for lim in LIMIT_PASSES for f in runs(fam, lim).fetched
-           if int(f["defines"].get(option, off)) != off}
+           if (int(f["defines"].get(option, off)) != off if value is None
+               else int(f["defines"].get(option, off)) == value)}
     assert {("gemm.cl", "gemm"), ("conv.cl", "conv_fwd"), ("conv.cl", "conv_bwd_weight")} <= ran, sorted(ran)
 
 

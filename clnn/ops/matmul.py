@@ -38,8 +38,8 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
     (for ``itemsize``-byte arithmetic; limits unchecked without ``dev``); None when it is fine."""
     cfg = {**OPTIONAL_KEYS, **cfg}  # tiles written before these keys existed (tests, stored entries)
     tm, tn, tk, wm, wn, vw, vwg, vwa, apad, db, pf, ku = (cfg[key] for key in _KEYS)
-    if min(tm, tn, tk, wm, wn, vw, vwg, vwa) <= 0 or min(apad, ku) < 0 or db not in (0, 1) or pf not in (0, 1):
-        return "parameters must be positive (APAD and KU >= 0, DB and PF 0 or 1)"
+    if min(tm, tn, tk, wm, wn, vw, vwg, vwa) <= 0 or min(apad, ku) < 0 or db not in (0, 1) or pf not in (0, 1, 2):
+        return "parameters must be positive (APAD and KU >= 0, DB 0 or 1, PF 0, 1 or 2)"
     if tm % wm or tn % wn or wn % vw or wm % vwa or tm % vwg or tn % vwg or tk % vwg:
         return "needs TM % WM == TN % WN == WN % VW == WM % VWA == 0 and TM, TN, TK multiples of VWG"
     if any(v not in (1, 2, 4, 8, 16) for v in (vw, vwg, vwa)):

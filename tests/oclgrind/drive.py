@@ -292,8 +292,9 @@ def random(dt: np.dtype, rng: np.random.Generator) -> None:
 def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     """gemm with every transpose flag and beta, batched broadcast matmul, both backward products and a
     k-split product (gemm_sum), all tiled; then the direct kernel and a double-buffered tile with vector
-    loads, forced, transposed and batched; then that tile's staging variants (A's tile k-major, VWA, with slices
-    fetched ahead, PF, and multiplies unrolled, KU; single-buffered, fetched ahead), one product each way."""
+    loads, forced, transposed and batched; then that tile's staging variants (A's tile k-major, VWA, with a slice's
+    loads before its stores, PF 1, and multiplies unrolled, KU; single-buffered, fetched a slice ahead, PF 2), one
+    product each way."""
     saved = dict(tuning.TABLE["gemm_direct"]["default"])
     tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the planner would pick the direct kernel here
     try:
@@ -304,7 +305,7 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     an, bn, cn = data(rng, (2, 17, 16), dt), data(rng, (16, 20), dt), data(rng, (2, 17, 20), dt)
     ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
     a, b, c = clnn.tensor(an), clnn.tensor(bn), clnn.tensor(cn)
-    for opts in ({"VWA": 2, "PF": 1, "KU": 4}, {"DB": 0, "PF": 1}):
+    for opts in ({"VWA": 2, "PF": 1, "KU": 4}, {"DB": 0, "PF": 2}):
         how = GemmPlan("tiled", {**tile, **opts}, 1, 16)
         for a_st, b_st, x, y in (((272, 16, 1), (0, 20, 1), a, b), ((272, 1, 17), (0, 1, 16), _t(an), _t(bn))):
             out = gemm_raw(x, a_st, y, b_st, 2, 17, 20, 16, alpha=0.5, beta=2.0, c=c, how=how)
@@ -341,8 +342,8 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 # gemm.h's warp products (MMA): NVIDIA's tensor cores, here their OpenCL C form; two warps along the rows, runs of 8
-# staged in 16-byte local stores
-MMA_TILE = {"TM": 32, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 8, "VWA": 1, "APAD": 1, "DB": 1, "PF": 0,
+# staged in 16-byte local stores, a slice's loads before its stores (PF 1, as tuning's mma row)
+MMA_TILE = {"TM": 32, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 8, "VWA": 1, "APAD": 1, "DB": 1, "PF": 1,
             "KU": 0, "MMA": 1}
 
 
@@ -617,9 +618,9 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 # a tile whose A tile is k-major (the weights in the forward, gy in the weight gradient), whose slices are fetched a
-# slice ahead and multiplied unrolled (gemm.h's VWA, PF and KU)
+# slice ahead and multiplied unrolled (gemm.h's VWA, PF 2 and KU)
 GPU_OPTIONS_TILE = {"TM": 16, "TN": 16, "TK": 8, "WM": 4, "WN": 2, "VW": 2, "VWG": 2, "VWA": 4, "APAD": 1, "DB": 0,
-                    "PF": 1, "KU": 4}
+                    "PF": 2, "KU": 4}
 
 
 def _conv_in_tile(w: clnn.Tensor, b: clnn.Tensor, dt: np.dtype, rng: np.random.Generator, tile: dict[str, int],
