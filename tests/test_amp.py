@@ -43,7 +43,7 @@ def test_float32_leaves_get_float32_grads_like_torch(dev, rng, half):
 # The half types of the rounding-load tests below. bfloat16's are marked: the PoCL part leaves them to the other parts
 # (scripts/run_tests.py), since their code (gemm.h's BF16_ROUND) is one source on every runtime, while float16's take
 # PoCL's own software conversions (HALF_SOFT).
-ROUNDING_HALVES = [pytest.param(clnn.bfloat16, marks=pytest.mark.bf16_rounding), clnn.float16]
+ROUNDING_HALVES = [pytest.param(clnn.bfloat16, marks=pytest.mark.bf16_shared), clnn.float16]
 
 
 def _bits(t: clnn.Tensor) -> np.ndarray:
@@ -469,7 +469,9 @@ def _train_digits():
     return module
 
 
-@pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
+# mixed_bfloat16's fit is marked as ROUNDING_HALVES' bfloat16: PoCL generated its model's kernels in 40-50 s of its cold
+# part (2026-11-28), and mixed_float16's trains the same model there on PoCL's own half conversions
+@pytest.mark.parametrize("precision", ["mixed_float16", pytest.param("mixed_bfloat16", marks=pytest.mark.bf16_shared)])
 def test_fit_with_a_mixed_policy_reaches_98_percent_on_digits(dev, precision, capsys):
     """The digits example's model (conv, batch norm, pooling, linear) trained with a mixed policy: float32
     master weights, half forward, float16's loss scaled; it reaches float32's accuracy (the example's model
