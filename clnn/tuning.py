@@ -333,10 +333,10 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # that build, no spills (k-slices of 64 fetched ahead spill; PF 1, a slice's loads before its stores, 255 at 64).
     # Chosen from the SASS, untimed: gpu_check.sh's halfgemm times it against the row before (TK=64 PF=0 DB=0).
     # REGS (0: the compiler's choice): at most that many registers a work-item, NVIDIA's -cl-nv-maxrregcount
-    # (kernels._options). clang's NVPTX build of this row's tile with ptxas 13 for sm_90 (scripts/nvptx_regs.py, no
-    # GPU) took 172 registers, one 256-item work-group an SM; capped at 128, two, with no spills. LDSM 1: a full
-    # k-step's fragments by ldmatrix (gemm.h's ldsm_fragments; NVIDIA's runtime only), 6 loads a warp for this row's
-    # 64x32 warp blocks where its lanes' own take 32 (164 registers). Both unmeasured on a GPU
+    # (kernels._options). In clang's NVPTX build (ptxas 13, sm_90) the row before took 164 registers, one 256-item
+    # work-group an SM, and capped at 128 (two) spilled nothing; this row capped at 128 spills 164 bytes. LDSM 1: a
+    # full k-step's fragments by ldmatrix (gemm.h's ldsm_fragments; NVIDIA's runtime only), 6 loads a warp for this
+    # row's 64x32 warp blocks where its lanes' own take 32 (215 registers). Both unmeasured on a GPU
     "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 32, "DB": 1, "PF": 2}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},

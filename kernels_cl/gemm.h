@@ -1,10 +1,10 @@
-/* gemm.h: the tiled GEMM's building blocks, shared by gemm.cl and conv.cl: the tunables and their
- * defaults, the staging of a row- or column-strided operand's tile into local memory (stage_a,
- * stage_b; with PF, in two halves around the multiply of the slice before) and the register-blocked multiply
- * of one staged k-slice (MULTIPLY; with MMA, warp-wide products of half pairs: NVIDIA's tensor cores). gemm.cl's
- * banner describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, VWA, APAD, DB); and the fused
- * epilogue's store (store_act), which applies an activation given as a unary.h code and writes C's type (c_t:
- * store_t, or float32 with C_F32).
+/* gemm.h: the tiled GEMM's building blocks, shared by gemm.cl and conv.cl: the tunables and their defaults, the
+ * staging of a row- or column-strided operand's tile into local memory (stage_a, stage_b; with PF, a slice's loads
+ * apart from its stores: PF 2 around the multiply of the slice before) and the register-blocked multiply of one
+ * staged k-slice (MULTIPLY; with MMA, warp-wide products of half pairs: NVIDIA's tensor cores). gemm.cl's banner
+ * describes the tile scheme and the defines (TM, TN, TK, WM, WN, VW, VWG, VWA, APAD, DB); and the fused epilogue's
+ * store (store_act), which applies an activation given as a unary.h code and writes C's type (c_t: store_t, or
+ * float32 with C_F32).
  */
 #ifndef CLNN_GEMM_H
 #define CLNN_GEMM_H
