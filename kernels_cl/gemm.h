@@ -777,19 +777,21 @@ inline void mma_step(realv acc[WM][NV], __local const ushort *as, __local const 
             acc[2 * u][v] = (realv)(d0, d1);
             acc[2 * u + 1][v] = (realv)(d2, d3);
         }
-#else
+#else /* OpenCL C: each k-column's values of the lane's rows and column pairs widened once, then their products */
+    for (int k = kk; k < min(kk + 16, kn); ++k) {
+        float a[WM];
+        realv b[NV];
 #pragma unroll
-    for (int i = 0; i < WM; ++i) {
-        const int r = row0 + i / 2 * 16 + i % 2 * 8 + g;
+        for (int i = 0; i < WM; ++i) a[i] = mma_value(as[(row0 + i / 2 * 16 + i % 2 * 8 + g) * LDA_MMA + k]);
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
             const int c = col0 + v * 8 + t2;
-            realv s = (realv)0;
-            for (int k = kk; k < min(kk + 16, kn); ++k)
-                s += mma_value(as[r * LDA_MMA + k]) * (realv)(mma_value(bs[k * LDB_MMA + c]),
-                                                              mma_value(bs[k * LDB_MMA + c + 1]));
-            acc[i][v] += s;
+            b[v] = (realv)(mma_value(bs[k * LDB_MMA + c]), mma_value(bs[k * LDB_MMA + c + 1]));
         }
+#pragma unroll
+        for (int i = 0; i < WM; ++i)
+#pragma unroll
+            for (int v = 0; v < NV; ++v) acc[i][v] += a[i] * b[v];
     }
 #endif
 }
