@@ -25,7 +25,8 @@
 #
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
-# a slice's loads before its stores, slices fetched ahead into registers), then the two layers by Winograd's kernels (bench_conv --algorithm).
+# a slice's loads before its stores, slices fetched ahead into registers), then the two layers by Winograd's
+# kernels (bench_conv --algorithm).
 # $VARIANT_LAYERS names the convolution layers timed (default "0 1"; empty: GEMM alone, no Winograd).
 #
 # $TESTS names the test files or ids the "tests" step runs (default: all of tests/), verbosely: each line names the
