@@ -124,6 +124,7 @@ GPU_OPTIONS = {
 }
 
 
+@pytest.mark.gpu_tiles
 @pytest.mark.parametrize("tile", GPU_OPTIONS.values(), ids=list(GPU_OPTIONS))
 @pytest.mark.parametrize("op, xs, ws, kw", [CASES[i] for i in (11, 14, 15, 17, 28)],
                          ids=[f"{CASES[i][0]}-{i}" for i in (11, 14, 15, 17, 28)])

@@ -330,6 +330,7 @@ def _force(dev, how):
     return kind, cfg, splits
 
 
+@pytest.mark.gpu_tiles
 @pytest.mark.parametrize("how", list(FORCED))
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("sa, sb", FORCED_SHAPES)
@@ -679,6 +680,7 @@ MMA_TILES = [
 ]
 
 
+@pytest.mark.gpu_tiles
 @pytest.mark.parametrize("tile", MMA_TILES, ids=["1warp", "4warps", "tk64pf"])
 @pytest.mark.parametrize("dtype, tol", [(clnn.float16, 2**-10), (clnn.bfloat16, 2**-7)], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("batch, m, n, k, splits", [(1, 37, 29, 45, 1), (2, 70, 41, 100, 2), (1, 1, 9, 17, 1)])

@@ -389,11 +389,12 @@ def _gemm_tiled(dt: np.dtype, rng: np.random.Generator) -> None:
     check("matmul grad a", a.grad, np.ones((17, 5)) @ bat.astype(np.float64).sum(0).T, dt)
     if dt not in (F16, BF16):  # half storage is never split
         # as planned for a 16-core device, a long k is split across work-groups and the parts summed
-        # in order by gemm_sum; Oclgrind reports one compute unit, so it is planned for 16 (or the pose's) here
+        # in order by gemm_sum; Oclgrind reports one compute unit, so it is planned for 16 (or the pose's) here.
+        # k = 96: 3 splits of two 16-deep slices (k = 256 made 16 one-slice splits, 27 of the H100 pass's 48 s)
         dev = clnn.device()
         saved, dev.compute_units = dev.compute_units, max(dev.compute_units, 16)
         try:
-            ln, rn = data(rng, (4, 256), dt), data(rng, (256, 4), dt)
+            ln, rn = data(rng, (4, 96), dt), data(rng, (96, 4), dt)
             check("gemm k-split", clnn.tensor(ln) @ clnn.tensor(rn), ln.astype(np.float64) @ rn, dt)
             y = linear_act(clnn.tensor(ln, requires_grad=True), clnn.tensor(np.ascontiguousarray(rn.T)), None, "silu")
             z = ln.astype(np.float64) @ rn
