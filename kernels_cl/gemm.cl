@@ -98,7 +98,7 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
     stage((__local local_t *)As[buf], (__local local_t *)Bs[buf], ra, rb, mode, k0, kend, M, N, row0, col0, A, a_rs, \
           a_cs, a_vec, B, b_rs, b_cs, b_vec, lid)
 #if DB /* one barrier per slice: the next slice goes into the other buffer */
-    if (PF) STAGE_AT(0, FETCH, 0);
+    if (FETCH_HERE(1)) STAGE_AT(0, FETCH, 0);
     STAGE_AT(0, PUT_HALF, 0);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int k0 = 0; k0 < KS; k0 += TK) {

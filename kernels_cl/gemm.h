@@ -10,6 +10,7 @@
 #define CLNN_GEMM_H
 #include "clnn_dtype.h"
 #include "clnn_shape.h"
+#include "mma.h"
 #include "unary.h"
 
 #ifndef TM
@@ -769,13 +770,10 @@ inline void mma_step(realv acc[WM][NV], __local const ushort *as, __local const 
     for (int u = 0; u < WM / 2; ++u)
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
-            float d0 = acc[2 * u][v].x, d1 = acc[2 * u][v].y, d2 = acc[2 * u + 1][v].x, d3 = acc[2 * u + 1][v].y;
-            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
-                         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-                         : "r"(a[u][0]), "r"(a[u][1]), "r"(a[u][2]), "r"(a[u][3]), "r"(b[v][0]), "r"(b[v][1]));
-            acc[2 * u][v] = (realv)(d0, d1);
-            acc[2 * u + 1][v] = (realv)(d2, d3);
+            float d[4] = {acc[2 * u][v].x, acc[2 * u][v].y, acc[2 * u + 1][v].x, acc[2 * u + 1][v].y};
+            MMA_16816(MMA_TYPE, d, a[u], b[v]);
+            acc[2 * u][v] = (realv)(d[0], d[1]);
+            acc[2 * u + 1][v] = (realv)(d[2], d[3]);
         }
 #else /* OpenCL C: each k-column's values of the lane's rows and column pairs widened once, then their products */
     for (int k = kk; k < min(kk + 16, kn); ++k) {

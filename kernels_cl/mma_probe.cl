@@ -1,16 +1,9 @@
-// NVIDIA's warp-level tensor-core instructions (PTX mma.sync) reached from OpenCL C through inline assembly:
-// benchmarks/bench_mma.py checks each fragment layout against NumPy and times each type's peak rate. One warp
-// (32 work-items, lane = get_local_id(0) % 32) computes D = A B + C for one 16x8 output tile; lane l holds
-// the elements of rows g = l / 4 (and g + 8) at columns 2t, 2t + 1 (t = l % 4) of C and D, A's at columns
-// (k) 2t, 2t + 1 (and + 8), B's at rows (k) 2t, 2t + 1 (and + 8) of column g; tf32 holds one k in place of
-// each pair (t, and t + 4). Built for NVIDIA's OpenCL only: PTX is its assembly.
+// NVIDIA's warp-level tensor-core instructions (PTX mma.sync, mma.h) reached from OpenCL C through inline assembly:
+// benchmarks/bench_mma.py checks each fragment layout (mma.h's, for one 16x8 output tile a warp, lane =
+// get_local_id(0) % 32) against NumPy and times each type's peak rate; tf32 holds one k in place of each pair (t, and
+// t + 4). Built for NVIDIA's OpenCL only: PTX is its assembly.
 
-// d = a b + d for a 16x8x16 product of half pairs (f16x2 or bf16x2 in a uint) with float32 accumulation
-#define MMA_16816(TYPE, d, a, b)                                                                        \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 "                          \
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                   \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                       \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#include "mma.h"
 
 // d = a b + d for a 16x8x8 product of tf32 values (float32 bits rounded to 10 mantissa bits)
 #define MMA_1688_TF32(d, a, b)                                                                          \
