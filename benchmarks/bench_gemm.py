@@ -75,7 +75,7 @@ def main() -> None:
 
     dev = clnn.device(args.device)
     override_tiles(dev, args.tile)
-    override_mma(args.mma)
+    override_mma(dev, args.mma)
     dtype = getattr(clnn, args.dtype)
     half = args.dtype != "float32"
     tdev = torch_peer(dev)

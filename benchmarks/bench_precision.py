@@ -51,8 +51,8 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     add_mma_option(parser)
     args = parser.parse_args()
-    override_mma(args.mma)
     dev = clnn.device(args.device)
+    override_mma(dev, args.mma)
     results = {name: run(dev, name, args.batch, args.steps, args.warmup) for name in POLICIES}
     base_t, base_m = results["float32"]
     print(header(dev))

@@ -13,7 +13,7 @@ import numpy as np
 
 import clnn
 import clnn.functional as F
-from clnn import tuning
+from clnn import kernels, tuning
 from clnn.ops.matmul import _KEYS, gemm_config
 
 # Seconds to wait before timing a library: the worker threads of the one timed before it keep spinning after
@@ -134,10 +134,24 @@ def add_mma_option(parser: argparse.ArgumentParser) -> None:
                         "or MMA=0)")
 
 
-def override_mma(settings: list[str] | None) -> None:
-    """Lay ``--mma``'s settings over tuning's ``mma`` row for the rest of this process."""
-    if settings:
-        override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA", "REGS", "LDSM")))
+def override_mma(dev: clnn.Device, settings: list[str] | None) -> None:
+    """Lay ``--mma``'s settings over tuning's ``mma`` row for the rest of this process. Where the row asks for warp
+    products on ``dev``, a kind whose half tile cannot take them (gemm_config falls back to the SIMT tile: local
+    memory, say) is named, so that a variant is not timed as another tile unnoticed; gemm's must take them."""
+    if not settings:
+        return
+    override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA", "REGS", "LDSM")))
+    if not tuning.params(dev, "mma")["MMA"] or not kernels.warp_products(dev):
+        return
+    for kind in ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight"):
+        for dtype in (clnn.float16, clnn.bfloat16):
+            cfg = gemm_config(dev, dtype, kind)
+            if cfg.get("MMA"):
+                continue
+            why = f"--mma {' '.join(settings)}: {kind}'s {np.dtype(dtype).name} tile runs without warp products ({dev})"
+            if kind == "gemm":
+                raise SystemExit(f"{why} (as {cfg})")
+            print(f"{why}: {cfg}")
 
 
 def _pairs(settings: list[str], option: str, keys: tuple[str, ...]) -> dict[str, int]:
