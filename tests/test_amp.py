@@ -62,23 +62,15 @@ PRODUCTS = [
 ]
 
 
-def _route(monkeypatch, direct: bool) -> None:
-    """Every product takes gemm.cl's direct kernel (``direct``), or none does; short unit-stride input gradients
-    take tiles too."""
-    from clnn import tuning
-
-    for key in tuning.TABLE["gemm_direct"]:
-        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
-    set_direct_conv_max_k(monkeypatch, 0)
-
-
 def _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct) -> list[str]:
     """Run ``fn`` under autocast on float32 (and ``halves``: half) tensors and on the same tensors cast first;
     assert equal dtypes and bit-equal outputs and gradients; return the kernels the autocast call launched.
     ``direct``: every product takes gemm.cl's direct kernel, or none does."""
-    from clnn import kernels
+    from clnn import kernels, tuning
 
-    _route(monkeypatch, direct)
+    for key in tuning.TABLE["gemm_direct"]:
+        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
+    set_direct_conv_max_k(monkeypatch, 0)  # short unit-stride input gradients take tiles too
     values = [rng.standard_normal(s).astype(half if i in halves else np.float32) for i, s in enumerate(shapes)]
     fused = [clnn.tensor(v, requires_grad=True) for v in values]
     cast = [clnn.tensor(v, requires_grad=True) for v in values]
@@ -142,27 +134,16 @@ def test_loads_round_specials_as_a_cast_does(dev, rng, half):
             assert np.isnan(y.numpy().astype(np.float32)).any()
 
 
-# (name, op, input shapes, which inputs are already in the half type): convolutions of float32 tensors, of a half
-# activation and a float32 weight, grouped and strided, with a bias (its cast is the one extra launch)
-CONVS = [
+# (name, op, input shapes, which inputs are already in the half type): products whose gradients need no sum over
+# broadcast batches, so each is the GEMM's own output, and convolutions of float32 tensors or a half activation
+GRAD_PRODUCTS = [
+    ("linear", lambda x, w: clnn.gemm(x, w, trans_b=True), [(37, 65), (19, 65)], ()),
+    ("linear_half_x", lambda x, w: clnn.gemm(x, w, trans_b=True), [(9, 33), (17, 33)], (0,)),
+    ("gemm_trans_a", lambda a, b: clnn.gemm(a, b, alpha=0.5, trans_a=True), [(29, 13), (29, 7)], ()),
+    ("matmul_batched", clnn.matmul, [(3, 17, 31), (3, 31, 20)], ()),
     ("conv2d", lambda x, w: F.conv2d(x, w, padding=1), [(2, 5, 9, 7), (11, 5, 3, 3)], ()),
     ("conv2d_half_x", lambda x, w: F.conv2d(x, w, stride=2, groups=3), [(3, 6, 11, 8), (27, 2, 3, 2)], (0,)),
-    ("conv1d_bias", lambda x, w, b: F.conv1d(x, w, b, padding=2), [(2, 4, 13), (10, 4, 5), (10,)], ()),
-    ("conv2d_aligned", lambda x, w: F.conv2d(x, w, padding=1), [(2, 8, 9, 7), (40, 8, 3, 3)], ()),  # rows of 72
-    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1), [(2, 9, 5, 6), (9, 10, 3, 3)],
-     ()),
-    ("conv_transpose2d_half_w", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(1, 2), dilation=2),
-     [(1, 10, 4, 7), (10, 11, 2, 3), (11,)], (1,)),
-]
-
-
-# Products whose gradients need no sum over broadcast batches or a bias, so each gradient is a kernel's own output:
-# the rounding tests' own (their programs are built once for both tests), a half activation's Linear and
-# conv_transpose2d, and a batched matmul without broadcasting
-GRAD_PRODUCTS = [p for p in PRODUCTS + CONVS if p[0] in ("linear_aligned", "gemm_trans_a", "conv2d", "conv2d_half_x",
-                                                         "conv_transpose2d")] + [
-    ("linear_half_x", lambda x, w: clnn.gemm(x, w, trans_b=True), [(9, 33), (17, 33)], (0,)),
-    ("matmul_batched", clnn.matmul, [(3, 17, 31), (3, 31, 20)], ()),
+    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2), [(2, 9, 5, 6), (9, 10, 3, 3)], ()),
     ("conv_transpose2d_half_x", lambda x, w: F.conv_transpose2d(x, w, padding=1), [(1, 10, 4, 7), (10, 11, 2, 3)],
      (0,)),
 ]
@@ -179,10 +160,12 @@ def test_product_backward_stores_float32_grads_without_a_half_copy(dev, rng, mon
     bit-equality tests check), not a half gradient widened into a second tensor (1.5x the bytes: the peak of a
     mixed-precision AlexNet step was the first Linear's weight gradient twice). A k-split's float32 partials are
     the one other allocation a product may make."""
+    from clnn import tuning
     from clnn.ops import conv
 
     matmul = importlib.import_module("clnn.ops.matmul")  # clnn.ops.matmul is the function
-    _route(monkeypatch, direct)
+    for key in tuning.TABLE["gemm_direct"]:
+        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
     partial_bytes, original = [], matmul.partials
 
     def partials(*args):
@@ -205,6 +188,20 @@ def test_product_backward_stores_float32_grads_without_a_half_copy(dev, rng, mon
     # conv2d's input gradient copies each tap once, in the half type
     taps = xs[1].size * np.dtype(half).itemsize if name.startswith("conv2d") else 0
     assert prof.bytes_allocated == sum(x.nbytes for x in xs) + taps + sum(partial_bytes)
+
+
+# (name, op, input shapes, which inputs are already in the half type): convolutions of float32 tensors, of a half
+# activation and a float32 weight, grouped and strided, with a bias (its cast is the one extra launch)
+CONVS = [
+    ("conv2d", lambda x, w: F.conv2d(x, w, padding=1), [(2, 5, 9, 7), (11, 5, 3, 3)], ()),
+    ("conv2d_half_x", lambda x, w: F.conv2d(x, w, stride=2, groups=3), [(3, 6, 11, 8), (27, 2, 3, 2)], (0,)),
+    ("conv1d_bias", lambda x, w, b: F.conv1d(x, w, b, padding=2), [(2, 4, 13), (10, 4, 5), (10,)], ()),
+    ("conv2d_aligned", lambda x, w: F.conv2d(x, w, padding=1), [(2, 8, 9, 7), (40, 8, 3, 3)], ()),  # rows of 72
+    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1), [(2, 9, 5, 6), (9, 10, 3, 3)],
+     ()),
+    ("conv_transpose2d_half_w", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(1, 2), dilation=2),
+     [(1, 10, 4, 7), (10, 11, 2, 3), (11,)], (1,)),
+]
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "tiled"])
