@@ -19,12 +19,13 @@ kernel compilation. Each part's output is printed whole when it ends.
 
 Usage:
     python scripts/run_tests.py [--parts pocl,intel,...] [--jobs N] [--limits-device intel] [--icd-dir DIR]
-                                [-- extra pytest args]
+                                [--census DIR] [-- extra pytest args]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -32,6 +33,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,10 +133,14 @@ def counts(junit: Path) -> dict[str, int]:
 _print_lock = threading.Lock()
 
 
-def run_part(part: Part, base_env: dict[str, str], extra: list[str], out_dir: Path) -> tuple[int, dict, float]:
-    """Run one part's pytest, its output into a log that is printed whole when the part ends."""
-    env = {k: v for k, v in base_env.items() if k not in ("CLNN_LIMITS", "CLNN_DEVICE")}
+def run_part(part: Part, base_env: dict[str, str], extra: list[str], out_dir: Path,
+             census: Path | None = None) -> tuple[int, dict, float]:
+    """Run one part's pytest, its output into a log that is printed whole when the part ends; with ``census``, its
+    program builds into census/<part>.json (tests/conftest.py)."""
+    env = {k: v for k, v in base_env.items() if k not in ("CLNN_LIMITS", "CLNN_DEVICE", "CLNN_BUILD_CENSUS")}
     env.update(part.env)
+    if census is not None:
+        env["CLNN_BUILD_CENSUS"] = str(census / f"{part.name}.json")
     junit = out_dir / f"{part.name}.xml"
     log = out_dir / f"{part.name}.log"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *part.args, *extra]
@@ -148,6 +154,22 @@ def run_part(part: Part, base_env: dict[str, str], extra: list[str], out_dir: Pa
         sys.stdout.buffer.write(log.read_bytes())
         sys.stdout.flush()
     return rc, counts(junit), secs
+
+
+def print_census(folder: Path, names: list[str], heaviest: int = 5) -> None:
+    """Each part's program builds (--census): their count, seconds, and the tests whose builds took longest."""
+    print("\n===== program builds")
+    for name in names:
+        try:
+            builds = json.loads((folder / f"{name}.json").read_text())
+        except (OSError, ValueError):
+            print(f"{name:10s} no census written")
+            continue
+        by_test = Counter()
+        for test, _, secs in builds:
+            by_test[test.split("[")[0]] += secs
+        top = ", ".join(f"{test.split('::')[-1]} {secs:.0f} s" for test, secs in by_test.most_common(heaviest))
+        print(f"{name:10s} {len(builds):5d} builds {sum(s for _, _, s in builds):7.1f} s; heaviest: {top}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                         "this environment's pyopencl/.libs")
     parser.add_argument("--limits-device", default="intel",
                         help="CLNN_DEVICE for the limits and h100 parts (Intel's runtime compiles faster than PoCL)")
+    parser.add_argument("--census", type=Path,
+                        help="write each part's program builds (test, kernel file, seconds) to DIR/<part>.json and "
+                        "sum them: a cold suite's compile work, which a shared machine's speed does not move")
     args = parser.parse_args(argv)
     table = parts(args.limits_device)
     chosen = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -189,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(tempfile.mkdtemp(prefix="clnn-tests-"))
     start = time.monotonic()
     with ThreadPoolExecutor(min(args.jobs, len(chosen))) as pool:
-        runs = [pool.submit(run_part, table[name], env, extra, out_dir) for name in chosen]
+        if args.census is not None:
+            args.census.mkdir(parents=True, exist_ok=True)
+        runs = [pool.submit(run_part, table[name], env, extra, out_dir, args.census) for name in chosen]
     for name, run in zip(chosen, runs):
         rc, c, secs = run.result()
         if rc == 0:
@@ -210,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         total["skipped"] += c.get("skipped", 0)
         print(f"{name:10s} {status:32s} {passed:5d} passed {failed:4d} failed {c.get('skipped', 0):4d} skipped"
               f" {secs:7.1f} s")
+    if args.census is not None:
+        print_census(args.census, chosen)
     bad = [name for name, status, _, _ in results if status != "passed"]
     if bad:
         total["failed"] = max(total["failed"], len(bad))

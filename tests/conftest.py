@@ -1,8 +1,11 @@
 """Test set-up: every new tensor starts as NaN, so a kernel that skips an output element fails; no tuning
 database is read, so the tables' rows, which tests pin and patch, choose every tile."""
 
+import json
 import os
 import tempfile
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,3 +99,32 @@ def pytest_collection_modifyitems(items):
     unstable = [item.nodeid for item in items if " at 0x" in item.nodeid]
     if unstable:
         raise pytest.UsageError(f"test ids that name object addresses (give them ids=): {unstable[:3]}")
+
+
+_census: list[tuple[str, str, float]] = []  # (test, kernel file, seconds) of each program build, with CLNN_BUILD_CENSUS
+
+
+def pytest_configure(config):
+    """With CLNN_BUILD_CENSUS=FILE (scripts/run_tests.py --census), time every program build: a cold suite is mostly
+    compiling, and the count of builds and their seconds a test asks for are what a change to it moves, where wall
+    clock on a shared machine moves 10-40 % between runs of the same code."""
+    if not os.environ.get("CLNN_BUILD_CENSUS"):
+        return
+    from clnn import kernels
+
+    compile_ = kernels._compile
+
+    def timed(context, cl_device, file, *args):
+        start = time.perf_counter()
+        try:
+            return compile_(context, cl_device, file, *args)
+        finally:
+            _census.append((os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0], file, time.perf_counter() - start))
+
+    kernels._compile = timed
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get("CLNN_BUILD_CENSUS")
+    if path:
+        Path(path).write_text(json.dumps(_census))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -155,6 +156,26 @@ def test_ci_runs_the_kernel_tests_posing_as_the_h100():
     assert "h100" in RUN_TESTS.DEFAULT_PARTS.split(",")
     assert part.env == {"CLNN_DEVICE": "intel", "CLNN_LIMITS": H100}
     assert H100 == "type=gpu,cu=132,wg=1024,local=49152,vendor=NVIDIA Corporation"
+
+
+def test_census_times_each_build_a_test_asks_for(tmp_path, capsys):
+    """run_tests.py --census: a part's pytest (here one test, cold) writes each program build, named by its test and
+    kernel file, and the summary sums them by part and names the heaviest test."""
+    if "Intel" not in clnn.device().platform_name:
+        pytest.skip("host code, the same on every runtime: the Intel part's pytest runs it")
+    test = "tests/test_activations.py::test_activation[relu-(7,)]"
+    env = {**os.environ, "CLNN_BUILD_CENSUS": str(tmp_path / "one.json"), "PYOPENCL_NO_CACHE": "1",
+           "XDG_CACHE_HOME": str(tmp_path)}  # cold: PoCL's own cache too
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], env=env,
+                         cwd=RUN_TESTS.ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    builds = json.loads((tmp_path / "one.json").read_text())
+    assert builds and {t for t, _, _ in builds} == {test} and {f for _, f, _ in builds} >= {"elementwise.cl"}
+    assert all(secs > 0 for _, _, secs in builds)
+    RUN_TESTS.print_census(tmp_path, ["one", "missing"])
+    out = capsys.readouterr().out
+    assert re.search(rf"one +{len(builds)} builds .*heaviest: test_activation \d+ s", out), out
+    assert re.search(r"missing +no census written", out), out
 
 
 def test_limits_env_parses_every_key(monkeypatch):
