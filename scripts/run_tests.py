@@ -66,7 +66,7 @@ POCL_ONCE = ("test_pocl_target.py",)
 # generated in 169 s (the loads) and 40-50 s (the fit) of its cold part (2026-11-28). Their float16 twins, on PoCL's
 # own software conversions, and its bfloat16 ops, other fits and norms stay. It leaves the tests that force GPUs' tiles,
 # staging options and warp products (gpu_tiles) to the Intel part, the poses and Oclgrind too: no CPU runtime's tuning
-# picks them, so PoCL's users never run them (86 s of its cold part, 2026-11-28).
+# picks them, so PoCL's users never run them (about 80 s of its cold part, 2026-11-28).
 POCL_MARKS = "not bf16_shared and not gpu_tiles"
 INTEL_ONCE = ("test_packaging.py", "test_readme.py", "test_structure.py", "test_autocast_rules.py")
 # An NVIDIA H100 SXM as its OpenCL driver reports it: 132 SMs, 1024 work-items per group, 48 KiB local memory.

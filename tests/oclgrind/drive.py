@@ -390,7 +390,8 @@ def _gemm_tiled(dt: np.dtype, rng: np.random.Generator) -> None:
     if dt not in (F16, BF16):  # half storage is never split
         # as planned for a 16-core device, a long k is split across work-groups and the parts summed
         # in order by gemm_sum; Oclgrind reports one compute unit, so it is planned for 16 (or the pose's) here.
-        # k = 96: 3 splits of two 16-deep slices (k = 256 made 16 one-slice splits, 27 of the H100 pass's 48 s)
+        # k = 96: a few splits of two slices each (the H100 pose's: 3; k = 256 made it 16 one-slice splits, 27 of
+        # its pass's 48 s)
         dev = clnn.device()
         saved, dev.compute_units = dev.compute_units, max(dev.compute_units, 16)
         try:
