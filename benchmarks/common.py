@@ -13,8 +13,9 @@ import numpy as np
 
 import clnn
 import clnn.functional as F
-from clnn import kernels, tuning
-from clnn.ops.matmul import _KEYS, gemm_config
+from clnn import tuning
+from clnn.ops.matmul import _KEYS, gemm_config, warp_product_misfits
+from clnn.ops.matmul import TILE_KINDS as GEMM_TILE_KINDS
 
 # Seconds to wait before timing a library: the worker threads of the one timed before it keep spinning after
 # its last call (OpenBLAS's for about 100 ms, PyTorch's and Intel's runtime's for about 50) and, on a 2-core
@@ -107,7 +108,7 @@ def image_step(dev: clnn.Device, model: clnn.nn.Module, shape: tuple[int, ...], 
     return step
 
 
-TILE_KINDS = ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight", "winograd")  # tuning kinds holding gemm.h tiles
+TILE_KINDS = (*GEMM_TILE_KINDS, "winograd")  # tuning kinds holding gemm.h tiles
 
 
 def add_tile_option(parser: argparse.ArgumentParser) -> None:
@@ -141,17 +142,11 @@ def override_mma(dev: clnn.Device, settings: list[str] | None) -> None:
     if not settings:
         return
     override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA", "REGS", "LDSM")))
-    if not tuning.params(dev, "mma")["MMA"] or not kernels.warp_products(dev):
-        return
-    for kind in ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight"):
-        for dtype in (clnn.float16, clnn.bfloat16):
-            cfg = gemm_config(dev, dtype, kind)
-            if cfg.get("MMA"):
-                continue
-            why = f"--mma {' '.join(settings)}: {kind}'s {np.dtype(dtype).name} tile runs without warp products ({dev})"
-            if kind == "gemm":
-                raise SystemExit(f"{why} (as {cfg})")
-            print(f"{why}: {cfg}")
+    for kind, dtype, cfg in warp_product_misfits(dev):
+        why = f"--mma {' '.join(settings)}: {kind}'s {dtype.name} tile runs without warp products ({dev}) as {cfg}"
+        if kind == "gemm":
+            raise SystemExit(why)
+        print(why)
 
 
 def _pairs(settings: list[str], option: str, keys: tuple[str, ...]) -> dict[str, int]:

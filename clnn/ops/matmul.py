@@ -28,6 +28,7 @@ _FALLBACK = {  # 16 work-items
     "TM": 4, "TN": 4, "TK": 4, "WM": 1, "WN": 1, "VW": 1, "VWG": 1, "VWA": 1, "APAD": 0, "DB": 0, "PF": 0, "KU": 0}
 
 
+TILE_KINDS = ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight")  # the tuning kinds gemm_config gives tiles of
 OPTIONAL_KEYS = {"VWA": 1, "PF": 0, "KU": 0}  # keys a table row or stored entry may leave out: the kernels' defaults
 MMA_K = 16  # the k-depth of gemm.h's warp products (MMA = 1, a tile key of half products only: gemm_config)
 MMA_PAD = 8  # gemm.h's padding of an MMA tile's rows, in 16-bit elements
@@ -108,6 +109,16 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
         if config_problem(mma, dev, itemsize) is None:
             return mma
     return cfg
+
+
+def warp_product_misfits(dev: Device) -> list[tuple[str, np.dtype, dict[str, int]]]:
+    """(kind, half dtype, the tile it runs) for each kind of :data:`TILE_KINDS` whose half tile runs without the warp
+    products tuning's ``mma`` row asks for on ``dev``: gemm_config drops a row that does not fit the device (local
+    memory, work-groups) for the SIMT tile. Empty where the row asks for none."""
+    if not (tuning.params(dev, "mma")["MMA"] and kernels.warp_products(dev)):
+        return []
+    tiles = ((kind, np.dtype(dt), gemm_config(dev, dt, kind)) for kind in TILE_KINDS for dt in HALF_DTYPES)
+    return [(kind, dt, cfg) for kind, dt, cfg in tiles if not cfg.get("MMA")]
 
 
 @dataclass(frozen=True)
