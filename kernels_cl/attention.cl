@@ -10,7 +10,8 @@
  * product of the batch dimensions. A row's features are contiguous; row r of batch b starts at element
  * lay.w + (b / nh) lay.x + (b % nh) lay.y + r lay.z of the tensor's layout lay (a long4), so q, k and v can be
  * read straight from the projections' (N, L, H E) or (L, N, H E) output, even one packed [q | k | v] buffer,
- * and out written in the same form: multi-head attention needs no head split or merge copies. The mask is read through element strides, 0 where it broadcasts:
+ * and out written in the same form: multi-head attention needs no head split or merge copies. The mask is read
+ * through element strides, 0 where it broadcasts:
  * (b, i, j) is at (b / mnb) msb0 + (b % mnb) msb1 + i msl + j mss. lse and D are (B, L) in `real`.
  * The L x S scores are never stored: each kernel recomputes them tile by tile.
  *
@@ -265,8 +266,9 @@ __kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global cons
     store_acc(gq, lq, nh, b, i0, ni, E, acc, fs);
 }
 
-__kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const store_t *q, __global const store_t *k,
-                          __global const store_t *v, __global const real *lse, __global const real *dsum,
+__kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const store_t *q,
+                          __global const store_t *k, __global const store_t *v, __global const real *lse,
+                          __global const real *dsum,
                           __global const store_t *gout, __global store_t *gk, __global store_t *gv) {
     __local real kt[ATT_D * ATT_T], vt[ATT_D * ATT_T], qs[ATT_T * ATT_D], gs[ATT_T * ATT_D];
     __local real pz[ATT_T * ATT_T], dsc[ATT_T * ATT_T], fs[ATT_T];

@@ -215,7 +215,8 @@ typedef CLNN_CAT(REAL_T, 4) real4;
 #define LOAD4(p, i) bf16_to_float4((ushort4)((p)[4 * (i)].bits, (p)[4 * (i) + 1].bits, (p)[4 * (i) + 2].bits, \
                                              (p)[4 * (i) + 3].bits))
 #define STORE4(p, i, v) do { ushort4 bf16_w_ = float4_to_bf16(v); (p)[4 * (i)].bits = bf16_w_.s0; \
-    (p)[4 * (i) + 1].bits = bf16_w_.s1; (p)[4 * (i) + 2].bits = bf16_w_.s2; (p)[4 * (i) + 3].bits = bf16_w_.s3; } while (0)
+    (p)[4 * (i) + 1].bits = bf16_w_.s1; (p)[4 * (i) + 2].bits = bf16_w_.s2; \
+    (p)[4 * (i) + 3].bits = bf16_w_.s3; } while (0)
 #elif STORE_HALF && HALF_SOFT
 #define LOAD HALF_LOAD
 #define STORE HALF_STORE

@@ -30,8 +30,8 @@
  *
  * Direct kernels (taps in a fixed order), for depthwise and other products too thin for a tile:
  * conv_direct_fwd (one work-item per OV neighbouring output pixels of a row and RO output channels: OV > 1, for
- * runtimes that vectorize only loop-free kernels across work-items, needs a unit stride) and conv_direct_bwd_weight (one
- * work-item per (s, weight element), summing the s-th of S ranges of NQ = N*P pixels into partials).
+ * runtimes that vectorize only loop-free kernels across work-items, needs a unit stride) and conv_direct_bwd_weight
+ * (one work-item per (s, weight element), summing the s-th of S ranges of NQ = N*P pixels into partials).
  *
  * Defines: the element type (clnn_dtype.h), gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, VWA, APAD) and its A_F32,
  * B_F32: the GEMM's first operand (w in fwd, gy in bwd_weight) or second (x) is float32, rounded to store_t

@@ -38,8 +38,8 @@
  * start and the k loop runs to the argument KS (a last, shorter range stages zeros): loop bounds
  * derived from the group id instead cost ~25 % on PoCL. With S > 1 the host points C at a
  * (batch, S, M, N) buffer of `real` partials (alpha 1, beta 0) and `gemm_sum` adds them up in order
- * of s, then alpha and beta * D: more work-groups for small-M*N, long-k products (a convolution's weight gradient), still
- * without atomics. The last k-slice of a range loops only over its kn <= TK valid columns.
+ * of s, then alpha and beta * D: more work-groups for small-M*N, long-k products (a convolution's weight gradient),
+ * still without atomics. The last k-slice of a range loops only over its kn <= TK valid columns.
  *
  * gemm_direct: one work-item per element of C (a flat grid, C's rows one after another), k in order, no local
  * memory and no padding: for products so small that the launch, not the arithmetic, should bound them (127x253x61).

@@ -1,18 +1,22 @@
 """The package's structure, read from its source with ``ast``: ops stack in layers, clnn imports sit at
-module top, the device lock stays in device.py and ops' toolkit (``ops._core``) stays in ops.
+module top, the device lock stays in device.py and ops' toolkit (``ops._core``) stays in ops; and the kernels'
+source keeps ruff's line length, which ruff does not read.
 
 Each rule is a function returning its violations; the tests run it on the package and on a snippet that
 breaks it, so none can pass by seeing nothing.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 import clnn
+from clnn.kernels import kernel_dir
 
 PACKAGE = Path(clnn.__file__).resolve().parent
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 # clnn/ops/ from the bottom up (DEVELOPERS.md, "Layout"): a module imports only modules before it. (Tensor's
 # operators reach every op through the one late binding at the end of clnn/tensor.py, not an import.)
 LAYERS = ["_core", "foreach", "random", "creation", "shape", "reduce", "elementwise", "sort", "index", "scan", "matmul",
@@ -23,6 +27,18 @@ FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 def _sources() -> dict[str, str]:
     """Every module of the package by its path relative to the package (``ops/shape.py``)."""
     return {p.relative_to(PACKAGE).as_posix(): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _kernel_sources() -> dict[str, str]:
+    """Every file of kernels_cl/ by its name (``gemm.h``)."""
+    return {p.name: p.read_text() for p in sorted(kernel_dir.iterdir()) if p.suffix in (".cl", ".h")}
+
+
+def long_line_violations(sources: dict[str, str]) -> list[str]:
+    """Lines longer than pyproject.toml's ruff ``line-length``."""
+    limit = int(re.search(r"^line-length = (\d+)", PYPROJECT.read_text(), re.M)[1])
+    return [f"{rel}:{i}: {len(line)} characters" for rel, text in sources.items()
+            for i, line in enumerate(text.splitlines(), 1) if len(line) > limit]
 
 
 def _imported(node: ast.Import | ast.ImportFrom, rel: str) -> list[str]:
@@ -113,6 +129,11 @@ def test_every_op_module_has_a_layer():
 def test_rules_hold_for_the_package_and_catch_a_breach(rule, bad):
     assert rule(_sources()) == []
     assert rule(bad)
+
+
+def test_kernel_sources_keep_the_line_length():
+    assert long_line_violations(_kernel_sources()) == []
+    assert long_line_violations({"gemm.h": "/* " + "x" * 118 + " */"}) == ["gemm.h:1: 124 characters"]
 
 
 def test_rules_allow_what_they_should():
