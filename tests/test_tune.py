@@ -101,6 +101,25 @@ def test_candidates_beyond_the_device_are_skipped_with_a_reason(dev, db, monkeyp
     assert winners["gemm"]["params"] == winners["gemm_small"]["params"] == fits
 
 
+@pytest.mark.parametrize(("current_times", "winner"), [((3.0, 1.0), "current"), ((2.0, 2.0), "other")],
+                         ids=["slowed-once", "slower"])
+def test_finalists_are_retimed_so_a_slowed_timing_does_not_decide(dev, db, monkeypatch, small_products,
+                                                                    current_times, winner):
+    """The current choice's first timing slowed (3 s, then 1 s every round) loses to no candidate that ran in 1.5 s
+    once; one slower in every round (2 s) does."""
+    current, other = ({**OPTIONAL_KEYS, "TM": 32, "TN": tn, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "APAD": 1,
+                       "DB": 0} for tn in (32, 16))
+    monkeypatch.setattr(tune, "candidates", lambda dev, kind: iter([current, other]))
+    times = {32: itertools.chain(current_times[:1], itertools.repeat(current_times[1])), 16: itertools.repeat(1.5)}
+    monkeypatch.setattr(tune._GemmProblem, "seconds", lambda self, cfg, budget: next(times[cfg["TN"]]))
+    lines: list[str] = []
+    entry = tune._search(dev, "gemm", tune._GemmProblem(dev, (40, 48, 24), np.random.default_rng()), 60, None,
+                         lines.append, "1/1")
+    assert entry["params"] == {"current": current, "other": other}[winner], lines
+    assert entry["gflops"] == round(2 * 40 * 48 * 24 / {"current": 1.0, "other": 1.5}[winner] / 1e9, 2)
+    assert any(ln.startswith("  re-timed: ") for ln in lines), lines
+
+
 def test_tune_conv_stores_each_kernel_and_the_planner_uses_it(dev, db, monkeypatch, capsys):
     """``clnn tune --kernels conv`` over a tiny space (two candidates, a small layer) checks each candidate
     against NumPy (a wrong reference would skip them all), stores one tile per kernel (the implicit-GEMM ones
