@@ -64,8 +64,8 @@ _UNROLLED = 16  # the KU tried against the current choice's, on it alone (NVIDIA
 _MAX_ACC = 128  # accumulators per work-item; more spills registers on every device
 # The search's fastest candidates re-timed against the current choice, in rounds that interleave them, within the
 # budget's last fifth: a shared host or a laptop's clock slows some timings by tens of percent for seconds at a time
-# (a 2-core VM: the same tile measured 23 and 98 GFLOP/s minutes apart, 2026-11-28), which one timing each cannot
-# tell from a slower tile.
+# (a 2-core VM, PoCL: the current choice timed 66 GFLOP/s in the search and 150 re-timed, 2026-11-28), which one
+# timing each cannot tell from a slower tile.
 _FINALISTS = 3
 _ROUNDS = 3
 _CONFIRM_SHARE = 0.2
