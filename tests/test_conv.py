@@ -206,7 +206,8 @@ WINOGRAD = [  # 3x3 stride-1 products that Winograd's kernels compute
     ("conv_transpose2d", (2, 6, 5, 7), (6, 4, 3, 3), {"padding": 1}),
     ("conv_transpose2d", (2, 6, 5, 7), (6, 4, 3, 3), {}),           # its forward pads by 2
     ("conv2d", (3, 5, 3, 4), (6, 5, 3, 3), {}),                     # 1x2 outputs: F(2x2) whatever M says
-]
+    ("conv2d", (1, 2, 5, 59), (3, 2, 3, 3), {"padding": 1}),        # rows of 30 and 15 tiles: CPUs' 16-tile runs
+]                                                                   # end in runs of 14 and 15 (stored 8 + 4 + ...)
 WINOGRAD_KERNELS = {"wino_data", "wino_filter", "wino_store", "wino_grad_tiles", "wino_filter_grad"}
 
 
