@@ -220,12 +220,15 @@ __kernel void wino_store(int O, int OH, int OW, int TH, int TW, int R0, int RC, 
     const size_t TC = (size_t)RC * TW, XS = (size_t)O * TC;
     __global const real *in = m + pr * TC + (size_t)rl * TW + tj0;
     vt f[AL][AL], out[WINO_M][WINO_M];
+#if VT > 1 /* whole vectors but in the plane's last VT elements: lanes past `live` are other tiles', never stored */
+    const bool whole = pr * TC + (size_t)rl * TW + tj0 + VT <= XS;
+#endif
 #pragma unroll
     for (int xi = 0; xi < AL * AL; ++xi) {
 #if VT == 1
         f[xi / AL][xi % AL] = in[xi * XS];
 #else
-        if (live == VT) {
+        if (whole) {
             f[xi / AL][xi % AL] = CAT(vload, VT)(0, in + xi * XS);
         } else {
             real l[VT];
