@@ -7,8 +7,8 @@ remaining candidate against NumPy in float64 before timing it, re-times the fast
 choice in interleaved rounds (a timing slowed by other load on the machine is not the last word), and stores
 the fastest correct one in the database of :mod:`clnn.tuning`, which the planners then consult before the
 built-in table. Families: ``gemm`` (the ``gemm`` and ``gemm_small`` tiles) and ``conv`` (the implicit-GEMM
-convolution kernels' tiles, ``conv_fwd`` (which also runs the input gradients) and ``conv_bwd_weight``, each timed at a
-representative layer, and ``winograd``, the tile of Winograd's batched product of that layer's planes, then
+convolution kernels' tiles, ``conv_fwd`` (which also runs the input gradients) and ``conv_bwd_weight``, each timed
+at a representative layer, and ``winograd``, the tile of Winograd's batched product of that layer's planes, then
 whether Winograd pays at all: 3x3 layers timed with and without it decide its ``MIN_INTENSITY``), and ``plan``
 (``matmul.plan``'s costs, fitted to every tile and k-split it weighs, timed on a few products).
 """
