@@ -87,19 +87,22 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # loops, not unrolled. Zen 3, a CPU GEMM tile (64x128, 4x16 per item, 8-wide): PoCL built it in 7.4-9.1 ->
         # 3.7-4.1 s, Intel's runtime in 4.2 -> 0.9 s; GFLOP/s unrolled -> loops at 1024x1023x1024 and 512x500x512
         # (every store lane by lane): Intel's runtime 80-88 -> 74-78 and 45-69 -> 55-70, PoCL 59-61 -> 55-56 and
-        # 30-32 -> 33-36, within the noise of the 2 shared cores (BENCHMARKS.md, eleventh session).
-        # PREFETCH: clnn_dtype.h's PREFETCH_AT in gemm.h's staging (the next k-slice of each run). Intel's runtime on
-        # Zen 3, best of 12: GEMM 1024^3 94 -> 108 GFLOP/s, 2048^3 103 -> 113; a 16x96->256 27x27 5x5 layer's
-        # forward and input gradient 541 -> 473 ms. PoCL on Zen 3: no faster (83 against 76-82); on an AVX-512 Xeon,
-        # where its staging waited on loads for half the kernel's time (perf), medians of 10 interleaved: 84 / 71
-        # -> 104 / 100 at 1024^3 / 2048^3 (two slices ahead 113 / 116 against one's 115 / 122)
-        "cpu": {"ROLL_LANES": 1, "PREFETCH": 1},
+        # 30-32 -> 33-36, within the noise of the 2 shared cores (BENCHMARKS.md, eleventh session)
+        "cpu": {"ROLL_LANES": 1},
         # PoCL calls vload_half / vstore_half out of line: a float16 conv ran 2x float32's time with them; its erfc
         # took 26 ns per element (GELU over 4.2M: 109 ms forward, 119 backward in the GPT example's step); its
         # sqrt, rsqrt and fma calls stop its vectorizing (MATH_BUILTIN; Adam over AlexNet's 58M parameters: 102 ms
         # of a 750 ms step). GROUP_WALK: clnn_shape.h's FOR_GROUP_ELEMS walks runs of rows (batch norm's apply,
         # 16x96x27x27: 2.1 -> 0.13 ms on PoCL; Intel's runtime, which vectorizes across work-items, 0.3 -> 0.66)
-        "portable computing language": {"HALF_SOFT": 1, "ERFC_SOFT": 1, "MATH_BUILTIN": 1, "GROUP_WALK": 4096},
+        # PREFETCH: clnn_dtype.h's PREFETCH_AT in gemm.h's staging (the next k-slice of each run), on the CPU runtimes
+        # (Oclgrind has no llvm.prefetch). Intel's runtime on Zen 3, best of 12: GEMM 1024^3 94 -> 108 GFLOP/s,
+        # 2048^3 103 -> 113; a 16x96->256 27x27 5x5 layer's forward and input gradient 541 -> 473 ms. PoCL on Zen 3:
+        # no faster (83 against 76-82); on an AVX-512 Xeon, where its staging waited on loads half the kernel's time
+        # (perf), medians of 10 interleaved: 84 / 71 -> 104 / 100 at 1024^3 / 2048^3 (two slices ahead: 113 / 116
+        # against one's 115 / 122)
+        "portable computing language": {"HALF_SOFT": 1, "ERFC_SOFT": 1, "MATH_BUILTIN": 1, "GROUP_WALK": 4096,
+                                        "PREFETCH": 1},
+        "cpu intel": {"PREFETCH": 1},
     },
     "softmax": {  # VW: softmax.cl's *_vec kernels (one work-item per contiguous row, VW-wide vectors), 0: none
         "default": {"VW": 0},
