@@ -83,22 +83,24 @@ __constant real AT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 
 #endif
 #if VT == 1
 typedef real vt;
-#define TO_VT(l) ((l)[0])
-#define FROM_VT(v, l) ((l)[0] = (v))
 #else
 typedef CAT(REAL_T, VT) vt;
-#define TO_VT(l) CAT(vload, VT)(0, l)
-#define FROM_VT(v, l) CAT(vstore, VT)(v, 0, l)
 #endif
+/* a vt's lanes by index. Vectors are filled and emptied lane by lane through it, which compilers turn into vector
+ * moves: vloadn and vstoren are out-of-line calls on PoCL (half of wino_data's time there) */
+typedef union {
+    vt v;
+    real s[VT];
+} vt_lanes;
 
 /* dst[b] (b < COLS) = the tiles' column b from a row run: lane q takes run[WINO_M * q + b] (tile q's window or tile
  * starts WINO_M further along the row) */
 #define RUN_LANES(dst, run, COLS)                                                                   \
     do {                                                                                            \
-        real l_[VT];                                                                                \
+        vt_lanes l_;                                                                                \
         _Pragma("unroll") for (int b = 0; b < (COLS); ++b) {                                        \
-            _Pragma("unroll") for (int q = 0; q < VT; ++q) l_[q] = (run)[WINO_M * q + b];           \
-            dst[b] = TO_VT(l_);                                                                     \
+            _Pragma("unroll") for (int q = 0; q < VT; ++q) l_.s[q] = (run)[WINO_M * q + b];         \
+            dst[b] = l_.v;                                                                          \
         }                                                                                           \
     } while (0)
 
@@ -124,8 +126,10 @@ typedef CAT(REAL_T, VT) vt;
         const size_t TC_ = (size_t)(RC) * (TW), XS_ = (size_t)(rows) * TC_;                         \
         __global real *out_ = (v) + pr * TC_ + (size_t)rl * (TW) + tj0;                             \
         if (live == VT) {                                                                           \
-            _Pragma("unroll") for (int xi = 0; xi < AL * AL; ++xi)                                  \
-                CAT(vstore, VT)(f[xi / AL][xi % AL], 0, out_ + xi * XS_);                           \
+            _Pragma("unroll") for (int xi = 0; xi < AL * AL; ++xi) {                                \
+                const vt_lanes l_ = {f[xi / AL][xi % AL]};                                          \
+                _Pragma("unroll") for (int q = 0; q < VT; ++q) out_[xi * XS_ + q] = l_.s[q];        \
+            }                                                                                       \
         } else {                                                                                    \
             _Pragma("unroll") for (int xi = 0; xi < AL * AL; ++xi)                                  \
                 STORE_LIVE(f[xi / AL][xi % AL], out_ + xi * XS_, live);                             \
@@ -136,27 +140,35 @@ typedef CAT(REAL_T, VT) vt;
  * lanes after it down (lane by lane, Intel's runtime took 1.25-1.5x as long over wino_data's rows of 14 tiles) */
 #define STORE_LIVE(v, p, n)                                                                         \
     do {                                                                                            \
-        vt v_ = (v);                                                                                \
+        vt_lanes v_ = {v};                                                                          \
         __global real *p_ = (p);                                                                    \
         STORE_LIVE_8(v_, p_, n);                                                                    \
         STORE_LIVE_4(v_, p_, n);                                                                    \
         STORE_LIVE_2(v_, p_, n);                                                                    \
-        if ((n) & 1) *p_ = v_.s0;                                                                   \
+        if ((n) & 1) *p_ = v_.s[0];                                                                 \
     } while (0)
+/* STORE_LIVE_K(l, p, n): with bit K of n, the vt_lanes l's first K lanes to p, then p moves on K and l's next K lanes
+ * down */
+#define STORE_LIVE_LANES(l, p, n, K, MOVE)                                                          \
+    if ((n) & (K)) {                                                                                \
+        _Pragma("unroll") for (int q = 0; q < (K); ++q) (p)[q] = (l).s[q];                          \
+        p += (K);                                                                                   \
+        MOVE;                                                                                       \
+    }
 #if VT == 16
-#define STORE_LIVE_8(v, p, n) if ((n) & 8) { vstore8((v).lo, 0, p); p += 8; (v).lo = (v).hi; }
+#define STORE_LIVE_8(l, p, n) STORE_LIVE_LANES(l, p, n, 8, (l).v.lo = (l).v.hi)
 #else
-#define STORE_LIVE_8(v, p, n)
+#define STORE_LIVE_8(l, p, n)
 #endif
 #if VT >= 8
-#define STORE_LIVE_4(v, p, n) if ((n) & 4) { vstore4((v).s0123, 0, p); p += 4; (v).s0123 = (v).s4567; }
+#define STORE_LIVE_4(l, p, n) STORE_LIVE_LANES(l, p, n, 4, (l).v.s0123 = (l).v.s4567)
 #else
-#define STORE_LIVE_4(v, p, n)
+#define STORE_LIVE_4(l, p, n)
 #endif
 #if VT >= 4
-#define STORE_LIVE_2(v, p, n) if ((n) & 2) { vstore2((v).s01, 0, p); p += 2; (v).s01 = (v).s23; }
+#define STORE_LIVE_2(l, p, n) STORE_LIVE_LANES(l, p, n, 2, (l).v.s01 = (l).v.s23)
 #else
-#define STORE_LIVE_2(v, p, n)
+#define STORE_LIVE_2(l, p, n)
 #endif
 #endif
 
@@ -228,25 +240,27 @@ __kernel void wino_store(int O, int OH, int OW, int TH, int TW, int R0, int RC, 
 #if VT == 1
         f[xi / AL][xi % AL] = in[xi * XS];
 #else
+        vt_lanes l;
         if (whole) {
-            f[xi / AL][xi % AL] = CAT(vload, VT)(0, in + xi * XS);
+#pragma unroll
+            for (int q = 0; q < VT; ++q) l.s[q] = in[xi * XS + q];
         } else {
-            real l[VT];
-            for (int q = 0; q < VT; ++q) l[q] = q < live ? in[xi * XS + q] : (real)0;
-            f[xi / AL][xi % AL] = TO_VT(l);
+#pragma unroll
+            for (int q = 0; q < VT; ++q) l.s[q] = q < live ? in[xi * XS + q] : (real)0;
         }
+        f[xi / AL][xi % AL] = l.v;
 #endif
     }
     SANDWICH(out, vt, ROW, AT, f, WINO_M, AL);
     const real add = has_bias ? LOAD(bias, pr) : (real)0;
     const int ow0 = WINO_M * tj0, cols = min(WINO_M * VT, OW - ow0), rows = min(WINO_M, OH - WINO_M * ti);
     for (int a = 0; a < rows; ++a) {
-        real run[WINO_M * VT], l[VT];
+        real run[WINO_M * VT];
 #pragma unroll
         for (int b = 0; b < WINO_M; ++b) {
-            FROM_VT(has_bias ? out[a][b] + add : out[a][b], l);
+            const vt_lanes l = {has_bias ? out[a][b] + add : out[a][b]};
 #pragma unroll
-            for (int q = 0; q < VT; ++q) run[WINO_M * q + b] = l[q];
+            for (int q = 0; q < VT; ++q) run[WINO_M * q + b] = l.s[q];
         }
         const size_t at = (((size_t)n * O + pr) * OH + WINO_M * ti + a) * OW + ow0;
         for (int e = 0; e < cols; ++e) store_act(y, pre, at + e, run[e], act, keep);
