@@ -82,13 +82,17 @@ def _watched(value: Any) -> Any:
 TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "storage": {  # defined for every program on the device: clnn_dtype.h's conversions and builtins, unary.h's erfc,
         # clnn_shape.h's walks
-        "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0, "MATH_BUILTIN": 0, "GROUP_WALK": 0, "PREFETCH": 0, "ROLL_LANES": 0},
+        "default": {"HALF_SOFT": 0, "ERFC_SOFT": 0, "MATH_BUILTIN": 0, "GROUP_WALK": 0, "PREFETCH": 0, "ROLL_LANES": 0,
+                    "VEC_LANES": 0},
         # ROLL_LANES: gemm.h's stores lane by lane (a tile's columns past the edge, conv_fwd's scattered outputs) in
         # loops, not unrolled. Zen 3, a CPU GEMM tile (64x128, 4x16 per item, 8-wide): PoCL built it in 7.4-9.1 ->
         # 3.7-4.1 s, Intel's runtime in 4.2 -> 0.9 s; GFLOP/s unrolled -> loops at 1024x1023x1024 and 512x500x512
         # (every store lane by lane): Intel's runtime 80-88 -> 74-78 and 45-69 -> 55-70, PoCL 59-61 -> 55-56 and
-        # 30-32 -> 33-36, within the noise of the 2 shared cores (BENCHMARKS.md, eleventh session)
-        "cpu": {"ROLL_LANES": 1},
+        # 30-32 -> 33-36, within the noise of the 2 shared cores (BENCHMARKS.md, eleventh session). VEC_LANES:
+        # clnn_dtype.h's (PoCL, us, sums over rows: 8000 of 1000 3042 -> 1780 in rowvec.h's vectors with it, 64 of
+        # 100352 2871 -> 1216, the sum of 4M 1665 -> 778; Intel's runtime's rows with it 1050 -> 2701, 864 -> 2315,
+        # 527 -> 1562: not there)
+        "cpu": {"ROLL_LANES": 1, "VEC_LANES": 1},
         # PoCL calls vload_half / vstore_half out of line: a float16 conv ran 2x float32's time with them; its erfc
         # took 26 ns per element (GELU over 4.2M: 109 ms forward, 119 backward in the GPT example's step); its
         # sqrt, rsqrt and fma calls stop its vectorizing (MATH_BUILTIN; Adam over AlexNet's 58M parameters: 102 ms
@@ -102,7 +106,7 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # against one's 115 / 122)
         "portable computing language": {"HALF_SOFT": 1, "ERFC_SOFT": 1, "MATH_BUILTIN": 1, "GROUP_WALK": 4096,
                                         "PREFETCH": 1},
-        "cpu intel": {"PREFETCH": 1},
+        "cpu intel": {"PREFETCH": 1, "VEC_LANES": 0},
     },
     "softmax": {  # VW: softmax.cl's *_vec kernels (one work-item per contiguous row, VW-wide vectors), 0: none
         "default": {"VW": 0},
@@ -120,11 +124,11 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "default": {"VW": 0, "VW_COLS": 0},
         # Intel's runtime, us, reduce_item against VW 16: 8000 sums of 1000 2001 / 354, 64 of 100352 1365 / 222,
         # the sum of 4M 971 / 121 (PyTorch 413, -, 117); PoCL, which vectorizes reduce_item across its chunks: 1138 /
-        # 1354, 833 / 1107, 543 / 700. VW_COLS: sums over columns (inner > 1, a bias gradient) by reduce_sum_cols:
-        # (2048, 512) over rows 212 -> 74 us on Intel's runtime (PyTorch 57), 1233 -> 215 on PoCL; (2048, 128) 74 -> 18,
-        # 117 -> 51
+        # 1354, 833 / 1107, 543 / 700 while it called vload16 out of line, 3042 / 1780, 2871 / 1216, 1665 / 778 with
+        # storage VEC_LANES (AVX-512 Xeon). VW_COLS: sums over columns (inner > 1, a bias gradient) by
+        # reduce_sum_cols: (2048, 512) over rows 212 -> 74 us on Intel's runtime (PyTorch 57), 1233 -> 215 on PoCL;
+        # (2048, 128) 74 -> 18, 117 -> 51
         "cpu": {"VW": 16, "VW_COLS": 16},
-        "portable computing language": {"VW": 0},
     },
     "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps (1, 4, 8 or 16; bfloat16 takes at
         # most 4); EW_STATIC, the op built in

@@ -60,6 +60,12 @@
 #ifndef PREFETCH
 #define PREFETCH 0
 #endif
+/* VEC_LANES = 1: kernels that move whole vectors (rowvec.h's rows) fill and empty them lane by lane through a union,
+ * which CPU compilers make one vector move, instead of calling vloadn / vstoren: PoCL calls those out of line (row
+ * sums 1.7-2.4x slower), where Intel's runtime, which vectorizes across work-items, ran lane by lane 1.5-2.7x slower */
+#ifndef VEC_LANES
+#define VEC_LANES 0
+#endif
 
 #if USE_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable

@@ -11,15 +11,44 @@
 #endif
 
 typedef CLNN_CAT(REAL_T, ROW_VW) realrv;
+/* RV_LOAD(i, p), RV_STORE(v, i, p): vloadn and vstoren of the i-th vector at p (global); RV_LANES(v, l): l, the
+ * lanes of v. With VEC_LANES (clnn_dtype.h) lane by lane through realrv_lanes */
+#if VEC_LANES
+typedef union {
+    realrv v;
+    real s[ROW_VW];
+} realrv_lanes;
+
+inline realrv rv_load(size_t i, __global const real *p) {
+    realrv_lanes l;
+#pragma unroll
+    for (int q = 0; q < ROW_VW; ++q) l.s[q] = p[i * ROW_VW + q];
+    return l.v;
+}
+
+inline void rv_store(realrv v, size_t i, __global real *p) {
+    const realrv_lanes l = {v};
+#pragma unroll
+    for (int q = 0; q < ROW_VW; ++q) p[i * ROW_VW + q] = l.s[q];
+}
+#define RV_LOAD(i, p) rv_load(i, p)
+#define RV_STORE(v, i, p) rv_store(v, i, p)
+#define RV_LANES(v, l)             \
+    const realrv_lanes u_##l = {v}; \
+    const real *l = u_##l.s
+#else
 #define RV_LOAD(i, p) CLNN_CAT(vload, ROW_VW)(i, p)
 #define RV_STORE(v, i, p) CLNN_CAT(vstore, ROW_VW)(v, i, p)
+#define RV_LANES(v, l) \
+    real l[ROW_VW];    \
+    RV_STORE(v, 0, l)
+#endif
 
 /* the lanes of v folded by OP (fmax, or + through add_) in a fixed order */
 inline real add_(real a, real b) { return a + b; }
 #define RV_FOLD(OP, v, out)                                                    \
     do {                                                                       \
-        real l_[ROW_VW];                                                       \
-        RV_STORE(v, 0, l_);                                                    \
+        RV_LANES(v, l_);                                                       \
         out = l_[0];                                                           \
         _Pragma("unroll") for (int i_ = 1; i_ < ROW_VW; ++i_) out = OP(out, l_[i_]); \
     } while (0)
