@@ -60,12 +60,29 @@
 #ifndef PREFETCH
 #define PREFETCH 0
 #endif
-/* VEC_LANES = 1: kernels that move whole vectors (rowvec.h's rows) fill and empty them lane by lane through a union,
- * which CPU compilers make one vector move, instead of calling vloadn / vstoren: PoCL calls those out of line (row
- * sums 1.7-2.4x slower), where Intel's runtime, which vectorizes across work-items, ran lane by lane 1.5-2.7x slower */
+/* VEC_LANES = 1: kernels that move whole vectors (rowvec.h's rows, elementwise.cl's maps) fill and empty them lane by
+ * lane through a union (VEC_LANE_IO), which CPU compilers make one vector move, instead of calling vloadn / vstoren:
+ * PoCL calls those out of line (row sums 1.7-2.4x slower), where Intel's runtime, which vectorizes across
+ * work-items, ran row sums lane by lane 1.5-2.7x slower */
 #ifndef VEC_LANES
 #define VEC_LANES 0
 #endif
+/* VEC_LANE_IO(name, V, T, N): for N-vectors V of T, the union name_lanes (.v, .s[N]), and name_load(i, p) and
+ * name_store(v, i, p), the i-th vector at global p (element-aligned) moved lane by lane through it (VEC_LANES) */
+#define VEC_LANE_IO(name, V, T, N)                                                                                   \
+    typedef union {                                                                                                  \
+        V v;                                                                                                         \
+        T s[N];                                                                                                      \
+    } CLNN_CAT(name, _lanes);                                                                                        \
+    inline V CLNN_CAT(name, _load)(size_t i, __global const T *p) {                                                  \
+        CLNN_CAT(name, _lanes) l;                                                                                    \
+        _Pragma("unroll") for (int q = 0; q < (N); ++q) l.s[q] = p[i * (N) + q];                                     \
+        return l.v;                                                                                                  \
+    }                                                                                                                \
+    inline void CLNN_CAT(name, _store)(V v, size_t i, __global T *p) {                                               \
+        const CLNN_CAT(name, _lanes) l = {v};                                                                        \
+        _Pragma("unroll") for (int q = 0; q < (N); ++q) p[i * (N) + q] = l.s[q];                                     \
+    }
 
 #if USE_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable

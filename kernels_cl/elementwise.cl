@@ -33,12 +33,25 @@ typedef real4 realv;
 #error "EW_VEC 8 or 16 needs float, double or half storage"
 #elif STORE_HALF && HALF_SOFT
 typedef CLNN_CAT(float, EW_VEC) realv;
-#define LOADV(p, i) CLNN_CAT(half_bits_to_float, EW_VEC)(CLNN_CAT(vload, EW_VEC)(i, (__global const ushort *)(p)))
-#define STOREV(p, i, v) CLNN_CAT(vstore, EW_VEC)(CLNN_CAT(float_to_half_bits, EW_VEC)(v), i, (__global ushort *)(p))
+#if VEC_LANES
+VEC_LANE_IO(bits, CLNN_CAT(ushort, EW_VEC), ushort, EW_VEC)
+#define LOAD_BITS(i, p) bits_load(i, p)
+#define STORE_BITS(v, i, p) bits_store(v, i, p)
+#else
+#define LOAD_BITS(i, p) CLNN_CAT(vload, EW_VEC)(i, p)
+#define STORE_BITS(v, i, p) CLNN_CAT(vstore, EW_VEC)(v, i, p)
+#endif
+#define LOADV(p, i) CLNN_CAT(half_bits_to_float, EW_VEC)(LOAD_BITS(i, (__global const ushort *)(p)))
+#define STOREV(p, i, v) STORE_BITS(CLNN_CAT(float_to_half_bits, EW_VEC)(v), i, (__global ushort *)(p))
 #elif STORE_HALF
 typedef CLNN_CAT(float, EW_VEC) realv;
 #define LOADV(p, i) CLNN_CAT(vload_half, EW_VEC)(i, p)
 #define STOREV(p, i, v) CLNN_CAT(vstore_half, EW_VEC)(v, i, p)
+#elif VEC_LANES
+typedef CLNN_CAT(REAL_T, EW_VEC) realv;
+VEC_LANE_IO(ew, realv, real, EW_VEC)
+#define LOADV(p, i) ew_load(i, p)
+#define STOREV(p, i, v) ew_store(v, i, p)
 #else
 typedef CLNN_CAT(REAL_T, EW_VEC) realv;
 #define LOADV(p, i) CLNN_CAT(vload, EW_VEC)(i, p)

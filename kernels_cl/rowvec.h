@@ -12,29 +12,13 @@
 
 typedef CLNN_CAT(REAL_T, ROW_VW) realrv;
 /* RV_LOAD(i, p), RV_STORE(v, i, p): vloadn and vstoren of the i-th vector at p (global); RV_LANES(v, l): l, the
- * lanes of v. With VEC_LANES (clnn_dtype.h) lane by lane through realrv_lanes */
+ * lanes of v. With VEC_LANES (clnn_dtype.h) lane by lane, through rv_lanes */
 #if VEC_LANES
-typedef union {
-    realrv v;
-    real s[ROW_VW];
-} realrv_lanes;
-
-inline realrv rv_load(size_t i, __global const real *p) {
-    realrv_lanes l;
-#pragma unroll
-    for (int q = 0; q < ROW_VW; ++q) l.s[q] = p[i * ROW_VW + q];
-    return l.v;
-}
-
-inline void rv_store(realrv v, size_t i, __global real *p) {
-    const realrv_lanes l = {v};
-#pragma unroll
-    for (int q = 0; q < ROW_VW; ++q) p[i * ROW_VW + q] = l.s[q];
-}
+VEC_LANE_IO(rv, realrv, real, ROW_VW)
 #define RV_LOAD(i, p) rv_load(i, p)
 #define RV_STORE(v, i, p) rv_store(v, i, p)
-#define RV_LANES(v, l)             \
-    const realrv_lanes u_##l = {v}; \
+#define RV_LANES(v, l)         \
+    const rv_lanes u_##l = {v}; \
     const real *l = u_##l.s
 #else
 #define RV_LOAD(i, p) CLNN_CAT(vload, ROW_VW)(i, p)

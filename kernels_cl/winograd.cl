@@ -86,12 +86,10 @@ typedef real vt;
 #else
 typedef CAT(REAL_T, VT) vt;
 #endif
-/* a vt's lanes by index. Vectors are filled and emptied lane by lane through it, which compilers turn into vector
- * moves: vloadn and vstoren are out-of-line calls on PoCL (half of wino_data's time there) */
-typedef union {
-    vt v;
-    real s[VT];
-} vt_lanes;
+/* vt_lanes (a vt's lanes by index), vt_load, vt_store (clnn_dtype.h): vectors are filled and emptied lane by lane,
+ * which compilers turn into vector moves, on every runtime: vloadn and vstoren are out-of-line calls on PoCL (half
+ * of wino_data's time there), and Intel's runtime ran these kernels as fast either way */
+VEC_LANE_IO(vt, vt, real, VT)
 
 /* dst[b] (b < COLS) = the tiles' column b from a row run: lane q takes run[WINO_M * q + b] (tile q's window or tile
  * starts WINO_M further along the row) */
@@ -126,10 +124,8 @@ typedef union {
         const size_t TC_ = (size_t)(RC) * (TW), XS_ = (size_t)(rows) * TC_;                         \
         __global real *out_ = (v) + pr * TC_ + (size_t)rl * (TW) + tj0;                             \
         if (live == VT) {                                                                           \
-            _Pragma("unroll") for (int xi = 0; xi < AL * AL; ++xi) {                                \
-                const vt_lanes l_ = {f[xi / AL][xi % AL]};                                          \
-                _Pragma("unroll") for (int q = 0; q < VT; ++q) out_[xi * XS_ + q] = l_.s[q];        \
-            }                                                                                       \
+            _Pragma("unroll") for (int xi = 0; xi < AL * AL; ++xi)                                  \
+                vt_store(f[xi / AL][xi % AL], 0, out_ + xi * XS_);                                  \
         } else {                                                                                    \
             _Pragma("unroll") for (int xi = 0; xi < AL * AL; ++xi)                                  \
                 STORE_LIVE(f[xi / AL][xi % AL], out_ + xi * XS_, live);                             \
@@ -240,15 +236,14 @@ __kernel void wino_store(int O, int OH, int OW, int TH, int TW, int R0, int RC, 
 #if VT == 1
         f[xi / AL][xi % AL] = in[xi * XS];
 #else
-        vt_lanes l;
         if (whole) {
-#pragma unroll
-            for (int q = 0; q < VT; ++q) l.s[q] = in[xi * XS + q];
+            f[xi / AL][xi % AL] = vt_load(0, in + xi * XS);
         } else {
+            vt_lanes l;
 #pragma unroll
             for (int q = 0; q < VT; ++q) l.s[q] = q < live ? in[xi * XS + q] : (real)0;
+            f[xi / AL][xi % AL] = l.v;
         }
-        f[xi / AL][xi % AL] = l.v;
 #endif
     }
     SANDWICH(out, vt, ROW, AT, f, WINO_M, AL);
