@@ -55,13 +55,13 @@ Printer = Callable[[str], None]
 
 _SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations (TK 256: PoCL's GEMM on AVX2)
     "TM": (16, 32, 64, 128, 256), "TN": (16, 32, 48, 64, 96, 128, 192), "TK": (8, 16, 32, 64, 128, 256),
-    "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 24, 32), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
+    "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 24, 32, 48), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
     "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1), "PF": (0, 1, 2),
 }
 _LEVELS = ("APAD", "DB", "PF")  # keys whose values are levels (on/off, or PF's 0-2): |a - b| steps apart
 _SPACE_KEYS = tuple(k for k in _KEYS if k in _SPACE)  # the keys of _space()'s tuples
 _UNROLLED = 16  # the KU tried against the current choice's, on it alone (NVIDIA's registers follow it: gemm.h)
-_MAX_ACC = 128  # accumulators per work-item; more spills registers on every device
+_MAX_ACC = 128  # a GPU work-item's accumulators; more spill its registers
 # The search's fastest candidates re-timed against the current choice, in rounds that interleave them, within the
 # budget's last fifth: a shared host or a laptop's clock slows some timings by tens of percent for seconds at a time
 # (a 2-core VM, PoCL: the current choice timed 66 GFLOP/s in the search and 150 re-timed, 2026-11-28), which one
@@ -86,11 +86,19 @@ def _conv_shape(dev: Device) -> tuple[int, int, int, int, int]:
     return (32, 64, 56, 56, 128) if dev.type != "cpu" else (8, 32, 28, 28, 64)
 
 
+def _registers(dev: Device) -> int | None:
+    """A CPU's vector registers (AVX-512 has 32, AVX2 16), which hold a work-item's block of accumulators; None for
+    other devices."""
+    return (32 if dev.vector_width >= 16 else 16) if dev.type == "cpu" else None
+
+
 @functools.cache
-def _space() -> np.ndarray:
+def _space(registers: int | None) -> np.ndarray:
     """The tiles of _SPACE (a row each, values in _SPACE_KEYS' order) whose rows and columns divide into the
-    work-items' blocks and vectors, whose sides hold whole load runs, with at most _MAX_ACC accumulators per
-    work-item: ~1.5 * 10^6 rows, built with NumPy (config_problem still checks each one yielded)."""
+    work-items' blocks and vectors, whose sides hold whole load runs, and whose work-items' accumulators fit: at
+    most _MAX_ACC, or with a CPU's ``registers`` its vectors of them, B's and a broadcast (8x48 blocks of 16-wide
+    vectors ran PoCL's GEMM 15 % faster than 4x32 on an AVX-512 Xeon): ~1.5 * 10^6 rows, built with NumPy
+    (config_problem still checks each one yielded)."""
     def grid(*keys: str) -> np.ndarray:
         return np.array(list(itertools.product(*(_SPACE[k] for k in keys))), np.int16)  # values <= 256
 
@@ -98,7 +106,11 @@ def _space() -> np.ndarray:
     rows = rows[(rows[:, 0] % rows[:, 1] == 0) & (rows[:, 1] % rows[:, 2] == 0)]
     cols = cols[(cols[:, 0] % cols[:, 1] == 0) & (cols[:, 1] % cols[:, 2] == 0)]
     rest = rest[rest[:, 0] % rest[:, 1] == 0]
-    r, c = np.nonzero(rows[:, None, 1] * cols[None, :, 1] <= _MAX_ACC)
+    if registers is None:
+        r, c = np.nonzero(rows[:, None, 1] * cols[None, :, 1] <= _MAX_ACC)
+    else:
+        nv = cols[None, :, 1] // cols[None, :, 2]  # B's vectors per work-item row
+        r, c = np.nonzero(rows[:, None, 1] * nv + nv + 1 <= registers)
     (tm, wm, vwa), (tn, wn, vw) = rows[r].T, cols[c].T
     pair, k = np.nonzero((tm[:, None] % rest[None, :, 1] == 0) & (tn[:, None] % rest[None, :, 1] == 0))
     tk, vwg, apad, db, pf = rest[k].T
@@ -119,10 +131,10 @@ def _distance(cfg: dict[str, int], to: dict[str, int]) -> float:
 
 
 @functools.lru_cache(maxsize=4)
-def _nearest_first(current: tuple[int, ...], seed: int) -> np.ndarray:
-    """The rows of _space(), nearest ``current`` (values in _SPACE_KEYS' order) first, each distance's tiles in a
-    fixed shuffled order. Summed a key at a time in _distance's order, so equal distances tie exactly."""
-    space, distance = _space(), 0.0
+def _nearest_first(current: tuple[int, ...], seed: int, registers: int | None) -> np.ndarray:
+    """The rows of _space(registers), nearest ``current`` (values in _SPACE_KEYS' order) first, each distance's tiles
+    in a fixed shuffled order. Summed a key at a time in _distance's order, so equal distances tie exactly."""
+    space, distance = _space(registers), 0.0
     for i, (key, c) in enumerate(zip(_SPACE_KEYS, current)):
         values = np.array(_SPACE[key])  # ascending
         steps = np.array([_step(key, int(v), c) for v in values])
@@ -144,8 +156,9 @@ def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]
     firsts += [{**current, **row} for kinds in ("gemm", "gemm_small") for row in tuning.TABLE[kinds].values()]
 
     def rest() -> Iterator[dict[str, int]]:  # ordered only when the firsts are spent
-        space = _space()
-        for row in _nearest_first(tuple(current[k] for k in _SPACE_KEYS), seed):
+        registers = _registers(dev)
+        space = _space(registers)
+        for row in _nearest_first(tuple(current[k] for k in _SPACE_KEYS), seed, registers):
             yield dict(zip(_SPACE_KEYS, map(int, space[row])), KU=current["KU"])
 
     seen = set()

@@ -182,6 +182,21 @@ def test_candidate_space_is_valid_and_starts_with_the_current_choice(dev):
     assert all(config_problem(c) is None for _, c in first)
 
 
+def test_cpu_space_counts_vector_registers_and_gpu_space_scalar_accumulators():
+    """A CPU's tiles fit their work-items' accumulator vectors, B's vectors and a broadcast in its registers (8x48
+    blocks of 16-wide vectors on AVX-512: 24 + 3 + 1 of 32), not its scalars in 128; a GPU's fit 128 scalars."""
+    col = {k: i for i, k in enumerate(tune._SPACE_KEYS)}
+    for registers in (16, 32):
+        space = tune._space(registers)
+        wm, wn, vw = space[:, col["WM"]], space[:, col["WN"]], space[:, col["VW"]]
+        assert (wm * (wn // vw) + wn // vw + 1 <= registers).all()
+        assert ((wm == 8) & (wn == 48) & (vw == 16)).any() == (registers == 32)
+        assert not ((wm == 4) & (wn == 8) & (vw == 1)).any()  # 32 scalars take 32 registers, B's 8 more
+    gpu = tune._space(None)
+    assert (gpu[:, col["WM"]] * gpu[:, col["WN"]] <= tune._MAX_ACC).all()
+    assert ((gpu[:, col["WM"]] == 8) & (gpu[:, col["WN"]] == 16)).any()
+
+
 @pytest.mark.parametrize("argv, pattern", [
     (["tune", "--kernels", "winograd"], r"--kernels expects names from \['conv', 'gemm', 'plan'\]; got 'winograd'"),
     (["tune", "--budget", "0"], r"--budget expects a positive number of seconds; got 0.0"),
