@@ -11,7 +11,6 @@
 #include "clnn_dtype.h"
 #include "clnn_shape.h"
 #include "mma.h"
-#include "unary.h"
 
 #ifndef TM
 #define TM 64
@@ -410,6 +409,19 @@ typedef store_t d_t;
 #ifndef FUSED_ACT
 #define FUSED_ACT 0
 #endif
+#if FUSED_ACT && VW > 1
+#define UNARY_VEC realv /* apply_unary_vec: the activation of a whole vector, a vector exp per vector on CPUs, where */
+#endif                  /* lane by lane PoCL called its scalar exp once per element (a GEMM + GELU 2.7x the GEMM) */
+#include "unary.h"
+
+/* ACT_VEC(v, act): the realv v with act applied to each lane (a negative act, or no FUSED_ACT: v) */
+#if FUSED_ACT && VW > 1
+#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary_vec(act, v, 0, 0))
+#elif FUSED_ACT
+#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary(act, v, 0, 0))
+#else
+#define ACT_VEC(v, act) (v)
+#endif
 
 /* C[i] = act(v) for a unary.h code act (any negative code: none); with keep, also P[i] = v, the
  * pre-activation that the backward of an activation other than relu differentiates at (FUSED_ACT: else C[i] = v) */
@@ -426,16 +438,8 @@ inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int ac
  * rounded to C's storage as whole vectors */
 #if VW > 1
 inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, int keep) {
-#if FUSED_ACT
-    if (keep) STORE_C_VEC(P, v);
-    if (act >= 0) {
-        union { realv v; real s[VW]; } u = {v};
-#pragma unroll
-        for (int q = 0; q < VW; ++q) u.s[q] = apply_unary(act, u.s[q], 0, 0);
-        v = u.v;
-    }
-#endif
-    STORE_C_VEC(C, v);
+    if (FUSED_ACT && keep) STORE_C_VEC(P, v);
+    STORE_C_VEC(C, ACT_VEC(v, act));
 }
 #endif
 
@@ -449,12 +453,15 @@ inline void store_act_vec(__global c_t *C, __global c_t *P, realv v, int act, in
 #endif
 
 /* store_act(DST, PRE, OFF, lane q of VAL, ACT, KEEP) for the VW lanes q of the realv VAL where COND holds (COND
- * and OFF: expressions of q) */
+ * and OFF: expressions of q), the activation applied to VAL as a whole */
 #define STORE_ACT_LANES(DST, PRE, VAL, ACT, KEEP, OFF, COND)                                                \
     do {                                                                                                    \
-        union { realv v; real s[VW]; } in_ = {VAL};                                                         \
-        LANES_UNROLL for (int q = 0; q < VW; ++q)                                                           \
-            if (COND) store_act(DST, PRE, OFF, in_.s[q], ACT, KEEP);                                        \
+        union { realv v; real s[VW]; } in_ = {VAL}, out_ = {ACT_VEC(in_.v, ACT)};                           \
+        LANES_UNROLL for (int q = 0; q < VW; ++q) {                                                         \
+            if (!(COND)) continue;                                                                          \
+            if (FUSED_ACT && (KEEP)) STORE_C(PRE, OFF, in_.s[q]);                                           \
+            STORE_C(DST, OFF, out_.s[q]);                                                                   \
+        }                                                                                                   \
     } while (0)
 
 /* stage_run: a run of VWG staged elements (stage_t) as one vector, held between FETCH and PUT (a register array of

@@ -3,10 +3,10 @@
  *
  * The op is a run-time code U_* below (the host reads the values from this file with
  * kernels.op_codes("unary.h", "U_")), uniform across a launch. Needs clnn_dtype.h's `real`.
- * The maps take and return UNARY_T: `real` unless the includer defines it as a vector of reals (elementwise.cl's
- * maps of EW_VEC elements per work-item), so a CPU runtime calls its vector exp, erfc, tanh.. on all lanes at
- * once (PoCL calls the scalar ones once per element). Constants that a selection returns are cast to UNARY_T:
- * with a vector condition, `c ? a : b` selects per lane, and needs a or b to be a vector.
+ * The maps (unary_maps.h) take and return UNARY_T: `real` unless the includer defines it as a vector of reals
+ * (elementwise.cl's maps of EW_VEC elements per work-item), so a CPU runtime calls its vector exp, erfc, tanh.. on
+ * all lanes at once (PoCL calls the scalar ones once per element). An includer that defines UNARY_VEC, a vector
+ * of reals, gets them on it too, named *_vec (apply_unary_vec).
  */
 #ifndef CLNN_UNARY_H
 #define CLNN_UNARY_H
@@ -42,106 +42,19 @@
 #endif
 #define SQRT1_2 0.70710678118654752440
 #define SQRT2_PI 0.79788456080286535588
-
-inline UNARY_T softplus(UNARY_T x, real beta, real threshold) {
-    UNARY_T bx = beta * x;
-    return bx > threshold ? x : (fmax(bx, (real)0) + log1p(exp(-fabs(bx)))) / beta;
-}
-
 #ifndef ERFC_SOFT
 #define ERFC_SOFT 0
 #endif
-#if ERFC_SOFT && !USE_FP64
-/* erfc in float32 by the Chebyshev fit of Numerical Recipes (erfcc: fractional error under 1.2e-7), its
- * exp(-z^2) kept exact to a rounding with fma: PoCL's own erfc ran about 26 ns per element, 13x its exp (GELU
- * was half of the GPT example's step there). Tuning's storage ERFC_SOFT; float64 keeps the library's. */
-inline UNARY_T erfc_(UNARY_T x) {
-    const UNARY_T z = fabs(x), t = 1 / (1 + (real)0.5 * z), zz = z * z, lost = fma(z, z, -zz);
-    const UNARY_T poly = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f +
-                      t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f +
-                      t * 0.17087277f))))))));
-    const UNARY_T tail = t * exp(poly - zz) * (1 - lost);
-    return x >= 0 ? tail : 2 - tail;
-}
-#define ERFC erfc_
-#else
-#define ERFC erfc
+
+#define UNARY_FN(name) name
+#include "unary_maps.h"
+#ifdef UNARY_VEC /* the maps again on the includer's vector of reals UNARY_VEC, as *_vec (gemm.h's vector stores) */
+#undef UNARY_T
+#undef UNARY_FN
+#undef ERFC
+#define UNARY_T UNARY_VEC
+#define UNARY_FN(name) name##_vec
+#include "unary_maps.h"
 #endif
-
-inline UNARY_T sigmoid(UNARY_T x) {
-    /* stable for large |x|: exp of a non-positive number only */
-    const UNARY_T e = exp(-fabs(x));
-    return x >= 0 ? 1 / (1 + e) : e / (1 + e);
-}
-
-inline UNARY_T apply_unary(int op, UNARY_T x, real a, real b) {
-    switch (op) {
-    case U_NEG: return -x;
-    case U_EXP: return exp(x);
-    case U_LOG: return log(x);
-    case U_SQRT: return sqrt(x);
-    case U_ABS: return fabs(x);
-    case U_RELU: return x < 0 ? (real)0 : x;  /* NaN passes through, as torch.relu (fmax would drop it) */
-    case U_LEAKY_RELU: return x > 0 ? x : a * x;
-    case U_ELU: return x > 0 ? x : a * expm1(x);
-    /* erfc and 2 * sigmoid(2u) = 1 + tanh(u) keep the digits of the small negative tail */
-    case U_GELU: return (real)0.5 * x * ERFC(-x * (real)SQRT1_2);
-    case U_GELU_TANH: return x * sigmoid(2 * (real)SQRT2_PI * (x + (real)0.044715 * x * x * x));
-    case U_SIGMOID: return sigmoid(x);
-    case U_TANH: return tanh(x);
-    case U_SOFTPLUS: return softplus(x, a, b);
-    case U_SILU: return x * sigmoid(x);
-    case U_HARDSWISH: return x * clamp(x + 3, (real)0, (real)6) / 6;
-    case U_ADD_S: return x + a;
-    case U_MUL_S: return x * a;
-    case U_RSUB_S: return a - x;
-    case U_RDIV_S: return a / x;
-    case U_POW_S: return pow(x, (UNARY_T)a);
-    case U_RPOW_S: return pow((UNARY_T)a, x);
-    case U_CLAMP: return fmin(fmax(x, a), b);
-    case U_SQUARE: return x * x;
-    }
-    return (UNARY_T)NAN;
-}
-
-/* d f(x) / dx given x and y = f(x) */
-inline UNARY_T unary_derivative(int op, UNARY_T x, UNARY_T y, real a, real b) {
-    switch (op) {
-    case U_NEG: return (UNARY_T)-1;
-    case U_EXP: return y;
-    case U_LOG: return 1 / x;
-    case U_SQRT: return (real)0.5 / y;
-    case U_ABS: return sign(x);
-    case U_RELU: return x > 0 ? (UNARY_T)1 : (UNARY_T)0;
-    case U_LEAKY_RELU: return x > 0 ? (UNARY_T)1 : (UNARY_T)a;
-    case U_ELU: return x > 0 ? (UNARY_T)1 : a * exp(x);
-    case U_GELU: {
-        const UNARY_T cdf = (real)0.5 * ERFC(-x * (real)SQRT1_2);
-        const UNARY_T pdf = exp((real)-0.5 * x * x) * (real)(SQRT2_PI * 0.5);
-        return cdf + x * pdf;
-    }
-    case U_GELU_TANH: {
-        const UNARY_T inner = (real)SQRT2_PI * (x + (real)0.044715 * x * x * x);
-        const UNARY_T s = sigmoid(2 * inner), sn = sigmoid(-2 * inner);  /* (1 + tanh) / 2 and (1 - tanh) / 2 */
-        const UNARY_T dinner = (real)SQRT2_PI * (1 + (real)(3 * 0.044715) * x * x);
-        return s + 2 * x * s * sn * dinner;
-    }
-    /* from x, not y: 1 - y cancels when y is near 1 and loses the small derivatives' digits */
-    case U_SIGMOID: return sigmoid(x) * sigmoid(-x);
-    case U_TANH: { const UNARY_T e = exp(-2 * fabs(x)); return 4 * e / ((1 + e) * (1 + e)); }
-    case U_SOFTPLUS: return a * x > b ? (UNARY_T)1 : sigmoid(a * x);
-    case U_SILU: return sigmoid(x) * (1 + x * sigmoid(-x));
-    case U_HARDSWISH: return x < -3 ? (UNARY_T)0 : (x > 3 ? (UNARY_T)1 : (2 * x + 3) / 6);
-    case U_ADD_S: return (UNARY_T)1;
-    case U_MUL_S: return (UNARY_T)a;
-    case U_RSUB_S: return (UNARY_T)-1;
-    case U_RDIV_S: return -y / x;
-    case U_POW_S: return a == 0 ? (UNARY_T)0 : a * pow(x, (UNARY_T)(a - 1));
-    case U_RPOW_S: return y * log(a);
-    case U_CLAMP: return x >= a && x <= b ? (UNARY_T)1 : (UNARY_T)0;
-    case U_SQUARE: return 2 * x;
-    }
-    return (UNARY_T)NAN;
-}
 
 #endif
