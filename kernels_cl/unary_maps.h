@@ -78,7 +78,8 @@ inline UNARY_T UNARY_FN(unary_derivative)(int op, UNARY_T x, UNARY_T y, real a, 
     }
     case U_GELU_TANH: {
         const UNARY_T inner = (real)SQRT2_PI * (x + (real)0.044715 * x * x * x);
-        const UNARY_T s = UNARY_FN(sigmoid)(2 * inner), sn = UNARY_FN(sigmoid)(-2 * inner);  /* (1 + tanh) / 2 and (1 - tanh) / 2 */
+        /* (1 + tanh) / 2 and (1 - tanh) / 2 */
+        const UNARY_T s = UNARY_FN(sigmoid)(2 * inner), sn = UNARY_FN(sigmoid)(-2 * inner);
         const UNARY_T dinner = (real)SQRT2_PI * (1 + (real)(3 * 0.044715) * x * x);
         return s + 2 * x * s * sn * dinner;
     }

@@ -67,7 +67,11 @@ PASSED, LITERALS = _host_strings()
 
 
 def _source_without_comments(file: str) -> str:
-    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", (kernels.kernel_dir / file).read_text(), flags=re.S)
+    """kernels_cl/<file>, then the kernels_cl headers it includes (unary.h's maps: unary_maps.h), comments stripped."""
+    text = (kernels.kernel_dir / file).read_text()
+    included = re.findall(r'^#include "(\w+\.h)"', text, re.M)
+    text += "".join((kernels.kernel_dir / name).read_text() for name in included)
+    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
 
 
 @pytest.mark.parametrize("file, prefix, table, takers", NAMED, ids=[p for _, p, _, _ in NAMED])
