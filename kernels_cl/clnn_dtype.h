@@ -25,7 +25,8 @@
  * float), LOAD(p, i) -> real, STORE(p, i, v), LOAD4(p, i) -> real4, STORE4(p, i, v) for the i-th group
  * of four elements (p + 4 i; element-aligned, as vloadn), BIG (+infinity of real: the identity of min,
  * -BIG of max), bf16_to_float / float_to_bf16 (and their 4-wide forms), HALF_LOAD(p, i) / HALF_STORE(p, i, v)
- * (a global half array's elements as float) for kernels with their own type defines (copy.cl, norm.cl).
+ * (a global half array's elements as float) for kernels with their own type defines (copy.cl, norm.cl),
+ * VEC_LANE_IO (below).
  */
 #ifndef CLNN_DTYPE_H
 #define CLNN_DTYPE_H
@@ -63,12 +64,13 @@
 /* VEC_LANES = 1: kernels that move whole vectors (rowvec.h's rows, elementwise.cl's maps) fill and empty them lane by
  * lane through a union (VEC_LANE_IO), which CPU compilers make one vector move, instead of calling vloadn / vstoren:
  * PoCL calls those out of line (row sums 1.7-2.4x slower), where Intel's runtime, which vectorizes across
- * work-items, ran row sums lane by lane 1.5-2.7x slower */
+ * work-items, ran row sums lane by lane 2.6-3x slower */
 #ifndef VEC_LANES
 #define VEC_LANES 0
 #endif
 /* VEC_LANE_IO(name, V, T, N): for N-vectors V of T, the union name_lanes (.v, .s[N]), and name_load(i, p) and
- * name_store(v, i, p), the i-th vector at global p (element-aligned) moved lane by lane through it (VEC_LANES) */
+ * name_store(v, i, p), the i-th vector at global p (element-aligned) moved lane by lane through it: the VEC_LANES
+ * paths', and Winograd's transforms' on every runtime */
 #define VEC_LANE_IO(name, V, T, N)                                                                                   \
     typedef union {                                                                                                  \
         V v;                                                                                                         \

@@ -132,8 +132,9 @@ VEC_LANE_IO(vt, vt, real, VT)
         }                                                                                           \
     } while (0)
 
-/* p[0 .. n) = the first n < VT lanes of the vt v: a vector store per set bit of n, each followed by moving the
- * lanes after it down (lane by lane, Intel's runtime took 1.25-1.5x as long over wino_data's rows of 14 tiles) */
+/* p[0 .. n) = the first n < VT lanes of the vt v: per set bit K of n, K lanes stored together (one vector move) and
+ * the lanes after them moved down (a lane-by-lane loop to n: Intel's runtime took 1.25-1.5x as long over wino_data's
+ * rows of 14 tiles) */
 #define STORE_LIVE(v, p, n)                                                                         \
     do {                                                                                            \
         vt_lanes v_ = {v};                                                                          \
