@@ -302,9 +302,6 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
 #ifndef OV
 #define OV 1
 #endif
-#if OV > 1 && !UNIT_SW
-#error "OV > 1 needs a unit stride: a work-item's OV outputs read OV neighbouring inputs"
-#endif
 #if OV == 1
 typedef real realo;
 #elif OV == 2 || OV == 4 || OV == 8 || OV == 16
@@ -351,7 +348,7 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
     if (ow0 >= OW) return;
     const int Cg = C / G, Og = O / G, OB = (Og + RO - 1) / RO, KK = KH * KW, n = z / (G * OB), g = z / OB % G;
     const int o0 = g * Og + z % OB * RO, last = min(RO, (g + 1) * Og - o0) - 1;
-    const int ih = oh * SH - PH, iw = (UNIT_SW ? ow0 : ow0 * SW) - PW;
+    const int SX = UNIT_SW ? 1 : SW, ih = oh * SH - PH, iw = ow0 * SX - PW;
     const size_t CKK = (size_t)Cg * KK;
     __global const b_t *xg = x + ((size_t)n * C + g * Cg) * H * W;
     __global const a_t *wo = w + (size_t)o0 * CKK;
@@ -368,12 +365,13 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
         if (h < 0 || h >= H) continue;
         for (int j = 0; j < KW; ++j) {
             const int ww = iw + j * DW;
-            if (ww + OV <= 0 || ww >= W) continue; /* every output's tap is in the padding */
+            if (ww + (OV - 1) * SX < 0 || ww >= W) continue; /* every output's tap is in the padding */
             __global const a_t *wt = wo + i * KW + j;
-            if (OV == 1 || (ww >= 0 && ww + OV <= W)) { /* a loop of its own: one vector load per channel */
-                DIRECT_CHANNELS(LOAD_B(xg, e + q));
+            if (OV == 1 || (ww >= 0 && ww + (OV - 1) * SX < W)) { /* a loop of its own: a unit stride's lanes are
+                                                                    one vector load per channel */
+                DIRECT_CHANNELS(LOAD_B(xg, e + q * SX));
             } else {
-                DIRECT_CHANNELS(ww + q >= 0 && ww + q < W ? LOAD_B(xg, e + q) : (real)0);
+                DIRECT_CHANNELS(ww + q * SX >= 0 && ww + q * SX < W ? LOAD_B(xg, e + q * SX) : (real)0);
             }
         }
     }
@@ -403,13 +401,31 @@ __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *re
     const int Cg = C / G, KK = KH * KW, total = O * Cg * KK, e = get_global_id(0) % total, s = get_global_id(0) / total;
     if (s >= S) return; /* e = (o*Cg + c)*KK + i*KW + j */
     const int j = e % KW, i = e / KW % KH, c = e / KK % Cg, o = e / (KK * Cg), ch = o / (O / G) * Cg + c;
-    const int P = OH * OW, q1 = min(N * P, (s + 1) * KS);
-    real acc = 0;
-    for (int q = s * KS; q < q1; ++q) {
-        const int n = q / P, p = q % P, h = p / OW * SH - PH + i * DH, ww = p % OW * SW - PW + j * DW;
-        if (h >= 0 && h < H && ww >= 0 && ww < W)
-            acc += LOAD_A(gy, ((size_t)n * O + o) * P + p) * LOAD_B(x, (((size_t)n * C + ch) * H + h) * W + ww);
+    /* the outputs whose tap lands inside a row: ow in [lo, hi), at x's column ow*SW + dw */
+    const int dw = j * DW - PW, lo = dw >= 0 ? 0 : (SW - 1 - dw) / SW;
+    const int hi = W - 1 - dw < 0 ? 0 : min(OW, (W - 1 - dw) / SW + 1), r1 = min(N * OH, (s + 1) * KS);
+    realo_lanes sums = {(realo)0}; /* OV lanes: the outputs ow = lo + OV*m + q */
+    real tail = 0;
+    for (int r = s * KS; r < r1; ++r) { /* output rows r = n*OH + oh, in order */
+        const int n = r / OH, oh = r % OH, h = oh * SH - PH + i * DH;
+        if (h < 0 || h >= H) continue;
+        const size_t g0 = ((size_t)n * O + o) * OH * OW + (size_t)oh * OW, x0 = (((size_t)n * C + ch) * H + h) * W + dw;
+        int ow = lo;
+#if OV > 1
+        for (; ow + OV <= hi; ow += OV) {
+            realo_lanes a, b;
+#pragma unroll
+            for (int q = 0; q < OV; ++q) {
+                a.s[q] = LOAD_A(gy, g0 + ow + q);
+                b.s[q] = LOAD_B(x, x0 + (size_t)(ow + q) * SW);
+            }
+            sums.v += a.v * b.v;
+        }
+#endif
+        for (; ow < hi; ++ow) tail += LOAD_A(gy, g0 + ow) * LOAD_B(x, x0 + (size_t)ow * SW);
     }
-    STORE_C(part, (size_t)s * total + e, acc);
+#pragma unroll
+    for (int q = 0; q < OV; ++q) tail += sums.s[q];
+    STORE_C(part, (size_t)s * total + e, tail);
 }
 #endif

@@ -174,7 +174,7 @@ def test_short_input_gradients_take_the_direct_kernel_under_max_k(op, xs, ws, kw
     assert [k.name for k in prof.kernels if k.name.startswith("conv_")] == ["conv_fwd", "conv_fwd", "conv_bwd_weight"]
 
 
-DIRECT = [  # cases that run conv_direct_fwd at a unit stride: forward, or input-gradient phases
+DIRECT = [  # cases that run conv_direct_fwd (forward, or input-gradient phases) and conv_direct_bwd_weight
     ("conv2d", (2, 5, 10, 9), (5, 1, 3, 3), {"groups": 5, "padding": 1}),             # depthwise
     ("conv2d", (2, 5, 10, 9), (10, 1, 3, 3), {"groups": 5, "padding": (1, 0)}),
     ("conv2d", (2, 2, 11, 9), (3, 2, 3, 3), {"dilation": (2, 1), "padding": (2, 1)}),
@@ -183,14 +183,18 @@ DIRECT = [  # cases that run conv_direct_fwd at a unit stride: forward, or input
     ("conv2d", (2, 3, 9, 37), (4, 3, 3, 5), {"padding": (1, 2), "dilation": (1, 3)}),  # rows of 37 > 16
     ("conv1d", (1, 3, 7), (2, 3, 1), {}),
     ("conv_transpose2d", (2, 4, 6, 5), (4, 1, 3, 3), {"groups": 4, "padding": 1}),
+    ("conv2d", (2, 3, 5, 41), (3, 1, 3, 3), {"groups": 3, "padding": 1}),             # rows past OV, a tail
+    ("conv2d", (2, 3, 7, 45), (3, 1, 3, 3), {"groups": 3, "stride": 2, "padding": 1}),  # strided rows of 23
+    ("conv2d", (1, 4, 9, 53), (4, 1, 3, 5), {"groups": 4, "stride": (1, 3), "padding": (1, 4), "dilation": (1, 2)}),
 ]
 
 
 @pytest.mark.parametrize("ov", [4, 16])
 @pytest.mark.parametrize("op, xs, ws, kw", DIRECT, ids=[f"{c[0]}-{i}" for i, c in enumerate(DIRECT)])
 def test_direct_kernel_with_several_outputs_per_work_item(op, xs, ws, kw, ov, rng, monkeypatch):
-    """conv_direct_fwd computing OV neighbouring outputs of a row per work-item (PoCL's row of the table; rows
-    that OV does not divide, edges in the padding) on every device, and the kernel did run."""
+    """conv_direct_fwd computing OV neighbouring outputs of a row per work-item, and conv_direct_bwd_weight summing
+    a row's outputs OV at a time (PoCL's row of the table; rows that OV does not divide, strides, edges in the
+    padding) on every device, and the kernel did run."""
     monkeypatch.setitem(tuning.TABLE, "conv_direct", {"default": {"OV": ov, "MAX_K": 0}})
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)

@@ -126,7 +126,7 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
         ro = min(DIRECT_RO, rows)
         # a known unit stride lets Intel's runtime load neighbouring outputs' inputs as one vector, not a
         # gather: ResNet's stem input gradient (8x3->64 7x7 224^2, stride-1 phases) 185 -> 20 ms
-        ov = int(tuning.params(dev, "conv_direct")["OV"]) if g.sw == 1 else 1  # outputs per work-item along ow
+        ov = int(tuning.params(dev, "conv_direct")["OV"])  # outputs per work-item along ow
         direct = defines(dt, **flags, RO=ro, OV=ov, UNIT_SW=int(g.sw == 1))
         k_ = kernels.kernel(dev, "conv.cl", "conv_direct_fwd", direct)
         items = -(-g.ow // ov)
@@ -241,9 +241,11 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
     real_size = max(dt.itemsize, 4)  # partials are `real` (matmul.partials)
     if cfg is None and (how.kernel == "direct" or og <= THIN):
         want = -(-(16 * dev.compute_units * 256) // gw.size)
-        splits, ks = _splits(nq, 1, min(want, -(-nq // 64)), gw.size, real_size)
+        rows = g.n * g.oh  # ranges of whole output rows, of at least about 64 pixels
+        splits, ks = _splits(rows, 1, min(want, -(-nq // 64)), gw.size, real_size)
         part, into = (gw, rounding(dt, C=gw)) if splits == 1 else partials(dt, (splits, gw.size), dev)
-        defs = defines(dt, **rounding(dt, A=gy, B=x), **into)
+        ov = int(tuning.params(dev, "conv_direct")["OV"])  # a row's outputs at once
+        defs = defines(dt, **rounding(dt, A=gy, B=x), **into, OV=ov, UNIT_SW=int(g.sw == 1))
         k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defs)
         launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
     else:
