@@ -236,8 +236,9 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # 8-wide global loads 20.7 against 18.0, k-slices of 16 19.1, A's tile k-major in pairs (VWA 2) 19.4
         "gpu": {"TM": 128, "TN": 64, "TK": 32, "VWG": 8},
     },
-    # conv_direct_fwd's outputs per work-item along a row (unit strides): OV neighbours in explicit arrays, for
-    # runtimes that vectorize a kernel across work-items only when it has no loops (PoCL). MAX_K: an input
+    # conv_direct_fwd's outputs per work-item along a row, and conv_direct_bwd_weight's a row at a time: OV
+    # neighbours as one vector (1, 2, 4, 8 or 16), for runtimes that vectorize a kernel across work-items only when
+    # it has no loops (PoCL; depthwise 8x144 3x3 56^2, step: 174 -> 69 ms with both kernels so). MAX_K: an input
     # gradient's phase (conv{1,2}d's, conv_transpose2d's; the latter's forward is one) at a unit stride with at
     # most MAX_K multiply-adds per output takes the direct kernel, not a tile (0: only thin or tiny products do)
     "conv_direct": {

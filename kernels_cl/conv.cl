@@ -29,9 +29,10 @@
  * stride-1 convolution with the taps that land, transposed and reversed, storing into gx through YLAYOUT.
  *
  * Direct kernels (taps in a fixed order), for depthwise and other products too thin for a tile:
- * conv_direct_fwd (one work-item per OV neighbouring output pixels of a row and RO output channels: OV > 1, for
- * runtimes that vectorize only loop-free kernels across work-items, needs a unit stride) and conv_direct_bwd_weight
- * (one work-item per (s, weight element), summing the s-th of S ranges of NQ = N*P pixels into partials).
+ * conv_direct_fwd (one work-item per OV neighbouring output pixels of a row, as one vector, and RO output
+ * channels: OV > 1 for runtimes that vectorize only loop-free kernels across work-items) and conv_direct_bwd_weight
+ * (one work-item per (s, weight element), summing the s-th of S ranges of the N*OH output rows into partials, a
+ * row's outputs OV at a time).
  *
  * Defines: the element type (clnn_dtype.h), gemm.h's tile (TM, TN, TK, WM, WN, VW, VWG, VWA, APAD) and its A_F32,
  * B_F32: the GEMM's first operand (w in fwd, gy in bwd_weight) or second (x) is float32, rounded to store_t
@@ -324,7 +325,7 @@ typedef union {
         realo_lanes xv;                                                                                   \
         _Pragma("unroll") for (int q = 0; q < OV; ++q) xv.s[q] = LANE;                                    \
         _Pragma("unroll") for (int r = 0; r < RO; ++r)                                                    \
-            ACC[r] += xv.v * LOAD_A(wt, (size_t)min(r, last) * CKK + (size_t)(c) * KK);                   \
+            ACC[r] += xv.v * LOAD_A(wt, (size_t)(r < last ? r : last) * CKK + (size_t)(c) * KK);                   \
     } while (0)
 #if OV > 1
 /* Vector outputs (PoCL): alternate input channels into two sums, 2*RO chains of multiply-adds in flight, where
@@ -340,6 +341,10 @@ typedef union {
 #else
 #define DIRECT_CHANNELS(LANE) for (int c = 0; c < Cg; ++c) DIRECT_CHANNEL(acc, c, LANE)
 #endif
+/* v, an element loaded at column w of a row of W, or 0 outside the row (the load happens either way) */
+inline real in_row(real v, int w, int W) {
+    return w >= 0 && w < W ? v : (real)0;
+}
 #ifdef KERNEL_conv_direct_fwd
 __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
                               __global const store_t *restrict bias, int has_bias, int act, int keep,
@@ -350,7 +355,8 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
     const int o0 = g * Og + z % OB * RO, last = min(RO, (g + 1) * Og - o0) - 1;
     const int SX = UNIT_SW ? 1 : SW, ih = oh * SH - PH, iw = ow0 * SX - PW;
     const size_t CKK = (size_t)Cg * KK;
-    __global const b_t *xg = x + ((size_t)n * C + g * Cg) * H * W;
+    const long x0 = ((long)n * C + g * Cg) * H * W, xn = (long)N * C * H * W; /* xg's offset in x, x's size */
+    __global const b_t *xg = x + x0;
     __global const a_t *wo = w + (size_t)o0 * CKK;
     realo acc[RO]; /* acc[r]: output channel o0 + r, pixels ow0 .. ow0 + OV - 1 */
 #pragma unroll
@@ -367,9 +373,12 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
             const int ww = iw + j * DW;
             if (ww + (OV - 1) * SX < 0 || ww >= W) continue; /* every output's tap is in the padding */
             __global const a_t *wt = wo + i * KW + j;
-            if (OV == 1 || (ww >= 0 && ww + (OV - 1) * SX < W)) { /* a loop of its own: a unit stride's lanes are
-                                                                    one vector load per channel */
+            /* Loops of their own: the lanes wholly inside the row (a unit stride's one vector load a channel); or
+             * reaching past it but not past x, loaded whole and zeroed outside the row; else lane by lane */
+            if (OV == 1 || (ww >= 0 && ww + (OV - 1) * SX < W)) {
                 DIRECT_CHANNELS(LOAD_B(xg, e + q * SX));
+            } else if (x0 + (long)h * W + ww >= 0 && x0 + ((long)(Cg - 1) * H + h) * W + ww + (OV - 1) * SX < xn) {
+                DIRECT_CHANNELS(in_row(LOAD_B(xg, e + q * SX), ww + q * SX, W));
             } else {
                 DIRECT_CHANNELS(ww + q * SX >= 0 && ww + q * SX < W ? LOAD_B(xg, e + q * SX) : (real)0);
             }

@@ -591,6 +591,9 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         yd = F.conv2d(xd, wd, padding=1, groups=4)
         (yd * clnn.tensor(data(rng, yd.shape, dt))).sum().backward()
         finite("depthwise conv2d, 4 outputs per work-item", dt, yd, *_grads(xd, wd))
+        ys = F.conv2d(xd, wd, stride=2, padding=1, groups=4)  # strided lanes, 3 outputs a row
+        (ys * clnn.tensor(data(rng, ys.shape, dt))).sum().backward()
+        finite("strided depthwise conv2d, 4 outputs per work-item", dt, ys, *_grads(xd, wd))
     finally:
         tuning.TABLE["conv_direct"]["default"] = saved_ov
     conv_ops = sys.modules["clnn.ops.conv"]
