@@ -388,17 +388,22 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
     for (int r = 0; r < RO; ++r) {
         if (r > last) break;
         const int o = o0 + r;
+        const real b = has_bias ? LOAD(bias, o) : (real)0;
 #if OV > 1
-        real out[OV];
-        CLNN_CAT(vstore, OV)(acc[r] + acc2[r], 0, out); /* once per output: PoCL's call is no cost here */
+        const realo_lanes out = {acc[r] + acc2[r] + b};
 #else
-        const real out[1] = {acc[r]};
+        const realo_lanes out = {acc[r] + b};
 #endif
+        const size_t y0 = (size_t)n * YN + (size_t)o * YO + oh * YR + ow0 * YC + Y0;
+        if (!FUSED_ACT && YC == 1 && ow0 + OV <= OW) { /* a vector store */
+#pragma unroll
+            for (int q = 0; q < OV; ++q) STORE_C(y, y0 + q, out.s[q]);
+            continue;
+        }
 #pragma unroll
         for (int q = 0; q < OV; ++q) {
             if (OV > 1 && ow0 + q >= OW) break;
-            store_act(y, pre, (size_t)n * YN + (size_t)o * YO + oh * YR + (ow0 + q) * YC + Y0,
-                      has_bias ? out[q] + LOAD(bias, o) : out[q], act, keep);
+            store_act(y, pre, y0 + (size_t)q * YC, out.s[q], act, keep);
         }
     }
 }
