@@ -316,16 +316,16 @@ typedef union {
     realo v;
     real s[OV];
 } realo_lanes;
-/* conv_direct_fwd's multiply-adds of input channel c at tap t into ACC (its RO outputs), lane q of x's vector
- * under the tap being LANE (of e, x's element under output ow0: an index into xg, not a pointer, which Intel's
- * runtime vectorizes 14x faster) */
+/* conv_direct_fwd's multiply-adds of input channel c at the tap wt points to into ACC (its RO outputs), lane q of
+ * x's vector under the tap being LANE (of e, x's element under output ow0: an index into xg, not a pointer, which
+ * Intel's runtime vectorizes 14x faster) */
 #define DIRECT_CHANNEL(ACC, c, LANE)                                                                      \
     do {                                                                                                  \
         const int e = ((c) * H + h) * W + ww;                                                             \
         realo_lanes xv;                                                                                   \
         _Pragma("unroll") for (int q = 0; q < OV; ++q) xv.s[q] = LANE;                                    \
         _Pragma("unroll") for (int r = 0; r < RO; ++r)                                                    \
-            ACC[r] += xv.v * LOAD_A(wt, (size_t)(r < last ? r : last) * CKK + (size_t)(c) * KK);                   \
+            ACC[r] += xv.v * LOAD_A(wt, (size_t)(r < last ? r : last) * CKK + (size_t)(c) * KK);          \
     } while (0)
 #if OV > 1
 /* Vector outputs (PoCL): alternate input channels into two sums, 2*RO chains of multiply-adds in flight, where
