@@ -45,7 +45,8 @@
  * no float32 copy of it); Y_AS_X with either: norm_apply's y and the gradient g that norm_partial and
  * norm_bwd_input read are in x's type too (batch norm under autocast returns a half x's type, as cuDNN's batch
  * norm of half data with float32 parameters); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows
- * per block; ROW_VW (rowvec.h) for the *_rows kernels.
+ * per block; ROW_VW (rowvec.h) for the *_rows kernels; WALK_ROWS (CPUs, local size 1): norm_partial walks its
+ * chunk row by row.
  */
 #include "clnn_shape.h"
 #include "reduce.h"
@@ -145,6 +146,32 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
 /* BODY for each of the work-item's elements of the chunk (m = lo + t, lo + t + n, .. < hi; k its index in x, u in
  * 0 .. FOLDS-1 its partial sum, reduce.h's): CPUs walk a chunk in one work-item, where one serial sum ran a conv's
  * bias gradient (LeNet's conv1, 32 sums of 100352) at about one element per 4 cycles: 1.8 -> 0.9 ms on PoCL */
+#if WALK_ROWS
+/* one work-item per chunk (CPUs): the chunk row by row, FOLDS neighbours of a row at a time, so that the compiler
+ * forms vectors (BatchNorm2d(64) forward and backward over 8x64x112x112: PoCL 20-22 -> 12 ms, Intel's runtime 20 ->
+ * 11), not element by element through the (outer, group, inner) index */
+#define CHUNK_FOLD(BODY)                                                                            \
+    do {                                                                                            \
+        pos_t r = pos_at(lo, inner);                                                                \
+        for (int m = lo; m < hi; r.o += 1, r.j = 0) {                                               \
+            const int len = min(hi - m, inner - r.j);                                               \
+            const size_t k0 = pos_index(r, c, G, inner);                                            \
+            int q = 0;                                                                              \
+            for (; q + FOLDS <= len; q += FOLDS)                                                    \
+                _Pragma("unroll") for (int u = 0; u < FOLDS; ++u) {                                 \
+                    const pos_t p = {r.o, r.j + q + u};                                             \
+                    const size_t k = k0 + q + u;                                                    \
+                    BODY;                                                                           \
+                }                                                                                   \
+            for (const int u = 0; q < len; ++q) {                                                   \
+                const pos_t p = {r.o, r.j + q};                                                     \
+                const size_t k = k0 + q;                                                            \
+                BODY;                                                                               \
+            }                                                                                       \
+            m += len;                                                                               \
+        }                                                                                           \
+    } while (0)
+#else
 #define CHUNK_FOLD(BODY)                                                                            \
     do {                                                                                            \
         pos_t p = pos_at(lo + t, inner);                                                            \
@@ -160,6 +187,7 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
             BODY;                                                                                   \
         }                                                                                           \
     } while (0)
+#endif
 
 __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int affine, real eps,
                            __global const x_t *x, __global const y_t *g, __global const real *mean,
