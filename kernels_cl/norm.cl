@@ -34,8 +34,9 @@
  *   ln_bwd_rows     (CPUs, ROW_VW) layer norm's backward, a work-item per block of LN_ROWS rows in explicit
  *                   vectors: per row s1, s2 and gx as ln_bwd's, the block's column sums of g xhat and g added up
  *                   row by row in its part (ln_bwd's layout, so ln_bwd_finish ends both)
- * The gradients' a * b + c are explicit fma: a contraction the compiler chose would differ between builds
- * (X_HALF's against float32's) on the values that cancel.
+ * The gradients' a * b + c are explicit fma, and so are norm_partial's sums of products: a contraction the
+ * compiler chose would differ between builds (X_HALF's against float32's) on the values that cancel, and it did in
+ * WALK_ROWS's vectorized statistics on Intel's runtime (a half layer norm's output 1-4 ulps off float32's).
  * Partials are (G, S, 2) reals (ln_bwd's: (blocks, 2, D)), and so are the per-group results (mean, variance,
  * the gradient sums) whatever the storage type: a half mean would put 2^-11 of |mean| into every x - mean, and
  * a half variance of a row whose values lie close together is subnormal. norm_partial takes any power-of-two
@@ -204,7 +205,7 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
         CHUNK_FOLD({
             real gw = LOAD_Y(g, k) * weight_at(inner_w, w, (inner_w & AFF_INNER) ? p.j : c);
             s1[u] += gw;
-            s2[u] += gw * (LOAD_X(x, k) - mu) * rstd;
+            s2[u] = FMA(gw * (LOAD_X(x, k) - mu), rstd, s2[u]);
         });
         a2 = group_sum(scratch, fold_sum(s2));
     } else {
@@ -219,7 +220,7 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
         a1 /= n_chunk;
         CHUNK_FOLD({
             real d = LOAD_X(x, k) - a1;
-            s2[u] += d * d;
+            s2[u] = FMA(d, d, s2[u]);
             s3[u] += d;
         });
         a2 = group_sum(scratch, fold_sum(s2));
