@@ -194,11 +194,15 @@ DIRECT = [  # cases that run conv_direct_fwd (forward, or input-gradient phases)
 def test_direct_kernel_with_several_outputs_per_work_item(op, xs, ws, kw, ov, rng, monkeypatch):
     """conv_direct_fwd computing OV neighbouring outputs of a row per work-item, and conv_direct_bwd_weight summing
     a row's outputs OV at a time (PoCL's row of the table; rows that OV does not divide, strides, edges in the
-    padding) on every device, and the kernel did run."""
+    padding) on every device, and the kernels did run (the weight gradient's where a conv2d's or conv1d's output
+    channels per group are conv.THIN or fewer)."""
     monkeypatch.setitem(tuning.TABLE, "conv_direct", {"default": {"OV": ov, "MAX_K": 0}})
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)
-    assert "conv_direct_fwd" in {k.name for k in prof.kernels}
+    ran = {k.name for k in prof.kernels}
+    assert "conv_direct_fwd" in ran
+    if op != "conv_transpose2d" and ws[0] // kw.get("groups", 1) <= conv_mod.THIN:
+        assert "conv_direct_bwd_weight" in ran, ran
 
 
 WINOGRAD = [  # 3x3 stride-1 products that Winograd's kernels compute
