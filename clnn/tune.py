@@ -55,7 +55,7 @@ Printer = Callable[[str], None]
 
 _SPACE = {  # gemm.cl's tunables; config_problem() rejects invalid combinations (TK 256: PoCL's GEMM on AVX2)
     "TM": (16, 32, 64, 128, 256), "TN": (16, 32, 48, 64, 96, 128, 192), "TK": (8, 16, 32, 64, 128, 256),
-    "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 24, 32, 48), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
+    "WM": (1, 2, 4, 8), "WN": (1, 2, 4, 8, 16, 24, 32, 48, 64), "VW": (1, 2, 4, 8, 16), "VWG": (1, 2, 4, 8, 16),
     "VWA": (1, 2, 4, 8), "APAD": (0, 1), "DB": (0, 1), "PF": (0, 1, 2),
 }
 _LEVELS = ("APAD", "DB", "PF")  # keys whose values are levels (on/off, or PF's 0-2): |a - b| steps apart
@@ -97,7 +97,7 @@ def _space(registers: int | None) -> np.ndarray:
     """The tiles of _SPACE (a row each, values in _SPACE_KEYS' order) whose rows and columns divide into the
     work-items' blocks and vectors, whose sides hold whole load runs, and whose work-items' accumulators fit: at
     most _MAX_ACC, or with a CPU's ``registers`` its vectors of them, B's and a broadcast (8x48 blocks of 16-wide
-    vectors ran PoCL's GEMM 15 % faster than 4x32 on an AVX-512 Xeon): ~1.5 * 10^6 rows, built with NumPy
+    vectors ran PoCL's GEMM 15 % faster than 4x32 on an AVX-512 Xeon, 4x64 10-15 %): ~1.5 * 10^6 rows, built with NumPy
     (config_problem still checks each one yielded)."""
     def grid(*keys: str) -> np.ndarray:
         return np.array(list(itertools.product(*(_SPACE[k] for k in keys))), np.int16)  # values <= 256

@@ -151,7 +151,11 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # vectors as wide as the device's own: with AVX-512, Intel's runtime ran 1024^3 at 180 GFLOP/s in float16
         # blocks against 145 in float8 (Zen 4); PoCL, given AVX-512 (clnn/pocl_target.py), at 300 against 159
         # (Zen 5). On Zen 4 PoCL's LLVM targeted AVX2 (native width 8): there 16-wide ones ran at 80 against 108
-        "cpu simd16": {"WN": 32, "VW": 16, "VWG": 16},
+        # AVX-512, 4x64 blocks (16 accumulators, four B vectors and four broadcasts to 16 FMAs) against 4x32 (8: an
+        # FMA's latency apart), GFLOP/s at 1024^3 / 2048^3, bests of 8-12 interleaved rounds (Xeon, 2026-11-29): PoCL
+        # 152-169 / 162-163 against 140-157 / 146, Intel's runtime 221 against 196 at 1024^3. PoCL builds the tile
+        # in 2.9-3.3 s against 1.9-2.0
+        "cpu simd16": {"WN": 64, "VW": 16, "VWG": 16},
         # Intel's CPU runtime, Zen 5 (two 512-bit FMA pipes): 256x128 tiles, 362 / 338 GFLOP/s at 1024^3 / 2048^3
         # against 346 / 345 for 128x128 (NumPy 260). 8x32 blocks ran 5 % faster but take twice as long to build
         # (2.4 s against 1.0 for gemm.cl), which the test suite, with its hundreds of programs, could not afford
@@ -280,6 +284,7 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # wino_store at VT 16 / 8 / 4: 5.4 / 4.2 / 2.9 ms at 8x128 56^2 (PoCL: 3.4 / 3.3 / 5.5), 7.9 / - / 2.2 at
         # 32x384 13^2
         "cpu intel": {"WM": 8, "VT_STORE": 4},
+        "cpu simd16 intel": {"WN": 32},  # 8x32 blocks: 16 accumulators (gemm's 4x64 would make them 32)
     },
     # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
     # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
