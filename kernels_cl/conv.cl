@@ -53,6 +53,13 @@
  * strided input gradient's pixels inside gx) */
 #define YLAYOUT int YN, int YO, int YR, int YC, int Y0
 
+#if VWG > 1
+typedef CAT(int, VWG) intg; /* a run's tap coordinates */
+#define RUN_ALIGNED __attribute__((aligned(sizeof(intg))))
+#else
+#define RUN_ALIGNED
+#endif
+
 inline bool in_image(int h, int w, int H, int W) {
     return h >= 0 && h < H && w >= 0 && w < W;
 }
@@ -98,20 +105,30 @@ inline void fwd_rows(__local int *ko, __local int *kh, __local int *kw, int k0, 
 }
 
 /* the `mode` half (gemm.h's FETCH, PUT or STAGE) of gathering conv_fwd's x operand, k-slice k0 (rows ko, kh, kw)
- * by the tile's columns (qo, qh, qw, qrun), into bs through the registers rb */
-inline void gather_fwd(__local local_t *bs, stage_run *rb, int mode, int k0, int K, __global const b_t *x,
-                       __local const int *qo, __local const int *qh, __local const int *qw, __local const bool *qrun,
-                       __local const int *ko, __local const int *kh, __local const int *kw, int H, int W, int SW,
-                       int lid) {
+ * by the tile's columns (qo, qh, qw, qrun, qcont), into bs through the registers rb. A run whose inputs are
+ * neighbours in memory (qcont) but not all inside the image (a padded edge, or rows of a "same" convolution's run
+ * that wraps to the next row) is one vector load with the lanes outside the image zeroed, where it lies inside x
+ * (elements [xlo, xhi) of the pointer): LeNet's conv2 (128x32->64 3x3 14^2), whose 16-wide runs all wrap, gathered
+ * element by element before */
+inline void gather_fwd(__local local_t *bs, stage_run *rb, int mode, int k0, int K, __global const b_t *x, int xlo,
+                       int xhi, __local const int *qo, __local const int *qh, __local const int *qw,
+                       __local const bool *qrun, __local const bool *qcont, __local const int *ko,
+                       __local const int *kh, __local const int *kw, int H, int W, int SW, int lid) {
     const int kn = min(TK, K - k0);
     stage_run one;
     EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
         const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
         stage_run *t = SLOT(rb, one, mode, j);
         if (mode & FETCH) {
-            const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
+            const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk], o = qo[c] + ko[kk];
             if (qrun[c] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
-                GATHER_ROW(B, t, x + qo[c] + ko[kk], SW);
+                GATHER_ROW(B, t, x + o, SW);
+#if VWG > 1
+            else if (qcont[c] && o >= xlo && o <= xhi - VWG) {
+                const intg hv = *(__local const intg *)(qh + c) + kh[kk], wv = *(__local const intg *)(qw + c) + kw[kk];
+                GATHER_MASKED(B, t, x + o, (hv >= 0) & (hv < H) & (wv >= 0) & (wv < W));
+            }
+#endif
             else
                 GATHER(B, t, x, in_image(qh[c + q] + kh[kk], qw[c + q] + kw[kk], H, W), qo[c + q] + ko[kk]);
         }
@@ -126,8 +143,10 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
               __global c_t *y) {
     __local a_tile As;
     __local b_tile Bs;
-    __local int qo[TN], qh[TN], qw[TN], qy[TN]; /* per column (n, p): x offset, top-left tap, y offset */
-    __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one contiguous run of a row */
+    __local int qo[TN], qy[TN];                 /* per column (n, p): x offset, y offset */
+    __local int qh[TN] RUN_ALIGNED, qw[TN] RUN_ALIGNED; /* its top-left tap (gather_fwd reads VWG as a vector) */
+    __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one run of a row, all inside it */
+    __local bool qcont[TN];                      /* columns c .. c+VWG-1 read neighbours in memory */
     __local int ko[2][TK], kh[2][TK], kw[2][TK]; /* fwd_rows of the slices in turn */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN, g = GROUP_ID(2);
@@ -135,6 +154,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
     const int kend = K;
     x += (size_t)g * Cg * HW;
     w += (size_t)g * Og * K;
+    const int xlo = -g * Cg * HW, xhi = N * C * HW + xlo; /* x's elements, from the group's pointer */
     for (int c = lid; c < TN; c += WG) {
         const int q = col0 + c, n = q / P, p = q % P, ih = p / OW * SH - PH, iw = p % OW * SW - PW;
         qh[c] = q < NP ? ih : -FAR;
@@ -142,6 +162,8 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
         qo[c] = n * C * HW + ih * W + iw;
         qy[c] = n * YN + p / OW * YR + p % OW * YC + Y0;
         qrun[c] = p % OW + VWG <= OW && q + VWG <= NP;
+        /* one image, at a unit stride, within a row or wrapping to the next at a unit step (SH*W == OW) */
+        qcont[c] = q + VWG <= NP && p + VWG <= P && SW == 1 && (p % OW + VWG <= OW || SH * W == OW);
     }
     fwd_rows(ko[0], kh[0], kw[0], 0, K, KK, KW, DH, DW, W, HW, lid);
     const bool a_vec = runs_aligned(w, K);
@@ -153,8 +175,8 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
 #define FWD_STAGE(mode, k0, s)                                                                                  \
     do {                                                                                                        \
         stage_a((__local local_t *)As, ra, mode, k0, kend, Og, row0, w, K, 1, a_vec, lid);                         \
-        gather_fwd((__local local_t *)Bs, rb, mode, k0, K, x, qo, qh, qw, qrun, ko[s], kh[s], kw[s], H, W,  \
-                   SW, lid);                                                                                    \
+        gather_fwd((__local local_t *)Bs, rb, mode, k0, K, x, xlo, xhi, qo, qh, qw, qrun, qcont, ko[s], kh[s],  \
+                   kw[s], H, W, SW, lid);                                                                       \
     } while (0)
     for (int k0 = 0; k0 < K; k0 += TK) {
         const int s = (k0 / TK) & 1;

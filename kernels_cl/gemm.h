@@ -501,6 +501,23 @@ typedef union { stage_run v; stage_t s[VWG]; } run_elems;
         _Pragma("unroll") for (int q = 0; q < VWG; ++q) raw_.s[q] = (COND) ? X##_RAW(p, OFF) : 0;           \
         SET_RUN(t, X##_STAGE_RAW(raw_.v));                                                                  \
     } while (0)
+/* GATHER_MASKED(X, t, p, OK): the run *t = p[q] where lane q of the int vector OK is -1, 0 where it is 0: every
+ * element is read (p[0..VWG) must lie inside the buffer), so the reads are one vector load and the zeroing one
+ * select (a lane's own test compiled to a masked scalar move per lane on PoCL) */
+#if MMA || USE_FP16
+#define STAGE_MASK_T short /* the signed integer of stage_t's size: a select's mask */
+#elif USE_FP64
+#define STAGE_MASK_T long
+#else
+#define STAGE_MASK_T int
+#endif
+#define GATHER_MASKED(X, t, p, OK)                                                                          \
+    do {                                                                                                    \
+        union { CAT(X##_RAW_T, VWG) v; X##_RAW_T s[VWG]; } raw_;                                            \
+        _Pragma("unroll") for (int q = 0; q < VWG; ++q) raw_.s[q] = X##_RAW(p, q);                          \
+        const stage_run v_ = X##_STAGE_RAW(raw_.v);                                                         \
+        SET_RUN(t, CAT(convert_, CAT(STAGE_MASK_T, VWG))(OK) ? v_ : (stage_run)0);                          \
+    } while (0)
 #define LOAD_RUN(X, t, p, vec)                                                                              \
     do {                                                                                                    \
         if (vec)                                                                                            \
