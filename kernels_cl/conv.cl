@@ -199,10 +199,10 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
 
 /* conv_bwd_weight's rows of k-slice k0 of the range at kbeg (kend long): per row kk, pixel q = (n, p): x offset,
  * top-left tap (rows past the range: -FAR), gy offset, and whether rows kk .. kk+VWG-1 read one run of gy (arun),
- * of x's row (krun) */
+ * of x's row (krun), of neighbours in x (kcont: as conv_fwd's qcont) */
 inline void bwd_rows(__local int *ko, __local int *kh, __local int *kw, __local int *ka, __local bool *krun,
-                     __local bool *arun, int k0, int kbeg, int kend, int C, int O, int W, int OW, int SH, int SW,
-                     int PH, int PW, int P, int HW, int lid) {
+                     __local bool *kcont, __local bool *arun, int k0, int kbeg, int kend, int C, int O, int W, int OW,
+                     int SH, int SW, int PH, int PW, int P, int HW, int lid) {
     for (int kk = lid; kk < TK; kk += WG) {
         const int q = kbeg + k0 + kk, n = q / P, p = q % P, ih = p / OW * SH - PH, iw = p % OW * SW - PW;
         kh[kk] = k0 + kk < kend ? ih : -FAR;
@@ -211,6 +211,7 @@ inline void bwd_rows(__local int *ko, __local int *kh, __local int *kw, __local 
         ka[kk] = n * O * P + p;
         arun[kk] = p + VWG <= P && k0 + kk + VWG <= kend;
         krun[kk] = arun[kk] && p % OW + VWG <= OW;
+        kcont[kk] = arun[kk] && SW == 1 && (p % OW + VWG <= OW || SH * W == OW);
     }
 }
 
@@ -237,12 +238,13 @@ inline void gather_gy(__local local_t *as, stage_run *ra, int mode, int k0, int 
     }
 }
 
-/* the `mode` half of gathering conv_bwd_weight's x operand (k: pixels, rows ko, kh, kw, krun; columns: taps qo, qh,
- * qw), k-slice k0, into bs through the registers rb */
-inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int kend, __global const b_t *x,
-                     __local const int *qo, __local const int *qh, __local const int *qw, __local const int *ko,
-                     __local const int *kh, __local const int *kw, __local const bool *krun, int H, int W, int SW,
-                     int lid) {
+/* the `mode` half of gathering conv_bwd_weight's x operand (k: pixels, rows ko, kh, kw, krun, kcont; columns: taps
+ * qo, qh, qw), k-slice k0, into bs through the registers rb; runs of neighbours in x (elements [xlo, xhi) of the
+ * pointer) as gather_fwd's */
+inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int kend, __global const b_t *x, int xlo,
+                     int xhi, __local const int *qo, __local const int *qh, __local const int *qw,
+                     __local const int *ko, __local const int *kh, __local const int *kw, __local const bool *krun,
+                     __local const bool *kcont, int H, int W, int SW, int lid) {
     const int kn = min(TK, kend - k0);
     stage_run one;
     EACH_RUN(j, e, TN * (TK / VWG), B_RUNS) {
@@ -250,9 +252,15 @@ inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int k
         if (kk >= kn) continue;
         stage_run *t = SLOT(rb, one, mode, j);
         if (mode & FETCH) {
-            const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk];
+            const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk], o = qo[c] + ko[kk];
             if (krun[kk] && h >= 0 && h < H && w0 >= 0 && w0 + (VWG - 1) * SW < W)
-                GATHER_ROW(B, t, x + qo[c] + ko[kk], SW);
+                GATHER_ROW(B, t, x + o, SW);
+#if VWG > 1
+            else if (kcont[kk] && o >= xlo && o <= xhi - VWG) {
+                const intg hv = *(__local const intg *)(kh + kk) + qh[c], wv = *(__local const intg *)(kw + kk) + qw[c];
+                GATHER_MASKED(B, t, x + o, (hv >= 0) & (hv < H) & (wv >= 0) & (wv < W));
+            }
+#endif
             else
                 GATHER(B, t, x, in_image(qh[c] + kh[kk + q], qw[c] + kw[kk + q], H, W), qo[c] + ko[kk + q]);
         }
@@ -267,8 +275,9 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
     __local a_tile As;
     __local b_tile Bs;
     __local int qo[TN], qh[TN], qw[TN];                     /* per column (c, i, j): x offset, tap offsets */
-    __local int ko[2][TK], kh[2][TK], kw[2][TK], ka[2][TK]; /* bwd_rows of the slices in turn */
-    __local bool krun[2][TK], arun[2][TK];
+    __local int ko[2][TK], ka[2][TK];                       /* bwd_rows of the slices in turn */
+    __local int kh[2][TK] RUN_ALIGNED, kw[2][TK] RUN_ALIGNED;
+    __local bool krun[2][TK], kcont[2][TK], arun[2][TK];
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN, z = GROUP_ID(2);
     const int g = z / S, Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, HW = H * W, NCOL = Cg * KK;
@@ -276,13 +285,15 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
     x += (size_t)g * Cg * HW;
     gy += (size_t)g * Og * P;
     gw += (size_t)z * Og * NCOL;
+    const int xlo = -g * Cg * HW, xhi = N * C * HW + xlo;
     for (int c = lid; c < TN; c += WG) {
         const int k = col0 + c, r = k % KK, i = r / KW * DH, j = r % KW * DW;
         qh[c] = k < NCOL ? i : -FAR;
         qw[c] = j;
         qo[c] = k / KK * HW + i * W + j;
     }
-    bwd_rows(ko[0], kh[0], kw[0], ka[0], krun[0], arun[0], 0, kbeg, kend, C, O, W, OW, SH, SW, PH, PW, P, HW, lid);
+    bwd_rows(ko[0], kh[0], kw[0], ka[0], krun[0], kcont[0], arun[0], 0, kbeg, kend, C, O, W, OW, SH, SW, PH, PW, P,
+             HW, lid);
     FETCH_REGISTERS(ra, rb);
     realv acc[WM][NV];
     zero_acc(acc);
@@ -291,15 +302,15 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
 #define BWD_STAGE(mode, k0, s)                                                                                  \
     do {                                                                                                        \
         gather_gy((__local local_t *)As, ra, mode, k0, kend, Og, row0, P, gy, ka[s], arun[s], lid);               \
-        gather_x((__local local_t *)Bs, rb, mode, k0, kend, x, qo, qh, qw, ko[s], kh[s], kw[s], krun[s], H, \
-                 W, SW, lid);                                                                                   \
+        gather_x((__local local_t *)Bs, rb, mode, k0, kend, x, xlo, xhi, qo, qh, qw, ko[s], kh[s], kw[s], krun[s], \
+                 kcont[s], H, W, SW, lid);                                                                      \
     } while (0)
     for (int k0 = 0; k0 < KS; k0 += TK) {
         const int s = (k0 / TK) & 1;
         if (FETCH_HERE(k0 == 0)) BWD_STAGE(FETCH, k0, s);
         BWD_STAGE(PUT_HALF, k0, s);
-        bwd_rows(ko[s ^ 1], kh[s ^ 1], kw[s ^ 1], ka[s ^ 1], krun[s ^ 1], arun[s ^ 1], k0 + TK, kbeg, kend, C, O, W,
-                 OW, SH, SW, PH, PW, P, HW, lid); /* the next slice's */
+        bwd_rows(ko[s ^ 1], kh[s ^ 1], kw[s ^ 1], ka[s ^ 1], krun[s ^ 1], kcont[s ^ 1], arun[s ^ 1], k0 + TK, kbeg,
+                 kend, C, O, W, OW, SH, SW, PH, PW, P, HW, lid); /* the next slice's */
         barrier(CLK_LOCAL_MEM_FENCE);
         if (PF == 2 && k0 + TK < KS) BWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
         MULTIPLY(As, Bs, k0);
