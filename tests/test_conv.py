@@ -17,6 +17,7 @@ import clnn.functional as F
 from clnn import kernels, profiler, tuning
 from clnn.ops import conv as conv_mod
 from clnn.ops import winograd
+from clnn.ops.matmul import SHORT_K_MACS, _fewer_cols, gemm_config, plan, plan_options
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
 
@@ -487,6 +488,22 @@ def test_device_mismatch():
     other = clnn.Tensor(w.data, w.shape, w.dtype, dataclasses.replace(w.device))  # a distinct device object
     with pytest.raises(ValueError, match=r"conv2d: x is on .* but weight is on"):
         F.conv2d(x, other)
+
+
+def test_narrow_weight_gradient_takes_a_tile_of_its_columns(dev, rng):
+    """LeNet's conv1 shape (1 channel, 32 outputs, 3x3): its weight gradient is a 32 x 9 product over N*P pixels,
+    from SHORT_K_MACS up weighed in gemm_small's tile cut to 16 columns (or its vector), taken on CPUs; the
+    gradients match torch."""
+    f32 = np.dtype("float32")
+    n, hw = 19, 29
+    assert 32 * 9 * n * hw * hw >= SHORT_K_MACS
+    small = gemm_config(dev, f32, "gemm_small")
+    narrow = _fewer_cols(small, 9)
+    options = [o.how.cfg["TN"] for o in plan_options(dev, f32, 1, 32, 9, n * hw * hw, big="conv_bwd_weight")]
+    assert all(c["TN"] in options for c in narrow)
+    if dev.type == "cpu" and small["TN"] > 16:
+        assert plan(dev, f32, 1, 32, 9, n * hw * hw, big="conv_bwd_weight").cfg["TN"] == narrow[0]["TN"] == 16
+    check("conv2d", (n, 1, hw, hw), (32, 1, 3, 3), {"padding": 1}, rng)
 
 
 def test_memory_bound(rng):

@@ -23,6 +23,7 @@ from clnn.ops.matmul import (
     ROW_FIT,
     SHORT_K_MACS,
     GemmPlan,
+    _fewer_cols,
     _fewer_rows,
     config_problem,
     gemm_config,
@@ -428,6 +429,18 @@ def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits > 1
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1e9, "FILL": 0}})
     assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits == 1
+
+
+def test_narrow_products_weigh_a_tile_of_their_columns():
+    """A product narrower than gemm_small's tile is weighed in that tile cut to the least power of two of columns
+    holding it (at least a vector), its blocks and runs cut to fit; a product as wide as the tile is not."""
+    small = {"TM": 32, "TN": 64, "TK": 64, "WM": 4, "WN": 32, "VW": 16, "VWG": 16, "APAD": 0, "DB": 0}
+    assert _fewer_cols(small, 9) == [{**small, "TN": 16, "WN": 16}]
+    assert _fewer_cols(small, 3) == [{**small, "TN": 16, "WN": 16}]  # one vector
+    assert _fewer_cols(small, 33) == []  # 64 columns: the tile's own
+    gpu = {"TM": 64, "TN": 64, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "VWG": 4, "APAD": 1, "DB": 1}
+    assert _fewer_cols(gpu, 5) == [{**gpu, "TN": 8, "WN": 8}]
+    assert _fewer_cols(gpu, 2) == [{**gpu, "TN": 4, "WN": 4}]
 
 
 def test_a_tile_of_the_products_rows_computes_it(dev, rng):
