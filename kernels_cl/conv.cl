@@ -374,6 +374,10 @@ typedef union {
 #else
 #define DIRECT_CHANNELS(LANE) for (int c = 0; c < Cg; ++c) DIRECT_CHANNEL(acc, c, LANE)
 #endif
+/* column w of a row of W, clamped into it */
+inline int in_width(int w, int W) {
+    return w < 0 ? 0 : w < W ? w : W - 1;
+}
 /* v, an element loaded at column w of a row of W, or 0 outside the row (the load happens either way) */
 inline real in_row(real v, int w, int W) {
     return w >= 0 && w < W ? v : (real)0;
@@ -412,8 +416,8 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
                 DIRECT_CHANNELS(LOAD_B(xg, e + q * SX));
             } else if (x0 + (long)h * W + ww >= 0 && x0 + ((long)(Cg - 1) * H + h) * W + ww + (OV - 1) * SX < xn) {
                 DIRECT_CHANNELS(in_row(LOAD_B(xg, e + q * SX), ww + q * SX, W));
-            } else {
-                DIRECT_CHANNELS(ww + q * SX >= 0 && ww + q * SX < W ? LOAD_B(xg, e + q * SX) : (real)0);
+            } else { /* each lane reads its column clamped into the row, zeroed outside it: no branch per lane */
+                DIRECT_CHANNELS(in_row(LOAD_B(xg, e - ww + in_width(ww + q * SX, W)), ww + q * SX, W));
             }
         }
     }
@@ -433,8 +437,7 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
             for (int q = 0; q < OV; ++q) STORE_C(y, y0 + q, out.s[q]);
             continue;
         }
-#pragma unroll
-        for (int q = 0; q < OV; ++q) {
+        for (int q = 0; q < OV; ++q) { /* rolled: PoCL could not unroll it and said so in every build's log */
             if (OV > 1 && ow0 + q >= OW) break;
             store_act(y, pre, y0 + (size_t)q * YC, out.s[q], act, keep);
         }
