@@ -421,9 +421,11 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
             }
         }
     }
+    /* unrolled over the channels (acc's indices constants: no break out of the loop, which PoCL could not unroll and
+     * said so in every build's log); the lanes' own store loop is left rolled */
 #pragma unroll
     for (int r = 0; r < RO; ++r) {
-        if (r > last) break;
+        if (r > last) continue;
         const int o = o0 + r;
         const real b = has_bias ? LOAD(bias, o) : (real)0;
 #if OV > 1
@@ -435,11 +437,9 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
         if (!FUSED_ACT && YC == 1 && ow0 + OV <= OW) { /* a vector store */
 #pragma unroll
             for (int q = 0; q < OV; ++q) STORE_C(y, y0 + q, out.s[q]);
-            continue;
-        }
-        for (int q = 0; q < OV; ++q) { /* rolled: PoCL could not unroll it and said so in every build's log */
-            if (OV > 1 && ow0 + q >= OW) break;
-            store_act(y, pre, y0 + (size_t)q * YC, out.s[q], act, keep);
+        } else {
+            for (int q = 0; q < OV && (OV == 1 || ow0 + q < OW); ++q)
+                store_act(y, pre, y0 + (size_t)q * YC, out.s[q], act, keep);
         }
     }
 }
