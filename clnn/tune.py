@@ -97,8 +97,8 @@ def _space(registers: int | None) -> np.ndarray:
     """The tiles of _SPACE (a row each, values in _SPACE_KEYS' order) whose rows and columns divide into the
     work-items' blocks and vectors, whose sides hold whole load runs, and whose work-items' accumulators fit: at
     most _MAX_ACC, or with a CPU's ``registers`` its vectors of them, B's and a broadcast (8x48 blocks of 16-wide
-    vectors ran PoCL's GEMM 15 % faster than 4x32 on an AVX-512 Xeon, 4x64 10-15 %): ~1.5 * 10^6 rows, built with NumPy
-    (config_problem still checks each one yielded)."""
+    vectors ran PoCL's GEMM 15 % faster than 4x32 on an AVX-512 Xeon, 4x64 10-15 %): 1.2-2.4 * 10^6 rows, built
+    with NumPy (config_problem still checks each one yielded)."""
     def grid(*keys: str) -> np.ndarray:
         return np.array(list(itertools.product(*(_SPACE[k] for k in keys))), np.int16)  # values <= 256
 

@@ -16,6 +16,8 @@
  * VWG neighbouring outputs of one image row whose inputs all lie inside the image load as a run (GATHER_ROW):
  * one vector at a unit stride, else VWG loads SW apart with no bounds check or table lookups per element
  * (ResNet's 7x7 stride-2 stem, forward and weight gradient: 16.4 -> 12.7 and 15.2 -> 11.5 ms on Intel's runtime).
+ * A run whose inputs are neighbours in memory but not all inside the image (a padded edge; a "same" convolution's
+ * run wrapping to the next row) is one vector load with the lanes outside zeroed (gemm.h's GATHER_MASKED).
  * The store writes NCHW (or OIHW) directly, adding the bias; the forward's store then applies the
  * activation `act` (a unary.h code, negative: none) and with `keep` also writes the value before it to
  * `pre` (laid out as y), through gemm.h's STORE_ACT_LANES.
