@@ -65,6 +65,12 @@ typedef CAT(int, VWG) intg; /* a run's tap coordinates */
 inline bool in_image(int h, int w, int H, int W) {
     return h >= 0 && h < H && w >= 0 && w < W;
 }
+#if VWG > 1
+/* in_image for a run's lanes at once: -1 where lane q's (h, w) lies inside, else 0 (GATHER_MASKED's mask) */
+inline intg run_in_image(intg h, intg w, int H, int W) {
+    return (h >= 0) & (h < H) & (w >= 0) & (w < W);
+}
+#endif
 
 inline void zero_acc(realv acc[WM][NV]) {
 #pragma unroll
@@ -127,8 +133,8 @@ inline void gather_fwd(__local local_t *bs, stage_run *rb, int mode, int k0, int
                 GATHER_ROW(B, t, x + o, SW);
 #if VWG > 1
             else if (qcont[c] && o >= xlo && o <= xhi - VWG) {
-                const intg hv = *(__local const intg *)(qh + c) + kh[kk], wv = *(__local const intg *)(qw + c) + kw[kk];
-                GATHER_MASKED(B, t, x + o, (hv >= 0) & (hv < H) & (wv >= 0) & (wv < W));
+                GATHER_MASKED(B, t, x + o, run_in_image(*(__local const intg *)(qh + c) + kh[kk],
+                                                        *(__local const intg *)(qw + c) + kw[kk], H, W));
             }
 #endif
             else
@@ -259,8 +265,8 @@ inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int k
                 GATHER_ROW(B, t, x + o, SW);
 #if VWG > 1
             else if (kcont[kk] && o >= xlo && o <= xhi - VWG) {
-                const intg hv = *(__local const intg *)(kh + kk) + qh[c], wv = *(__local const intg *)(kw + kk) + qw[c];
-                GATHER_MASKED(B, t, x + o, (hv >= 0) & (hv < H) & (wv >= 0) & (wv < W));
+                GATHER_MASKED(B, t, x + o, run_in_image(*(__local const intg *)(kh + kk) + qh[c],
+                                                        *(__local const intg *)(kw + kk) + qw[c], H, W));
             }
 #endif
             else
