@@ -577,9 +577,11 @@ typedef union { stage_run v; stage_t s[VWG]; } run_elems;
 #define SLOT(regs, one, mode, j) ((mode) == STAGE ? &(one) : (regs) + (j))
 /* EACH_RUN(j, e, total, runs): a work-item's runs j = 0, 1, .. at e = lid + j*WG < total, at most
  * `runs` (a constant). With PF, the loop is unrolled to that bound: the registers' indices must be constants
- * (a private array indexed at run time lives in memory) */
+ * (a private array indexed at run time lives in memory), so its count is that constant and `total` a test in it
+ * (as a second exit it kept PoCL's LLVM from unrolling: "loop not unrolled") */
 #if PF
-#define EACH_RUN(j, e, total, runs) _Pragma("unroll") for (int j = 0, e = lid; j < (runs) && e < (total); ++j, e += WG)
+#define EACH_RUN(j, e, total, runs)                                                                         \
+    _Pragma("unroll") for (int j = 0, e = lid; j < (runs); ++j, e += WG) if (e < (total))
 #else
 #define EACH_RUN(j, e, total, runs) for (int j = 0, e = lid; e < (total); ++j, e += WG)
 #endif

@@ -27,7 +27,10 @@ VLOAD_HALF(__private)
 VLOAD_HALF(__local)
 #define CONVERT(n) \
 OVL uint##n convert_uint##n(ushort##n v) { return __builtin_convertvector(v, uint##n); } \
-OVL ushort##n convert_ushort##n(uint##n v) { return __builtin_convertvector(v, ushort##n); }
+OVL ushort##n convert_ushort##n(uint##n v) { return __builtin_convertvector(v, ushort##n); } \
+OVL short##n convert_short##n(int##n v) { return __builtin_convertvector(v, short##n); } \
+OVL int##n convert_int##n(int##n v) { return v; } \
+OVL long##n convert_long##n(int##n v) { return __builtin_convertvector(v, long##n); }
 CONVERT(2)
 CONVERT(4)
 CONVERT(8)

@@ -48,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
     dev = clnn.default_device()
     override_tiles(dev, args.tile)
-    override_mma(args.mma)
+    override_mma(dev, args.mma)
     cfg = gemm_config(dev, np.dtype(DTYPES[args.dtype]), args.kernel)
     options = kernels.build_options(dev, KERNELS[args.kernel], args.kernel,
                                     {**kernels.defines(np.dtype(DTYPES[args.dtype])), **cfg})

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +23,8 @@ from clnn import kernels, profiler, tuning
 from clnn.ops import conv as conv_mod
 from clnn.ops import winograd
 from clnn.ops.matmul import SHORT_K_MACS, _fewer_cols, gemm_config, plan, plan_options
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
 
@@ -140,6 +147,40 @@ def test_gpu_tile_options(op, xs, ws, kw, tile, rng, monkeypatch):
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)
     assert {"conv_fwd", "conv_bwd_weight"} <= {k.name for k in prof.kernels}, [k.name for k in prof.kernels]
+
+
+_QUIET_BUILDS = """
+import json, sys
+import numpy as np
+import clnn, clnn.functional as F
+from clnn import profiler, tuning
+tile = json.loads(sys.argv[1])
+for kind in ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight"):
+    tuning.TABLE[kind] = {"default": tile}
+tuning.TABLE["gemm_direct"] = {"default": {"MAX_MACS": 0}}
+rng = np.random.default_rng()
+x, w = (clnn.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+        for s in ((2, 16, 9, 8), (24, 16, 3, 3)))
+with profiler.profile() as prof:
+    F.conv2d(x, w, padding=1).sum().backward()
+    (x.reshape(32, 72) @ x.reshape(72, 32)).numpy()
+print(json.dumps(sorted({k.name for k in prof.kernels})))
+"""
+
+
+@pytest.mark.gpu_tiles
+@pytest.mark.skipif("Portable" not in clnn.device().platform_name, reason="PoCL's compiler warnings")
+def test_tiles_build_on_pocl_without_compiler_warnings():
+    """PoCL builds every kernel a conv and a product run, in a GPU tile with slices fetched ahead into registers
+    (PF), without a warning on stderr (LLVM's "loop not unrolled": registers indexed at run time would live in
+    memory; users see "N warnings generated." at their first convolution): its kernel cache off, each build new."""
+    env = dict(os.environ, POCL_KERNEL_CACHE="0",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    res = subprocess.run([sys.executable, "-c", _QUIET_BUILDS, json.dumps(GPU_OPTIONS["vwa8-prefetch"])],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert {"conv_fwd", "conv_bwd_weight", "gemm"} <= set(json.loads(res.stdout)), res.stdout
+    assert "warning" not in res.stderr, res.stderr[-4000:]
 
 
 SHORT = [  # unit-stride products whose input gradient (conv_transpose2d: forward too) MAX_K sends to conv_direct_fwd
