@@ -351,12 +351,9 @@ typedef CLNN_CAT(REAL_T, OV) realo; /* one output channel's OV pixels: a vector,
 #else
 #error "OV must be 1, 2, 4, 8 or 16"
 #endif
-/* a realo and its lanes: filled and emptied lane by lane, which CPU compilers make vector moves (clnn_dtype.h's
- * VEC_LANE_IO). As an array of OV outputs PoCL vectorized them in mixed 8- and 4-wide pieces with shuffles. */
-typedef union {
-    realo v;
-    real s[OV];
-} realo_lanes;
+/* realo_lanes: a realo and its lanes, filled and emptied lane by lane, which CPU compilers make vector moves. As an
+ * array of OV outputs PoCL vectorized them in mixed 8- and 4-wide pieces with shuffles. */
+VEC_LANE_IO(realo, realo, real, OV)
 /* conv_direct_fwd's multiply-adds of input channel c at the tap wt points to into ACC (its RO outputs), lane q of
  * x's vector under the tap being LANE (of e, x's element under output ow0: an index into xg, not a pointer, which
  * Intel's runtime vectorizes 14x faster) */

@@ -97,6 +97,13 @@ def _winograd(g: _Geom, dev: Device, dtype: np.dtype) -> bool:
         and winograd.suits(g.c, g.o, max(g.w, g.ow), (g.ph, g.pw), dtype) and g.c * g.o >= least * (g.c + g.o)
 
 
+def _direct_shape(dev: Device, g: _Geom) -> dict[str, int]:
+    """conv.cl's direct kernels' OV (outputs a work-item computes along a row: tuning's conv_direct row) and UNIT_SW
+    (a known unit stride, which lets Intel's runtime load neighbouring outputs' inputs as one vector, not a gather:
+    ResNet's stem input gradient, 8x3->64 7x7 224^2 in stride-1 phases, 185 -> 20 ms)."""
+    return {"OV": int(tuning.params(dev, "conv_direct")["OV"]), "UNIT_SW": int(g.sw == 1)}
+
+
 def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "none",
              pre: Tensor | None = None, cfg: dict[str, int] | None = None, dtype: Any = None,
              store: Any = None, y: Tensor | None = None, layout: tuple[int, ...] | None = None,
@@ -124,12 +131,9 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
         # output channels per work-item: all of a thin product's, none wasted (ResNet's stem input gradient, 3
         # channels, on PoCL: 31 ms in blocks of 4, 20 in blocks of 3)
         ro = min(DIRECT_RO, rows)
-        # a known unit stride lets Intel's runtime load neighbouring outputs' inputs as one vector, not a
-        # gather: ResNet's stem input gradient (8x3->64 7x7 224^2, stride-1 phases) 185 -> 20 ms
-        ov = int(tuning.params(dev, "conv_direct")["OV"])  # outputs per work-item along ow
-        direct = defines(dt, **flags, RO=ro, OV=ov, UNIT_SW=int(g.sw == 1))
-        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_fwd", direct)
-        items = -(-g.ow // ov)
+        shape = _direct_shape(dev, g)
+        k_ = kernels.kernel(dev, "conv.cl", "conv_direct_fwd", defines(dt, **flags, RO=ro, **shape))
+        items = -(-g.ow // shape["OV"])
         across = min(kernels.group_size(dev, 64), kernels.round_up(items, 16))  # a multiple of CPUs' vector width
         kernels.launch(dev, k_, (items, g.oh, g.n * g.groups * -(-rows // ro)), (across, 1, 1), *args)
     else:
@@ -244,8 +248,7 @@ def _weight_grad(x: Tensor, gy: Tensor, g: _Geom, cfg: dict[str, int] | None = N
         rows = g.n * g.oh  # ranges of whole output rows, of at least about 64 pixels
         splits, ks = _splits(rows, 1, min(want, -(-nq // 64)), gw.size, real_size)
         part, into = (gw, rounding(dt, C=gw)) if splits == 1 else partials(dt, (splits, gw.size), dev)
-        ov = int(tuning.params(dev, "conv_direct")["OV"])  # a row's outputs at once
-        defs = defines(dt, **rounding(dt, A=gy, B=x), **into, OV=ov, UNIT_SW=int(g.sw == 1))
+        defs = defines(dt, **rounding(dt, A=gy, B=x), **into, **_direct_shape(dev, g))
         k_ = kernels.kernel(dev, "conv.cl", "conv_direct_bwd_weight", defs)
         launch_1d(dev, k_, splits * gw.size, *g.args(), np.int32(ks), np.int32(splits), x.data, gy.data, part.data)
     else:
