@@ -10,7 +10,8 @@
  *   P_ADAPTIVE  out = mean of x[floor(oh*H/OH) .. ceil((oh+1)*H/OH)) x (the same along W).
  * pool_fwd: one work-item per output (GPUs: neighbouring work-items read neighbouring pixels).
  * pool_fwd_rows: one work-item per output row (CPUs: PoCL runs rows ~10x faster than pixels); each
- *           output comes from the same function as in pool_fwd, so both give the same bits.
+ *           output comes from the same function as in pool_fwd, so both give the same bits. Both take 2x2 max
+ *           windows at stride 2 inside the plane (halves) with constant taps (max_2x2).
  * pool_bwd: one work-item per input pixel gathers the gradient of the windows that hold it at a tap
  *           (max: only the windows whose idx names it), taps in (kh, kw) order (GPUs: coalesced, and
  *           enough work-items to fill the device).
@@ -87,6 +88,26 @@ inline real max_output(pool_geom g, __global const store_t *xp, int oh, int ow, 
     return best;
 }
 
+/* 2x2 windows at stride 2, all inside the plane (LeNet's and VGG's max pooling): max_2x2 */
+inline bool halves(pool_geom g) {
+    return g.kH == 2 && g.kW == 2 && g.sH == 2 && g.sW == 2 && g.pH == 0 && g.pW == 0 && g.dH == 1 && g.dW == 1 &&
+           2 * g.OH <= g.H && 2 * g.OW <= g.W;
+}
+
+/* max_output of a 2x2 window at stride 2 inside a plane W wide, with constant taps in the same order (the same
+ * bits): PoCL vectorizes a row of them, 2.7x faster than max_output's loops */
+inline real max_2x2(int W, __global const store_t *xp, int oh, int ow, int *bi) {
+    const int i = 2 * oh * W + 2 * ow, taps[4] = {i, i + 1, i + W, i + W + 1};
+    real best = LOAD(xp, i);
+    *bi = i;
+#pragma unroll
+    for (int t = 1; t < 4; ++t) {
+        const real v = LOAD(xp, taps[t]);
+        if (v > best || v != v) { best = v; *bi = taps[t]; }  /* v != v: NaN */
+    }
+    return best;
+}
+
 /* average (P_AVG or P_ADAPTIVE) output (oh, ow) of one (H, W) plane */
 inline real avg_output(int op, pool_geom g, __global const store_t *xp, int oh, int ow) {
     int h0, h1, w0, w1;
@@ -144,7 +165,11 @@ __kernel void pool_fwd(int op, int planes, pool_geom g, __global const store_t *
     if (i >= planes * g.OH * g.OW) return;
     int r = i / g.OW, oh = r % g.OH;
     __global const store_t *xp = x + (size_t)(r / g.OH) * g.H * g.W;
-    if (op == P_MAX) {
+    if (op == P_MAX && halves(g)) {
+        int bi;
+        STORE(out, i, max_2x2(g.W, xp, oh, i - r * g.OW, &bi));
+        idx[i] = bi;
+    } else if (op == P_MAX) {
         int kh0, kh1, bi;
         taps_inside(oh * g.sH - g.pH, g.kH, g.dH, g.H, &kh0, &kh1);
         STORE(out, i, max_output(g, xp, oh, i - r * g.OW, kh0, kh1, &bi));
@@ -161,7 +186,13 @@ __kernel void pool_fwd_rows(int op, int planes, pool_geom g, __global const stor
     int oh = r % g.OH;
     __global const store_t *xp = x + (size_t)(r / g.OH) * g.H * g.W;
     size_t row = (size_t)r * g.OW;
-    if (op == P_MAX) {
+    if (op == P_MAX && halves(g)) {
+        for (int ow = 0; ow < g.OW; ++ow) {
+            int bi;
+            STORE(out, row + ow, max_2x2(g.W, xp, oh, ow, &bi));
+            idx[row + ow] = bi;
+        }
+    } else if (op == P_MAX) {
         int kh0, kh1;
         taps_inside(oh * g.sH - g.pH, g.kH, g.dH, g.H, &kh0, &kh1);
         for (int ow = 0; ow < g.OW; ++ow) {

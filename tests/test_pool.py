@@ -16,6 +16,8 @@ import clnn.functional as F
 # (clnn op, torch op, input shape, kwargs): odd sizes, primes, 1s, every parameter of each op
 CASES = [
     (F.max_pool2d, TF.max_pool2d, (2, 3, 8, 8), dict(kernel_size=2)),
+    (F.max_pool2d, TF.max_pool2d, (2, 3, 9, 7), dict(kernel_size=2)),  # 2x2 / 2 with a row and a column left out
+    (F.max_pool2d, TF.max_pool2d, (2, 3, 8, 9), dict(kernel_size=(2, 3), stride=2)),  # 2x2 / 2's neighbour
     (F.max_pool2d, TF.max_pool2d, (1, 1, 1, 1), dict(kernel_size=1)),
     (F.max_pool2d, TF.max_pool2d, (3, 2, 7, 11), dict(kernel_size=3, stride=2, padding=1)),
     (F.max_pool2d, TF.max_pool2d, (2, 3, 13, 9), dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 0))),
@@ -72,25 +74,22 @@ def test_matches_torch(op, tf, shape, kw, dtype, rng):
     _compare(op, tf, rng.standard_normal(shape), kw, dtype, 1e-5 if dtype == np.float32 else 1e-12, rng)
 
 
-@pytest.mark.parametrize("ceil_mode", [False, True])
-def test_max_pool_ties_route_like_torch(ceil_mode, rng):
+# overlapping windows (with and without ceil_mode), and 2x2 / 2 (pool.cl's max_2x2)
+WINDOWS = [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+           dict(kernel_size=2)]
+
+
+@pytest.mark.parametrize("kw", WINDOWS)
+def test_max_pool_ties_route_like_torch(kw, rng):
     # few distinct values: windows hold ties, and overlapping windows pick the same winners as PyTorch
     x = rng.integers(0, 3, (2, 3, 9, 8)).astype(np.float64)
-    _compare(
-        F.max_pool2d,
-        TF.max_pool2d,
-        x,
-        dict(kernel_size=3, stride=2, padding=1, ceil_mode=ceil_mode),
-        np.float64,
-        1e-12,
-        rng,
-    )
+    _compare(F.max_pool2d, TF.max_pool2d, x, kw, np.float64, 1e-12, rng)
 
 
-def test_max_pool_nan_propagates_and_takes_the_gradient(rng):
+@pytest.mark.parametrize("kw", WINDOWS[::2])
+def test_max_pool_nan_propagates_and_takes_the_gradient(kw, rng):
     x = rng.standard_normal((1, 2, 6, 6))
-    x[0, 0, 1, 1] = x[0, 0, 1, 4] = x[0, 1, 5, 5] = np.nan
-    kw = dict(kernel_size=3, stride=2, padding=1)
+    x[0, 0, 1, 1] = x[0, 0, 1, 4] = x[0, 0, 1, 5] = x[0, 1, 5, 5] = np.nan  # (1, 4) and (1, 5) in one window
     t = clnn.tensor(x, requires_grad=True)
     tt = torch.tensor(x, requires_grad=True)
     y, ty = F.max_pool2d(t, **kw), TF.max_pool2d(tt, **kw)

@@ -555,6 +555,7 @@ def pool(dt: np.dtype, rng: np.random.Generator) -> None:
         F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True),
         F.max_pool2d(x, (2, 3), dilation=2),
         F.max_pool2d(x, (2, 3), stride=(4, 2), padding=(0, 1)),  # CPUs: pool_max_bwd_bands, a row below the last
+        F.max_pool2d(x, 2),  # pool.cl's max_2x2: 9 rows, the last left out
         F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
         F.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3),
         F.adaptive_avg_pool2d(x, (4, 3)),
