@@ -20,6 +20,7 @@ import clnn
 from clnn import kernels, tuning
 from clnn.ops.matmul import (
     OPTIONAL_KEYS,
+    PF_MAX_FETCHED,
     ROW_FIT,
     SHORT_K_MACS,
     GemmPlan,
@@ -32,6 +33,7 @@ from clnn.ops.matmul import (
     plan_options,
     tiled_plan,
     warp_product_misfits,
+    work_items,
 )
 
 matmul_mod = importlib.import_module("clnn.ops.matmul")  # clnn.ops.matmul is also the function
@@ -747,6 +749,24 @@ def test_the_mma_row_fits_every_half_tile(dev):
     if not (tuning.params(dev, "mma")["MMA"] and kernels.warp_products(dev)):
         pytest.skip("this device's mma row asks for no warp products")
     assert warp_product_misfits(dev) == []
+
+
+def test_warp_product_tiles_fetch_ahead_only_what_their_registers_hold(dev):
+    """The mma row fetches k-slices ahead (PF) in the big tile it was chosen for; a tile with fewer work-items for the
+    same slices (gemm_small's, the planner's cut rows and columns) fetches none (in clang's NVPTX build gemm_small's
+    spilled), and the big one keeps PF where its slices fit."""
+    def fetched(cfg):
+        return (cfg["TM"] + cfg["TN"]) * cfg["TK"] / work_items(cfg)
+
+    with tuning.override("mma", MMA=1, TK=32, DB=1, PF=2):
+        big = gemm_config(dev, np.dtype(np.float16))
+        if not big.get("MMA"):
+            pytest.skip("no warp-product tile fits this device")
+        assert big["PF"] == (2 if fetched(big) <= PF_MAX_FETCHED else 0), big
+        cfgs = [o.how.cfg for m, n, k in ((2048, 2048, 2048), (40, 4096, 576), (4096, 24, 4096), (64, 100352, 288))
+                for o in plan_options(dev, np.dtype(np.float16), 1, m, n, k)]
+        assert all(cfg["MMA"] and (cfg["PF"] == 0 or fetched(cfg) <= PF_MAX_FETCHED) for cfg in cfgs), cfgs
+        assert any(cfg["PF"] == 0 and fetched({**cfg, "PF": 2}) > PF_MAX_FETCHED for cfg in cfgs), cfgs
 
 
 def test_warp_products_need_compute_capability_8(monkeypatch, dev):

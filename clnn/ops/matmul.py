@@ -32,6 +32,16 @@ TILE_KINDS = ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight")  # the tuning
 OPTIONAL_KEYS = {"VWA": 1, "PF": 0, "KU": 0}  # keys a table row or stored entry may leave out: the kernels' defaults
 MMA_K = 16  # the k-depth of gemm.h's warp products (MMA = 1, a tile key of half products only: gemm_config)
 MMA_PAD = 8  # gemm.h's padding of an MMA tile's rows, in 16-bit elements
+# most elements of A's and B's slices one work-item holds in registers fetched ahead (PF) of a warp-product tile:
+# in clang's NVPTX build (scripts/nvptx_regs.py, ptxas 12.9, sm_90) of tuning's mma row (k-slices of 32, PF 2) laid
+# over 128x128 / 64x128 / 128x64 / 64x64 tiles of 8x8 blocks (32 / 48 / 48 / 64 elements a work-item), 222 / 202 /
+# 212 registers and, for 64x64 (gemm_small's), all 255 and 228 bytes spilled in 4-wide loads (133 without PF)
+PF_MAX_FETCHED = 48
+
+
+def work_items(cfg: dict[str, int]) -> int:
+    """A ``gemm.cl`` tile's work-group size: one work-item per WM x WN block."""
+    return (cfg["TM"] // cfg["WM"]) * (cfg["TN"] // cfg["WN"])
 
 
 def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int = 4) -> str | None:
@@ -49,7 +59,7 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
         return f"MMA needs VW 2, VWA 1, an even WM and TM % (8*WM) == TN % (4*WN) == TK % {MMA_K} == 0"
     if dev is None:
         return None
-    wg = (tm // wm) * (tn // wn)
+    wg = work_items(cfg)
     if wg > dev.max_work_group_size:
         return f"work-group of {wg} exceeds the device's {dev.max_work_group_size}"
     if cfg.get("MMA"):  # gemm.h keeps MMA tiles in 16 bits, rows padded by MMA_PAD
@@ -107,7 +117,7 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
         mma = {**cfg, **{key: int(v) for key, v in warp.items() if key in _KEYS}, "MMA": 1, "VW": 2, "VWA": 1}
         mma |= {key: int(warp[key]) for key in ("REGS", "LDSM") if warp.get(key)}  # NVIDIA's only (tuning's mma row)
         if config_problem(mma, dev, itemsize) is None:
-            return mma
+            return _fit_prefetch(mma)
     return cfg
 
 
@@ -193,6 +203,7 @@ def plan_options(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: in
         cfgs = [tile, *_fewer_rows(tile, small["TM"], m), small]
         if batch * m * n * k >= SHORT_K_MACS:
             cfgs = [_short_k(cfg, k) for cfg in cfgs + _fewer_cols(small, n)]
+        cfgs = [_fit_prefetch(cfg) for cfg in cfgs]
     options, units = [], dev.compute_units
     for cfg in cfgs:
         tm, tn, tk = cfg["TM"], cfg["TN"], cfg["TK"]
@@ -219,6 +230,15 @@ def choose(options: Sequence[PlanOption], costs: dict[str, float], compute_units
         return (bool(fill) and option.groups < fill, cost + split * option.partial)
 
     return min(options, key=price).how
+
+
+def _fit_prefetch(cfg: dict[str, int]) -> dict[str, int]:
+    """A warp-product tile ``cfg`` without its slices fetched ahead (PF 0) where they would be more than
+    PF_MAX_FETCHED elements a work-item: tuning's mma row lays its PF over every kind's tile, and the planner cuts
+    rows and columns from them, which leaves fewer work-items to hold the same slices."""
+    if cfg.get("MMA") and cfg["PF"] and (cfg["TM"] + cfg["TN"]) * cfg["TK"] > PF_MAX_FETCHED * work_items(cfg):
+        return {**cfg, "PF": 0}
+    return cfg
 
 
 def _short_k(cfg: dict[str, int], k: int) -> dict[str, int]:
