@@ -54,6 +54,18 @@ def gpt_step(dev: clnn.Device) -> Callable:
     return step
 
 
+def model_step(name: str, dev: clnn.Device, batch: int, policy: str) -> Callable:
+    """One training step of ``name`` (alexnet, gpt or lenet) on ``dev``; AlexNet's and LeNet's at ``batch`` under
+    ``policy``."""
+    if name == "alexnet":
+        return image_step(dev, alexnet().to(dev), (3, 224, 224), batch, policy)
+    if name == "lenet":
+        return image_step(dev, lenet(clnn.nn).to(dev), (1, 28, 28), batch, policy)
+    if name == "gpt":
+        return gpt_step(dev)
+    raise SystemExit(f"--models expects names from alexnet, gpt, lenet; got {name!r}")
+
+
 def report(name: str, dev: clnn.Device, step: Callable, top: int, launches: int, reps: int = 5) -> None:
     """Print the step's median wall time, its kernel time and launches, its ``top`` (kernel, op) pairs and its
     ``launches`` longest launches with their grids (which tells one layer's launch of a kernel from another's)."""
@@ -100,14 +112,7 @@ def main() -> None:
     print(header(dev))
     clnn.manual_seed(0)
     for name in args.models.split(","):
-        if name == "alexnet":
-            step = image_step(dev, alexnet().to(dev), (3, 224, 224), args.batch, args.policy)
-        elif name == "lenet":
-            step = image_step(dev, lenet(clnn.nn).to(dev), (1, 28, 28), args.batch, args.policy)
-        elif name == "gpt":
-            step = gpt_step(dev)
-        else:
-            raise SystemExit(f"profile_steps: --models expects names from alexnet, gpt, lenet; got {name!r}")
+        step = model_step(name, dev, args.batch, args.policy)
         report(f"{name} ({args.policy}, batch {args.batch})" if name != "gpt" else "gpt", dev, step, args.top,
                args.launches)
 
