@@ -41,7 +41,7 @@
  * Defines: the element type (clnn_dtype.h); ATT_D, the padded row width (a power of two >= E and Ev);
  * ATT_T, rows per block and tile (the host picks it from the device's local memory); ATT_X <= 16 and
  * ATT_Y <= ATT_T, the work-group's shape (all powers of two); ATT_COLS_BY_ROW 1 loads transposed tiles
- * with consecutive local writes (CPUs) instead of coalesced global reads (GPUs).
+ * with consecutive local writes (CPUs) instead of coalesced global reads (GPUs); ATT_UNROLL (PRIVATE_LOOP).
  */
 #include "attention.h"
 
@@ -54,6 +54,9 @@
 #ifndef ATT_COLS_BY_ROW
 #define ATT_COLS_BY_ROW 0
 #endif
+#ifndef ATT_UNROLL
+#define ATT_UNROLL 0
+#endif
 #ifndef ATT_X
 #define ATT_X 16
 #endif
@@ -64,6 +67,14 @@
 #define ATT_NC ((ATT_T + ATT_X - 1) / ATT_X)  /* score columns per work-item */
 #define ATT_NA (ATT_NR * (ATT_D / ATT_X))    /* accumulator elements per work-item */
 
+/* PRIVATE_LOOP: a loop over a work-item's scores or accumulators, unrolled with ATT_UNROLL (GPUs: indexed at run
+ * time, the arrays would live in each work-item's stack, 32-64 bytes in clang's NVPTX build); Intel's runtime, which
+ * vectorizes across work-items, ran the unrolled kernels 4-5x slower */
+#if ATT_UNROLL
+#define PRIVATE_LOOP _Pragma("unroll")
+#else
+#define PRIVATE_LOOP
+#endif
 /* the work-item's rows r = y + ATT_Y i of a block, its columns c = x + ATT_X j of a row of n */
 #define FOR_ROWS(r) for (int r = get_local_id(1); r < ATT_T; r += ATT_Y)
 #define FOR_COLS(c, n) for (int c = get_local_id(0); c < (n); c += ATT_X)
@@ -92,11 +103,12 @@ inline size_t at(long4 lay, int nh, int b, int r) {
  * at once: independent sums for the pipeline; columns past the tile read column ATT_T - 1 */
 inline void dots(real *out, __local const real *a, __local const real *bt) {
     int y = get_local_id(1), x = get_local_id(0);
-    for (int e = 0; e < ATT_NR * ATT_NC; ++e) out[e] = 0;
+    PRIVATE_LOOP for (int e = 0; e < ATT_NR * ATT_NC; ++e) out[e] = 0;
     for (int d = 0; d < ATT_D; ++d)
-        for (int i = 0; i < ATT_NR; ++i) {
+        PRIVATE_LOOP for (int i = 0; i < ATT_NR; ++i) {
             real av = a[(y + ATT_Y * i) * ATT_D + d];
-            for (int k = 0; k < ATT_NC; ++k) out[i * ATT_NC + k] += av * bt[d * ATT_T + SC_COL_IN(x + ATT_X * k)];
+            PRIVATE_LOOP for (int k = 0; k < ATT_NC; ++k)
+                out[i * ATT_NC + k] += av * bt[d * ATT_T + SC_COL_IN(x + ATT_X * k)];
         }
 }
 
@@ -120,7 +132,7 @@ inline void load_cols(__local real *tile, __global const store_t *src, long rs, 
 /* the work-item's accumulator elements of rows < nt and columns < width, times f[r] (f[r] = 0: row without key) */
 inline void store_acc(__global store_t *dst, long4 lay, int nh, int b, int r0, int nt, int width, const real *acc,
                       __local const real *f) {
-    for (int a = 0; a < ATT_NA; ++a) {
+    PRIVATE_LOOP for (int a = 0; a < ATT_NA; ++a) {
         int r = ACC_ROW(a), d = ACC_COL(a);
         if (r < nt && d < width) STORE(dst, at(lay, nh, b, r0 + r) + d, acc[a] * f[r]);
     }
@@ -129,7 +141,7 @@ inline void store_acc(__global store_t *dst, long4 lay, int nh, int b, int r0, i
 /* acc[(r, d)] = acc * f[r] (f null: 1) + sum_c p[r][c] x[c][d] over c < n; p[r][c] is p[r pr + c pc] */
 inline void acc_update(real *acc, __local const real *f, __local const real *p, int pr, int pc,
                        __local const real *x, int n) {
-    for (int a = 0; a < ATT_NA; ++a) {
+    PRIVATE_LOOP for (int a = 0; a < ATT_NA; ++a) {
         int r = ACC_ROW(a), d = ACC_COL(a);
         real v = f ? acc[a] * f[r] : acc[a];
         for (int c = 0; c < n; ++c) v += p[r * pr + c * pc] * x[c * ATT_D + d];
@@ -159,7 +171,7 @@ __kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const 
     int2 bi = block_of(L);
     int b = bi.x, i0 = bi.y, ni = min(ATT_T, L - i0);
     real acc[ATT_NA];
-    for (int a = 0; a < ATT_NA; ++a) acc[a] = 0;
+    PRIVATE_LOOP for (int a = 0; a < ATT_NA; ++a) acc[a] = 0;
     load_rows(qs, q + at(lq, nh, b, i0), lq.z, ni, E, scale);
     for (int r = t; r < ATT_T; r += ATT_X * ATT_Y) {
         ms[r] = -BIG;
@@ -174,7 +186,7 @@ __kernel void attn_fwd(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global const 
         barrier(CLK_LOCAL_MEM_FENCE);
         real sv[ATT_NR * ATT_NC];
         dots(sv, qs, kt);
-        for (int e = 0; e < ATT_NR * ATT_NC; ++e) {
+        PRIVATE_LOOP for (int e = 0; e < ATT_NR * ATT_NC; ++e) {
             int r = SC_ROW(e), c = SC_COL(e), i = i0 + r, j = j0 + c;
             if (c >= ATT_T) continue;
             sc[r * ATT_T + c] = SEES(i, j, i0 + ni, j0 + nj) ? sv[e] +
@@ -227,7 +239,7 @@ __kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global cons
     int2 bi = block_of(L);
     int b = bi.x, i0 = bi.y, ni = min(ATT_T, L - i0);
     real acc[ATT_NA];
-    for (int a = 0; a < ATT_NA; ++a) acc[a] = 0;
+    PRIVATE_LOOP for (int a = 0; a < ATT_NA; ++a) acc[a] = 0;
     load_rows(qs, q + at(lq, nh, b, i0), lq.z, ni, E, scale);
     load_rows(gs, gout + at(lo, nh, b, i0), lo.z, ni, Ev, 1);
     int send = keys_seen(flags, L, S, i0);
@@ -241,7 +253,7 @@ __kernel void attn_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global cons
         real sv[ATT_NR * ATT_NC], dp[ATT_NR * ATT_NC];
         dots(sv, qs, kt);
         dots(dp, gs, vt);
-        for (int e = 0; e < ATT_NR * ATT_NC; ++e) {
+        PRIVATE_LOOP for (int e = 0; e < ATT_NR * ATT_NC; ++e) {
             int r = SC_ROW(e), c = SC_COL(e), i = i0 + r, j = j0 + c;
             if (c >= ATT_T) continue;
             real ds = 0;
@@ -276,7 +288,7 @@ __kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global con
     int2 bj = block_of(S);
     int b = bj.x, j0 = bj.y, nj = min(ATT_T, S - j0);
     real dk[ATT_NA], dv[ATT_NA];
-    for (int a = 0; a < ATT_NA; ++a) dk[a] = dv[a] = 0;
+    PRIVATE_LOOP for (int a = 0; a < ATT_NA; ++a) dk[a] = dv[a] = 0;
     load_cols(kt, k + at(lk, nh, b, j0), lk.z, nj, E);
     load_cols(vt, v + at(lv, nh, b, j0), lv.z, nj, Ev);
     /* causal: queries i < j0 see no key of this block */
@@ -289,7 +301,7 @@ __kernel void attn_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, __global con
         real sv[ATT_NR * ATT_NC], dp[ATT_NR * ATT_NC];
         dots(sv, qs, kt);
         dots(dp, gs, vt);
-        for (int e = 0; e < ATT_NR * ATT_NC; ++e) {  /* entry (query r, key c) */
+        PRIVATE_LOOP for (int e = 0; e < ATT_NR * ATT_NC; ++e) {  /* entry (query r, key c) */
             int r = SC_ROW(e), c = SC_COL(e), i = i0 + r, j = j0 + c;
             if (c >= ATT_T) continue;
             real p = 0, ds = 0;

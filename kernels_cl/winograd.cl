@@ -250,7 +250,11 @@ __kernel void wino_store(int O, int OH, int OW, int TH, int TW, int R0, int RC, 
     SANDWICH(out, vt, ROW, AT, f, WINO_M, AL);
     const real add = has_bias ? LOAD(bias, pr) : (real)0;
     const int ow0 = WINO_M * tj0, cols = min(WINO_M * VT, OW - ow0), rows = min(WINO_M, OH - WINO_M * ti);
-    for (int a = 0; a < rows; ++a) {
+    /* rows and (with VT 1) columns to their constant counts, tested inside: out and run indexed at run time would
+     * live in each work-item's stack on GPUs (80 bytes in clang's NVPTX build) */
+#pragma unroll
+    for (int a = 0; a < WINO_M; ++a) {
+        if (a >= rows) continue;
         real run[WINO_M * VT];
 #pragma unroll
         for (int b = 0; b < WINO_M; ++b) {
@@ -259,7 +263,13 @@ __kernel void wino_store(int O, int OH, int OW, int TH, int TW, int R0, int RC, 
             for (int q = 0; q < VT; ++q) run[WINO_M * q + b] = l.s[q];
         }
         const size_t at = (((size_t)n * O + pr) * OH + WINO_M * ti + a) * OW + ow0;
+#if VT == 1
+#pragma unroll
+        for (int e = 0; e < WINO_M; ++e)
+            if (e < cols) store_act(y, pre, at + e, run[e], act, keep);
+#else
         for (int e = 0; e < cols; ++e) store_act(y, pre, at + e, run[e], act, keep);
+#endif
     }
 }
 #endif

@@ -34,7 +34,8 @@ ROW_WG = 16  # the CPU path's work-items per score row: one AVX-512 vector (meas
 def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str, object]:
     """The kernels' defines: ATT_D, the padded row width; ATT_T, the rows per block and tile that fit in local
     memory (and no more than ``rows`` needs); ATT_X x ATT_Y, the work-group's shape; ATT_COLS_BY_ROW on CPUs
-    (transposed tiles written consecutively: 1.3x faster kernels on Intel's runtime; GPUs keep coalesced reads)."""
+    (transposed tiles written consecutively: 1.3x faster kernels on Intel's runtime; GPUs keep coalesced reads);
+    ATT_UNROLL on GPUs (a work-item's scores and accumulators in registers)."""
     d = max(16, 1 << (max(e, ev) - 1).bit_length())
     itemsize = 8 if np.dtype(dtype) == np.float64 else 4
     t = min(TILE, 1 << max(rows - 1, 0).bit_length())
@@ -43,7 +44,7 @@ def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str,
     wg = group_size(dev, WG)
     x = min(16, wg)
     return defines(dtype, ATT_D=d, ATT_T=t, ATT_X=x, ATT_Y=max(1, min(wg // x, t)),
-                   ATT_COLS_BY_ROW=int(dev.type == "cpu"))
+                   ATT_COLS_BY_ROW=int(dev.type == "cpu"), ATT_UNROLL=int(dev.type != "cpu"))
 
 
 def _mask_geometry(mask: Tensor, batch: tuple[int, ...], lq: int, s: int) -> tuple[Tensor, tuple[np.int32, ...]]:
