@@ -34,8 +34,9 @@ MMA_K = 16  # the k-depth of gemm.h's warp products (MMA = 1, a tile key of half
 MMA_PAD = 8  # gemm.h's padding of an MMA tile's rows, in 16-bit elements
 # most elements of A's and B's slices one work-item holds in registers fetched ahead (PF) of a warp-product tile:
 # in clang's NVPTX build (scripts/nvptx_regs.py, ptxas 12.9, sm_90) of tuning's mma row (k-slices of 32, PF 2) laid
-# over 128x128 / 64x128 / 128x64 / 64x64 tiles of 8x8 blocks (32 / 48 / 48 / 64 elements a work-item), 222 / 202 /
-# 212 registers and, for 64x64 (gemm_small's), all 255 and 228 bytes spilled in 4-wide loads (133 without PF)
+# over 128x128 / 64x128 / 128x64 / 64x64 tiles of 8x8 blocks in 8-wide loads (32 / 48 / 48 / 64 elements a
+# work-item), 220 / 203 / 204 / 254 registers (138 / 140 / 162 / 136 without PF); gemm_small's 64x64 in its 4-wide
+# loads took all 255 and spilled 152 bytes (134 registers without)
 PF_MAX_FETCHED = 48
 
 
