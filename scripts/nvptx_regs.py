@@ -4,9 +4,10 @@ NVIDIA's compiler would build them, without a GPU.
 clang (from the ``ziglang`` wheel: ``pip install ziglang``) compiles the kernel (``gemm.cl``'s gemm, ``conv.cl``'s
 conv_fwd or conv_bwd_weight) to PTX for sm_90 with clnn's own build defines for its tile (taken from a device posing
 as an NVIDIA GPU, with the PTX warp products and no ``cl_khr_fp16``, as NVIDIA's runtime builds them;
-``scripts/nvptx_prelude.cl`` defines the OpenCL built-ins the kernels call), and CUDA's ``ptxas`` (on PATH)
-assembles it with ``-v``. NVIDIA's OpenCL compiler is another LLVM front end, so the figures are a proxy: ptxas
-allocates the registers in both, but the PTX it is given differs. ``--sass FILE`` writes the machine code ptxas made
+``scripts/nvptx_prelude.cl`` defines the OpenCL built-ins the kernels call), and CUDA's ``ptxas`` (on PATH: ``pip
+install nvidia-cuda-nvcc-cu12`` puts it in site-packages/nvidia/cuda_nvcc/bin) assembles it with ``-v``. NVIDIA's
+OpenCL compiler is another LLVM front end, so the figures are a proxy: ptxas allocates the registers in both, but
+the PTX it is given differs. ``--sass FILE`` writes the machine code ptxas made
 (CUDA's ``nvdisasm`` on PATH: ``pip install nvidia-cuda-nvdisasm``) and prints how many of its instructions load
 global memory (LDG), store or load local memory (STS, LDS), multiply (HMMA, FFMA) or wait at a barrier (BAR).
 
