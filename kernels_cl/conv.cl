@@ -49,8 +49,12 @@
 
 #define FAR (1 << 28) /* a coordinate offset that puts a padded row or column outside every image */
 
+/* a convolution's geometry (clnn/ops/conv.py's _Geom.args): its sizes, strides, padding, dilation and groups, and
+ * the products the kernels use (channels a group, pixels of an output plane, taps, a group's product depth, output
+ * pixels of the batch, pixels of an input plane): as arguments, GPUs read them from constant memory where, worked
+ * out in the kernel, each held a register across its k-loop (conv_fwd in clang's NVPTX build: 155 -> 130) */
 #define GEOM int N, int C, int H, int W, int O, int KH, int KW, int OH, int OW, int SH, int SW, int PH, \
-             int PW, int DH, int DW, int G
+             int PW, int DH, int DW, int G, int Cg, int Og, int P, int KK, int K, int NP, int HW
 /* where the forward stores output (n, o, oh, ow): n*YN + o*YO + oh*YR + ow*YC + Y0 (NCHW y, or one phase of a
  * strided input gradient's pixels inside gx) */
 #define YLAYOUT int YN, int YO, int YR, int YC, int Y0
@@ -158,7 +162,6 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
     __local int ko[2][TK], kh[2][TK], kw[2][TK]; /* fwd_rows of the slices in turn */
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN, g = GROUP_ID(2);
-    const int Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, K = Cg * KK, NP = N * P, HW = H * W;
     const int kend = K;
     x += (size_t)g * Cg * HW;
     w += (size_t)g * Og * K;
@@ -288,15 +291,15 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
     __local bool krun[2][TK], kcont[2][TK], arun[2][TK];
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTN + tx;
     const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN, z = GROUP_ID(2);
-    const int g = z / S, Cg = C / G, Og = O / G, P = OH * OW, KK = KH * KW, HW = H * W, NCOL = Cg * KK;
-    const int kbeg = z % S * KS, kend = min(KS, N * P - kbeg); /* this range's pixels [kbeg, kbeg + kend) */
+    const int g = z / S;
+    const int kbeg = z % S * KS, kend = min(KS, NP - kbeg); /* this range's pixels [kbeg, kbeg + kend) */
     x += (size_t)g * Cg * HW;
     gy += (size_t)g * Og * P;
-    gw += (size_t)z * Og * NCOL;
+    gw += (size_t)z * Og * K;
     const int xlo = -g * Cg * HW, xhi = N * C * HW + xlo;
     for (int c = lid; c < TN; c += WG) {
         const int k = col0 + c, r = k % KK, i = r / KW * DH, j = r % KW * DW;
-        qh[c] = k < NCOL ? i : -FAR;
+        qh[c] = k < K ? i : -FAR;
         qw[c] = j;
         qo[c] = k / KK * HW + i * W + j;
     }
@@ -325,8 +328,8 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #undef BWD_STAGE
-    EACH_OUTPUT_VEC(Og, STORE_ACT_LANES(gw, gw, acc[i][v], -1, 0, (row0 + r) * NCOL + col0 + c0 + q,
-                                        col0 + c0 + q < NCOL));
+    EACH_OUTPUT_VEC(Og, STORE_ACT_LANES(gw, gw, acc[i][v], -1, 0, (row0 + r) * K + col0 + c0 + q,
+                                        col0 + c0 + q < K));
 }
 #endif
 
@@ -393,7 +396,7 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
                               __global c_t *pre, __global c_t *y) {
     const int ow0 = get_global_id(0) * OV, oh = get_global_id(1), z = get_global_id(2);
     if (ow0 >= OW) return;
-    const int Cg = C / G, Og = O / G, OB = (Og + RO - 1) / RO, KK = KH * KW, n = z / (G * OB), g = z / OB % G;
+    const int OB = (Og + RO - 1) / RO, n = z / (G * OB), g = z / OB % G;
     const int o0 = g * Og + z % OB * RO, last = min(RO, (g + 1) * Og - o0) - 1;
     const int SX = UNIT_SW ? 1 : SW, ih = oh * SH - PH, iw = ow0 * SX - PW;
     const size_t CKK = (size_t)Cg * KK;
@@ -453,9 +456,9 @@ __kernel void conv_direct_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __g
 #ifdef KERNEL_conv_direct_bwd_weight
 __kernel void conv_direct_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x,
                                      __global const a_t *restrict gy, __global c_t *restrict part) {
-    const int Cg = C / G, KK = KH * KW, total = O * Cg * KK, e = get_global_id(0) % total, s = get_global_id(0) / total;
+    const int total = O * K, e = get_global_id(0) % total, s = get_global_id(0) / total;
     if (s >= S) return; /* e = (o*Cg + c)*KK + i*KW + j */
-    const int j = e % KW, i = e / KW % KH, c = e / KK % Cg, o = e / (KK * Cg), ch = o / (O / G) * Cg + c;
+    const int j = e % KW, i = e / KW % KH, c = e / KK % Cg, o = e / K, ch = o / Og * Cg + c;
     /* the outputs whose tap lands inside a row: ow in [lo, hi), at x's column ow*SW + dw */
     const int dw = j * DW - PW, lo = dw >= 0 ? 0 : (SW - 1 - dw) / SW;
     const int hi = W - 1 - dw < 0 ? 0 : min(OW, (W - 1 - dw) / SW + 1), r1 = min(N * OH, (s + 1) * KS);

@@ -63,8 +63,11 @@ class _Geom:
     groups: int
 
     def args(self) -> tuple[np.int32, ...]:
+        """conv.cl's GEOM: the geometry, then the products its kernels use (as arguments: no registers on GPUs)."""
+        cg, og, p, kk = self.c // self.groups, self.o // self.groups, self.oh * self.ow, self.kh * self.kw
         vals = (self.n, self.c, self.h, self.w, self.o, self.kh, self.kw, self.oh, self.ow,
-                self.sh, self.sw, self.ph, self.pw, self.dh, self.dw, self.groups)
+                self.sh, self.sw, self.ph, self.pw, self.dh, self.dw, self.groups,
+                cg, og, p, kk, cg * kk, self.n * p, self.h * self.w)
         return tuple(np.int32(v) for v in vals)
 
 
