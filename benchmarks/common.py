@@ -114,8 +114,8 @@ TILE_KINDS = (*GEMM_TILE_KINDS, "winograd")  # tuning kinds holding gemm.h tiles
 def add_tile_option(parser: argparse.ArgumentParser) -> None:
     """``--tile KEY=VALUE ...``, for :func:`override_tiles`."""
     parser.add_argument("--tile", nargs="*", default=None, metavar="KEY=VALUE",
-                        help="laid over every tuned tile on this device (gemm.h's keys, e.g. VWA=4): a variant timed "
-                             "without storing it")
+                        help="laid over every tuned tile on this device (gemm.h's keys, e.g. VWA=4; REGS=N caps a "
+                             "work-item's registers on NVIDIA's runtime): a variant timed without storing it")
 
 
 _OVERRIDES = contextlib.ExitStack()  # tuning.override blocks in force until the process exits
@@ -166,11 +166,11 @@ def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
     them only through gemm's, which its row lies over (noted); gemm's must take them."""
     if not settings:
         return
-    pairs = _pairs(settings, "--tile", _KEYS)
+    pairs = _pairs(settings, "--tile", (*_KEYS, "REGS"))
     for kind in TILE_KINDS:
         with tuning.override(kind, **pairs):
             cfg = gemm_config(dev, np.float32, kind)  # shrunk to fit the device where it does not
-        if all(cfg[key] == value for key, value in pairs.items()):
+        if all(cfg.get(key, 0) == value for key, value in pairs.items()):
             override(kind, **pairs)
         elif kind == "gemm":
             raise SystemExit(f"--tile {' '.join(settings)}: gemm's tile would run as {cfg} on {dev}")

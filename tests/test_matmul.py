@@ -788,7 +788,7 @@ def test_warp_products_need_compute_capability_8(monkeypatch, dev):
 def test_register_cap_reaches_nvidia_compiler_only(dev):
     """The mma row's REGS caps a warp-product tile's registers: NVIDIA's own runtime gets -cl-nv-maxrregcount, any
     other runtime (one posing as NVIDIA too) only the define; no REGS, no cap. REGS and LDSM reach half
-    products' warp-product tiles only."""
+    products' warp-product tiles only; a tile row's REGS reaches its SIMT tiles only."""
     nvidia = types.SimpleNamespace(platform_vendor="NVIDIA Corporation", cl_device=dev.cl_device)
     assert "-cl-nv-maxrregcount=128" in kernels._options(nvidia, {"MMA": 1, "REGS": 128})
     assert not any("maxrreg" in o for o in kernels._options(nvidia, {"MMA": 1}))
@@ -798,3 +798,7 @@ def test_register_cap_reaches_nvidia_compiler_only(dev):
         cfg = gemm_config(dev, np.dtype(np.float16))
         assert (cfg.get("REGS"), cfg.get("LDSM")) == ((96, 1) if cfg.get("MMA") else (None, None))
         assert "REGS" not in gemm_config(dev, np.dtype(np.float32))
+    with tuning.override("gemm", REGS=128), tuning.override("mma", MMA=1):  # a SIMT tile's cap stays off MMA tiles
+        assert gemm_config(dev, np.dtype(np.float32))["REGS"] == 128
+        cfg = gemm_config(dev, np.dtype(np.float16))
+        assert cfg.get("REGS") == (None if cfg.get("MMA") else 128)

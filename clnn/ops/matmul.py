@@ -119,6 +119,8 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
         mma |= {key: int(warp[key]) for key in ("REGS", "LDSM") if warp.get(key)}  # NVIDIA's only (tuning's mma row)
         if config_problem(mma, dev, itemsize) is None:
             return _fit_prefetch(mma)
+    if p.get("REGS"):  # a register cap of the SIMT tile (NVIDIA's only); a warp-product tile takes the mma row's
+        cfg["REGS"] = int(p["REGS"])
     return cfg
 
 
