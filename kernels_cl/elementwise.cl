@@ -72,8 +72,10 @@ inline bool in_map(size_t i, int n) { return i * EW_VEC < (size_t)n; }
 
 inline realv load_group(__global const store_t *p, size_t i, int n) {
     if ((i + 1) * EW_VEC <= (size_t)n) return LOADV(p, i);
-    real lanes[EW_VEC] = {0};
-    for (size_t j = i * EW_VEC; j < (size_t)n; ++j) lanes[j - i * EW_VEC] = LOAD(p, j);
+    real lanes[EW_VEC] = {0}; /* the last group's: lanes to a constant count, so that they stay in registers */
+#pragma unroll
+    for (int q = 0; q < EW_VEC; ++q)
+        if (i * EW_VEC + q < (size_t)n) lanes[q] = LOAD(p, i * EW_VEC + q);
 #if EW_VEC == 1
     return lanes[0];
 #else
@@ -92,7 +94,9 @@ inline void store_group(__global store_t *p, size_t i, int n, realv v) {
 #else
     CLNN_CAT(vstore, EW_VEC)(v, 0, lanes);
 #endif
-    for (size_t j = i * EW_VEC; j < (size_t)n; ++j) STORE(p, j, lanes[j - i * EW_VEC]);
+#pragma unroll
+    for (int q = 0; q < EW_VEC; ++q)
+        if (i * EW_VEC + q < (size_t)n) STORE(p, i * EW_VEC + q, lanes[q]);
 }
 
 __kernel void unary(int op, int n, __global const store_t *x, __global store_t *y, param_t a, param_t b) {

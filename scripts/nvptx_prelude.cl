@@ -44,43 +44,62 @@ OVL T##N name(T##N x, T##N y) { T##N r; _Pragma("unroll") for (int i = 0; i < N;
 #define VEC1(name, T, N) LANES1(T, N, name)
 #define VEC2(name, T, N) LANES2(T, N, name) \
 OVL T##N name(T##N x, T y) { return name(x, (T##N)(y)); }
-/* float math as NVIDIA's approximate instructions (the kernels' registers and memory, not their rounding) */
-OVL float sqrt(float x) { return __builtin_sqrtf(x); }
-OVL float rsqrt(float x) { return __nvvm_rsqrt_approx_f(x); }
-OVL float exp(float x) { return __nvvm_ex2_approx_f(x * 1.44269504f); }
-OVL float log(float x) { return __nvvm_lg2_approx_f(x) * 0.69314718f; }
-OVL float expm1(float x) { return exp(x) - 1.0f; }
-OVL float log1p(float x) { return log(1.0f + x); }
-OVL float pow(float x, float y) { return __nvvm_ex2_approx_f(y * __nvvm_lg2_approx_f(x)); }
-OVL float tanh(float x) { return 1.0f - 2.0f / (exp(2.0f * x) + 1.0f); }
-OVL float erfc(float x) { return 1.0f - tanh(1.2f * x); }
-OVL float sin(float x) { return __nvvm_sin_approx_f(x); }
-OVL float cos(float x) { return __nvvm_cos_approx_f(x); }
-OVL float fabs(float x) { return __builtin_fabsf(x); }
-OVL float fmin(float x, float y) { return __builtin_fminf(x, y); }
-OVL float fmax(float x, float y) { return __builtin_fmaxf(x, y); }
-OVL float fma(float x, float y, float z) { return __builtin_fmaf(x, y, z); }
-OVL float sign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }
-OVL int isnan(float x) { return x != x; }
-OVL int isinf(float x) { return __builtin_fabsf(x) == __builtin_inff(); }
-OVL float clamp(float x, float lo, float hi) { return fmin(fmax(x, lo), hi); }
-OVL long min(long a, long b) { return a < b ? a : b; }
-OVL float min(float a, float b) { return __builtin_fminf(a, b); }
-OVL float max(float a, float b) { return __builtin_fmaxf(a, b); }
-OVL long max(long a, long b) { return a > b ? a : b; }
-EACH_WIDTH(VEC1, sqrt, float) EACH_WIDTH(VEC1, rsqrt, float) EACH_WIDTH(VEC1, exp, float)
-EACH_WIDTH(VEC1, log, float) EACH_WIDTH(VEC1, expm1, float) EACH_WIDTH(VEC1, log1p, float)
-EACH_WIDTH(VEC1, tanh, float) EACH_WIDTH(VEC1, erfc, float) EACH_WIDTH(VEC1, fabs, float)
-EACH_WIDTH(VEC1, sign, float) EACH_WIDTH(VEC2, fmin, float) EACH_WIDTH(VEC2, fmax, float)
-EACH_WIDTH(VEC2, pow, float)
-#define VEC_TEST(name, N) \
-OVL int##N name(float##N x) { int##N r; _Pragma("unroll") for (int i = 0; i < N; ++i) r[i] = name(x[i]) ? -1 : 0; return r; }
+/* math as NVIDIA's approximate instructions (the kernels' registers and memory, not their rounding); double's
+ * transcendentals through float's */
+#define MATH(T) \
+OVL T sqrt(T x) { return __builtin_sqrt(x); } \
+OVL T rsqrt(T x) { return 1 / __builtin_sqrt(x); } \
+OVL T exp(T x) { return (T)__nvvm_ex2_approx_f((float)x * 1.44269504f); } \
+OVL T log(T x) { return (T)(__nvvm_lg2_approx_f((float)x) * 0.69314718f); } \
+OVL T expm1(T x) { return exp(x) - 1; } \
+OVL T log1p(T x) { return log(1 + x); } \
+OVL T pow(T x, T y) { return (T)__nvvm_ex2_approx_f((float)y * __nvvm_lg2_approx_f((float)x)); } \
+OVL T tanh(T x) { return 1 - 2 / (exp(2 * x) + 1); } \
+OVL T erfc(T x) { return 1 - tanh((T)1.2 * x); } \
+OVL T sin(T x) { return (T)__nvvm_sin_approx_f((float)x); } \
+OVL T cos(T x) { return (T)__nvvm_cos_approx_f((float)x); } \
+OVL T fabs(T x) { return x < 0 ? -x : x; } \
+OVL T fmin(T x, T y) { return __builtin_fmin(x, y); } \
+OVL T fmax(T x, T y) { return __builtin_fmax(x, y); } \
+OVL T min(T x, T y) { return __builtin_fmin(x, y); } \
+OVL T max(T x, T y) { return __builtin_fmax(x, y); } \
+OVL T fma(T x, T y, T z) { return __builtin_fma(x, y, z); } \
+OVL T sign(T x) { return x > 0 ? 1 : x < 0 ? -1 : x; } \
+OVL int isnan(T x) { return x != x; } \
+OVL int isinf(T x) { return fabs(x) == (T)__builtin_inff(); } \
+OVL T clamp(T x, T lo, T hi) { return fmin(fmax(x, lo), hi); } \
+EACH_WIDTH(VEC1, sqrt, T) EACH_WIDTH(VEC1, rsqrt, T) EACH_WIDTH(VEC1, exp, T) EACH_WIDTH(VEC1, log, T) \
+EACH_WIDTH(VEC1, expm1, T) EACH_WIDTH(VEC1, log1p, T) EACH_WIDTH(VEC1, tanh, T) EACH_WIDTH(VEC1, erfc, T) \
+EACH_WIDTH(VEC1, fabs, T) EACH_WIDTH(VEC1, sign, T) EACH_WIDTH(VEC2, fmin, T) EACH_WIDTH(VEC2, fmax, T) \
+EACH_WIDTH(VEC2, pow, T) EACH_WIDTH(VEC_FMA, T) EACH_WIDTH(VEC_TEST, isnan, T) EACH_WIDTH(VEC_TEST, isinf, T) \
+EACH_WIDTH(VEC_CLAMP, T)
+#define VEC_FMA(T, N) \
+OVL T##N fma(T##N x, T##N y, T##N z) { T##N r; _Pragma("unroll") for (int i = 0; i < N; ++i) r[i] = fma(x[i], y[i], z[i]); return r; }
+/* isnan / isinf of a vector: -1 where true, as OpenCL's relational functions (int lanes for float, long for double) */
+#define VEC_TEST(name, T, N) \
+OVL MASK_OF_##T##N name(T##N x) { MASK_OF_##T##N r; _Pragma("unroll") for (int i = 0; i < N; ++i) r[i] = name(x[i]) ? -1 : 0; return r; }
 #define VEC_CLAMP(T, N) \
 OVL T##N clamp(T##N x, T lo, T hi) { T##N r; _Pragma("unroll") for (int i = 0; i < N; ++i) r[i] = clamp(x[i], lo, hi); return r; } \
 OVL T##N clamp(T##N x, T##N lo, T##N hi) { T##N r; _Pragma("unroll") for (int i = 0; i < N; ++i) r[i] = clamp(x[i], lo[i], hi[i]); return r; }
-#define VEC_ANY(_, N) \
-OVL int any(int##N x) { int r = 0; _Pragma("unroll") for (int i = 0; i < N; ++i) r |= x[i] < 0; return r; }
-EACH_WIDTH(VEC_TEST, isnan) EACH_WIDTH(VEC_TEST, isinf) EACH_WIDTH(VEC_CLAMP, float) EACH_WIDTH(VEC_ANY, _)
+#define MASK_OF_float2 int2
+#define MASK_OF_float3 int3
+#define MASK_OF_float4 int4
+#define MASK_OF_float8 int8
+#define MASK_OF_float16 int16
+#define MASK_OF_double2 long2
+#define MASK_OF_double3 long3
+#define MASK_OF_double4 long4
+#define MASK_OF_double8 long8
+#define MASK_OF_double16 long16
+MATH(float)
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+MATH(double)
+OVL long min(long a, long b) { return a < b ? a : b; }
+OVL long max(long a, long b) { return a > b ? a : b; }
+/* any of a mask vector's lanes set (its top bit) */
+#define VEC_ANY(T, N) \
+OVL int any(T##N x) { int r = 0; _Pragma("unroll") for (int i = 0; i < N; ++i) r |= x[i] < 0; return r; }
+EACH_WIDTH(VEC_ANY, int) EACH_WIDTH(VEC_ANY, short) EACH_WIDTH(VEC_ANY, long)
 OVL int any(int x) { return x < 0; }
 /* half <-> float conversions (HALF_CONVERT's), and vloadn / vstoren of every element type and address space */
 OVL half convert_half(float x) { return (half)x; }
@@ -99,6 +118,7 @@ VLOADS(float, __global) VLOADS(float, __local) VLOADS(float, __private)
 VLOADS(half, __global) VLOADS(half, __local) VLOADS(half, __private)
 VLOADS(uint, __global) VLOADS(uint, __local) VLOADS(uint, __private)
 VLOADS(ushort, __global) VLOADS(ushort, __local) VLOADS(ushort, __private)
+VLOADS(double, __global) VLOADS(double, __local) VLOADS(double, __private)
 /* 32-bit integer atomics on global memory */
 OVL int atomic_or(volatile __global int *p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 OVL int atomic_min(volatile __global int *p, int v) { return __atomic_fetch_min(p, v, __ATOMIC_RELAXED); }
