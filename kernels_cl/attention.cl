@@ -69,11 +69,15 @@
 
 /* PRIVATE_LOOP: a loop over a work-item's scores or accumulators, unrolled with ATT_UNROLL (GPUs: indexed at run
  * time, the arrays would live in each work-item's stack, 32-64 bytes in clang's NVPTX build); Intel's runtime, which
- * vectorizes across work-items, ran the unrolled kernels 4-5x slower */
+ * vectorizes across work-items, ran the unrolled kernels 4-5x slower. WIDTH_LOOP: dots' loop over the row width,
+ * kept rolled there: unrolled by the compiler with its loads hoisted, it took 216-255 registers and, in float64,
+ * spilled up to 3 KB a work-item (64-130 rolled, in every tile and width the tests build) */
 #if ATT_UNROLL
 #define PRIVATE_LOOP _Pragma("unroll")
+#define WIDTH_LOOP _Pragma("unroll 1")
 #else
 #define PRIVATE_LOOP
+#define WIDTH_LOOP
 #endif
 /* the work-item's rows r = y + ATT_Y i of a block, its columns c = x + ATT_X j of a row of n */
 #define FOR_ROWS(r) for (int r = get_local_id(1); r < ATT_T; r += ATT_Y)
@@ -104,7 +108,7 @@ inline size_t at(long4 lay, int nh, int b, int r) {
 inline void dots(real *out, __local const real *a, __local const real *bt) {
     int y = get_local_id(1), x = get_local_id(0);
     PRIVATE_LOOP for (int e = 0; e < ATT_NR * ATT_NC; ++e) out[e] = 0;
-    for (int d = 0; d < ATT_D; ++d)
+    WIDTH_LOOP for (int d = 0; d < ATT_D; ++d)
         PRIVATE_LOOP for (int i = 0; i < ATT_NR; ++i) {
             real av = a[(y + ATT_Y * i) * ATT_D + d];
             PRIVATE_LOOP for (int k = 0; k < ATT_NC; ++k)

@@ -177,6 +177,10 @@ __kernel void wino_data(int C, int H, int W, int PH, int PW, int TH, int TW, int
     const int h0 = WINO_M * ti - PH, w0 = WINO_M * tj0 - PW;
     __global const b_t *xc = x + ((size_t)n * C + pr) * H * W;
     vt d[AL][AL], f[AL][AL];
+#if VT == 1 /* GPUs: d's row a indexed at run time put d in the stack (144 bytes, bfloat16's loads); PoCL's VT 16
+             * build ran 1.3x slower unrolled */
+#pragma unroll
+#endif
     for (int a = 0; a < AL; ++a) { /* the row's run of the windows, zero outside the image */
         const int h = h0 + a;
         real run[WINO_M * VT + 2];

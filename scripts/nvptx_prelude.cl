@@ -119,6 +119,7 @@ VLOADS(half, __global) VLOADS(half, __local) VLOADS(half, __private)
 VLOADS(uint, __global) VLOADS(uint, __local) VLOADS(uint, __private)
 VLOADS(ushort, __global) VLOADS(ushort, __local) VLOADS(ushort, __private)
 VLOADS(double, __global) VLOADS(double, __local) VLOADS(double, __private)
+VLOADS(ulong, __global) VLOADS(ulong, __local) VLOADS(ulong, __private)
 /* 32-bit integer atomics on global memory */
 OVL int atomic_or(volatile __global int *p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 OVL int atomic_min(volatile __global int *p, int v) { return __atomic_fetch_min(p, v, __ATOMIC_RELAXED); }
