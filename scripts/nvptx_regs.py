@@ -124,11 +124,13 @@ def model_kernels(args: argparse.Namespace, dev: clnn.Device) -> None:
         return compile_(context, cl_device, file, options, binary, where)
 
     kernels._compile = record
-    clnn.manual_seed(0)
-    for name in args.models.split(","):
-        model_step(name, dev, args.batch, args.policy)()
-    dev.synchronize()
-    kernels._compile = compile_
+    try:
+        clnn.manual_seed(0)
+        for name in args.models.split(","):
+            model_step(name, dev, args.batch, args.policy)()
+        dev.synchronize()
+    finally:
+        kernels._compile = compile_
 
     def one(item: tuple[str, tuple[str, ...]]) -> tuple[str, list[str], dict[str, list[int]]]:
         file, options = item

@@ -168,9 +168,8 @@ print(json.dumps(sorted({k.name for k in prof.kernels})))
 """
 
 
-@pytest.mark.gpu_tiles
 @pytest.mark.skipif("Portable" not in clnn.device().platform_name, reason="PoCL's compiler warnings")
-def test_tiles_build_on_pocl_without_compiler_warnings():
+def test_tiles_build_on_pocl_without_compiler_warnings():  # not gpu_tiles: run_tests.py's PoCL part leaves those out
     """PoCL builds every kernel a conv and a product run, in a GPU tile with slices fetched ahead into registers
     (PF), without a warning on stderr (LLVM's "loop not unrolled": registers indexed at run time would live in
     memory; users see "N warnings generated." at their first convolution): its kernel cache off, each build new."""
