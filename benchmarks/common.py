@@ -14,7 +14,7 @@ import numpy as np
 import clnn
 import clnn.functional as F
 from clnn import tuning
-from clnn.ops.matmul import _KEYS, gemm_config, warp_product_misfits
+from clnn.ops.matmul import _KEYS, MMA_EXTRAS, TILE_EXTRAS, gemm_config, warp_product_misfits
 from clnn.ops.matmul import TILE_KINDS as GEMM_TILE_KINDS
 
 # Seconds to wait before timing a library: the worker threads of the one timed before it keep spinning after
@@ -114,8 +114,9 @@ TILE_KINDS = (*GEMM_TILE_KINDS, "winograd")  # tuning kinds holding gemm.h tiles
 def add_tile_option(parser: argparse.ArgumentParser) -> None:
     """``--tile KEY=VALUE ...``, for :func:`override_tiles`."""
     parser.add_argument("--tile", nargs="*", default=None, metavar="KEY=VALUE",
-                        help="laid over every tuned tile on this device (gemm.h's keys, e.g. VWA=4; REGS=N caps a "
-                             "work-item's registers on NVIDIA's runtime): a variant timed without storing it")
+                        help="laid over every tuned tile on this device (gemm.h's keys, e.g. VWA=4; NVIDIA's runtime: "
+                             "REGS=N caps a work-item's registers, ASYNC=1 stages by cp.async with PF=0): a variant "
+                             "timed without storing it")
 
 
 _OVERRIDES = contextlib.ExitStack()  # tuning.override blocks in force until the process exits
@@ -129,10 +130,10 @@ def override(kernel: str, **values: int) -> None:
 def add_mma_option(parser: argparse.ArgumentParser) -> None:
     """``--mma KEY=VALUE ...``: gemm.h's keys laid over the warp-product tiles of half products (tuning's
     ``mma`` row; ``MMA=0`` turns them off; NVIDIA's: ``REGS=N`` caps registers a work-item, ``LDSM=1`` loads fragments
-    by ldmatrix)."""
+    by ldmatrix, ``ASYNC=1`` stages by cp.async with ``PF=0``)."""
     parser.add_argument("--mma", nargs="*", default=None, metavar="KEY=VALUE",
-                        help="laid over half products' warp-product tiles (tuning's mma row, e.g. TK=64, REGS=128 "
-                        "or MMA=0)")
+                        help="laid over half products' warp-product tiles (tuning's mma row, e.g. TK=64, REGS=128, "
+                        "PF=0 ASYNC=1 or MMA=0)")
 
 
 def override_mma(dev: clnn.Device, settings: list[str] | None) -> None:
@@ -141,7 +142,7 @@ def override_mma(dev: clnn.Device, settings: list[str] | None) -> None:
     memory, say) is named, so that a variant is not timed as another tile unnoticed; gemm's must take them."""
     if not settings:
         return
-    override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA", "REGS", "LDSM")))
+    override("mma", **_pairs(settings, "--mma", (*_KEYS, "MMA", *MMA_EXTRAS)))
     for kind, dtype, cfg in warp_product_misfits(dev):
         why = f"--mma {' '.join(settings)}: {kind}'s {dtype.name} tile runs without warp products ({dev}) as {cfg}"
         if kind == "gemm":
@@ -166,7 +167,7 @@ def override_tiles(dev: clnn.Device, settings: list[str] | None) -> None:
     them only through gemm's, which its row lies over (noted); gemm's must take them."""
     if not settings:
         return
-    pairs = _pairs(settings, "--tile", (*_KEYS, "REGS"))
+    pairs = _pairs(settings, "--tile", (*_KEYS, *TILE_EXTRAS))
     for kind in TILE_KINDS:
         with tuning.override(kind, **pairs):
             cfg = gemm_config(dev, np.float32, kind)  # shrunk to fit the device where it does not

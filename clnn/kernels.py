@@ -148,10 +148,13 @@ def _options(dev: Device, defines: dict[str, object]) -> list[str]:
 
 def _full_defines(dev: Device, defines: dict[str, object] | None) -> dict[str, object]:
     """``defines`` with the device's storage conversions (``tuning.TABLE["storage"]``, and HALF_CONVERT where it
-    has cl_khr_fp16) under them, and with gemm.h's MMA, whether its runtime takes NVIDIA's PTX (MMA_PTX)."""
+    has cl_khr_fp16) under them; with gemm.h's MMA, whether its runtime takes NVIDIA's PTX (MMA_PTX), and with its
+    ASYNC, whether that PTX has cp.async (ASYNC_PTX)."""
     out = {**tuning.params(dev, "storage"), "HALF_CONVERT": int(dev.fp16), **(defines or {})}
     if out.get("MMA"):
         out["MMA_PTX"] = int(runs_ptx(dev))
+    if out.get("ASYNC"):
+        out["ASYNC_PTX"] = int(runs_ptx(dev) and sm80(dev))
     return out
 
 
@@ -160,15 +163,19 @@ def runs_ptx(dev: Device) -> bool:
     return "nvidia" in dev.platform_vendor.lower()
 
 
-def warp_products(dev: Device) -> bool:
-    """Whether ``dev`` runs gemm.h's warp products (MMA): NVIDIA's runtime from compute capability 8.0 on, whose
-    mma.sync has the 16x8x16 float16 and bfloat16 forms, and any other runtime in their OpenCL C form."""
-    if not runs_ptx(dev):
-        return True
+def sm80(dev: Device) -> bool:
+    """Whether ``dev`` is an NVIDIA GPU of compute capability 8.0 or later (as its runtime reports it), whose PTX has
+    mma.sync's 16x8x16 float16 and bfloat16 forms and cp.async."""
     try:
         return dev.cl_device.compute_capability_major_nv >= 8
     except (cl.Error, AttributeError):  # no cl_nv_device_attribute_query: capability unknown
         return False
+
+
+def warp_products(dev: Device) -> bool:
+    """Whether ``dev`` runs gemm.h's warp products (MMA): NVIDIA's runtime from compute capability 8.0 on
+    (:func:`sm80`), and any other runtime in their OpenCL C form."""
+    return not runs_ptx(dev) or sm80(dev)
 
 
 def _compiler_output() -> bool:

@@ -41,6 +41,7 @@ from .ops.creation import tensor
 from .ops.matmul import (
     _KEYS,
     OPTIONAL_KEYS,
+    TILE_EXTRAS,
     PlanOption,
     choose,
     config_problem,
@@ -146,13 +147,16 @@ def _nearest_first(current: tuple[int, ...], seed: int, registers: int | None) -
 
 def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]]:
     """Every ``gemm.cl`` tile worth timing for ``kind``, without repeats: the current choice, the same with its
-    slice's k-loop unrolled by _UNROLLED or left to the compiler (KU), the table's rows, then the space nearest the
+    slice's k-loop unrolled by _UNROLLED or left to the compiler (KU), on NVIDIA's runtime from compute capability 8.0
+    the same staged by cp.async (gemm.h's ASYNC, PF 0), the table's rows, then the space nearest the
     current choice first (each distance's tiles in a fixed shuffled order, with the current KU; invalid
     combinations left out). On an H200 a 1.55x faster GEMM tile was the current choice's nearest neighbour
     (single-buffered), where in the shuffled space each of ~10^5 tiles came as likely first. The convolution
     kernels are single-buffered, so their candidates all have DB=0."""
     current = gemm_config(dev, np.float32, kind)
     firsts = [current, current | {"KU": 0 if current["KU"] else _UNROLLED}]
+    if kernels.runs_ptx(dev) and kernels.sm80(dev):
+        firsts.append(current | {"PF": 0, "ASYNC": 1})
     firsts += [{**current, **row} for kinds in ("gemm", "gemm_small") for row in tuning.TABLE[kinds].values()]
 
     def rest() -> Iterator[dict[str, int]]:  # ordered only when the firsts are spent
@@ -164,7 +168,7 @@ def candidates(dev: Device, kind: str, seed: int = 0) -> Iterator[dict[str, int]
     seen = set()
     for cfg in itertools.chain(firsts, rest()):
         cfg = {**cfg, "DB": 0} if kind in conv.TUNED else cfg
-        key = tuple(cfg[k] for k in _KEYS)
+        key = tuple(cfg.get(k, 0) for k in (*_KEYS, *TILE_EXTRAS))
         if key not in seen and config_problem(cfg) is None:
             seen.add(key)
             yield cfg
@@ -270,7 +274,7 @@ def _conv_ref(kind: str, x: np.ndarray, w: np.ndarray, gy: np.ndarray) -> np.nda
 
 
 def _brief(cfg: dict[str, int]) -> str:
-    return " ".join(f"{k}={cfg[k]}" for k in _KEYS)
+    return " ".join(f"{k}={cfg[k]}" for k in (*_KEYS, *TILE_EXTRAS) if k in _KEYS or cfg.get(k))
 
 
 def builders(dev: Device) -> int:

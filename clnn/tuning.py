@@ -350,7 +350,8 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # (kernels._options). In clang's NVPTX build (ptxas 13, sm_90) the row before took 164 registers, one 256-item
     # work-group an SM, and capped at 128 (two) spilled nothing; this row capped at 128 spills 164 bytes. LDSM 1: a
     # full k-step's fragments by ldmatrix (gemm.h's ldsm_fragments; NVIDIA's runtime only), 6 loads a warp for this
-    # row's 64x32 warp blocks where its lanes' own take 32 (215 registers). Both unmeasured on a GPU
+    # row's 64x32 warp blocks where its lanes' own take 32 (215 registers). ASYNC 1 with PF 0 (gemm.h's cp.async
+    # staging, any tile row too): 158 registers, 128 capped without spills. All three unmeasured on a GPU
     "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 32, "DB": 1, "PF": 2}},
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},

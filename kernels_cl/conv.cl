@@ -153,8 +153,8 @@ TILED_KERNEL
 void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t *restrict w,
               __global const store_t *restrict bias, int has_bias, int act, int keep, __global c_t *pre,
               __global c_t *y) {
-    __local a_tile As;
-    __local b_tile Bs;
+    __local a_tile As TILE_ALIGNED;
+    __local b_tile Bs TILE_ALIGNED;
     __local int qo[TN], qy[TN];                 /* per column (n, p): x offset, y offset */
     __local int qh[TN] RUN_ALIGNED, qw[TN] RUN_ALIGNED; /* its top-left tap (gather_fwd reads VWG as a vector) */
     __local bool qrun[TN];                       /* columns c .. c+VWG-1 read one run of a row, all inside it */
@@ -194,7 +194,7 @@ void conv_fwd(GEOM, YLAYOUT, __global const b_t *restrict x, __global const a_t 
         if (FETCH_HERE(k0 == 0)) FWD_STAGE(FETCH, k0, s);
         FWD_STAGE(PUT_HALF, k0, s);
         fwd_rows(ko[s ^ 1], kh[s ^ 1], kw[s ^ 1], k0 + TK, K, KK, KW, DH, DW, W, HW, lid); /* the next slice's */
-        barrier(CLK_LOCAL_MEM_FENCE);
+        STAGED_BARRIER();
         if (PF == 2 && k0 + TK < K) FWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
         MULTIPLY(As, Bs, k0);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -283,8 +283,8 @@ inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int k
 TILED_KERNEL
 void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __global const a_t *restrict gy,
                      __global c_t *restrict gw) {
-    __local a_tile As;
-    __local b_tile Bs;
+    __local a_tile As TILE_ALIGNED;
+    __local b_tile Bs TILE_ALIGNED;
     __local int qo[TN], qh[TN], qw[TN];                     /* per column (c, i, j): x offset, tap offsets */
     __local int ko[2][TK], ka[2][TK];                       /* bwd_rows of the slices in turn */
     __local int kh[2][TK] RUN_ALIGNED, kw[2][TK] RUN_ALIGNED;

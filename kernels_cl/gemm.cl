@@ -26,7 +26,8 @@
  * one slice overlap the arithmetic of the other (GPUs); DB=0 stages, waits, multiplies, waits (CPUs). With
  * PF=1 a slice's loads all go to registers before any goes to local memory (gemm.h's FETCH and PUT), so they are
  * in flight together; with PF=2 before the multiply of the slice before and to local memory after it, so a
- * work-item's own loads are in flight while it computes.
+ * work-item's own loads are in flight while it computes. With ASYNC=1 (PF 0) the runs that are plain copies go
+ * from global to local memory by NVIDIA's cp.async, without registers (gemm.h; elsewhere as without it).
  * A tile whose columns all lie inside C, with beta 0 or an addend whose rows are contiguous, is stored as whole
  * VW-vectors (activation applied lane by lane, pre-activation too) where C's (and D's, P's) rows are vector-aligned
  * (checked at run time; gemm.h's store_act_vec, in any storage), else lane by lane (STORE_ACT_LANES).
@@ -50,7 +51,7 @@
  * or 16), VWG (global load run 1, 2, 4, 8 or 16), VWA (A's local vectors: 1, 2, 4, 8 or 16 rows), APAD (As
  * row padding, in VWA-vectors), DB (0 or 1: double-buffered local tiles), PF (0: run by run, 1: a slice's
  * loads before its stores, 2: loads fetched a slice ahead into registers), KU (a full slice's k-loop unrolled KU
- * steps at a time; 0: the compiler's choice).
+ * steps at a time; 0: the compiler's choice), ASYNC (0 or 1: cp.async copies; ASYNC_PTX from the host).
  * Requires TM % WM == TN % WN == WN % VW == WM % VWA == 0, TM % VWG == TN % VWG == TK % VWG == 0 and
  * KS % TK == 0. Launch: work-group (TN/WN, TM/WM, 1), global (ceil(N/TN)*TN/WN, ceil(M/TM)*TM/WM,
  * batch*S); gemm_sum: one work-item per element of the (batch, M, N) result; gemm_direct: global
@@ -73,8 +74,8 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
           __global const b_t *restrict B, int b_bs, int b_rs, int b_cs,
           __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
           __global c_t *P, __global c_t *C) {
-    __local a_tile As[DB + 1]; /* op(A) blocks (gemm.h's a_tile) */
-    __local b_tile Bs[DB + 1]; /* op(B) blocks (gemm.h's b_tile) */
+    __local a_tile As[DB + 1] TILE_ALIGNED; /* op(A) blocks (gemm.h's a_tile) */
+    __local b_tile Bs[DB + 1] TILE_ALIGNED; /* op(B) blocks (gemm.h's b_tile) */
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * RTN + tx;
     const int row0 = GROUP_ID(1) * TM, col0 = get_group_id(0) * TN;
@@ -100,20 +101,20 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #if DB /* one barrier per slice: the next slice goes into the other buffer */
     if (FETCH_HERE(1)) STAGE_AT(0, FETCH, 0);
     STAGE_AT(0, PUT_HALF, 0);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    STAGED_BARRIER();
     for (int k0 = 0; k0 < KS; k0 += TK) {
         const int cur = (k0 / TK) & 1, next = k0 + TK < KS;
         if (PF && next) STAGE_AT(cur ^ 1, FETCH, k0 + TK);
         if (PF < 2 && next) STAGE_AT(cur ^ 1, PUT_HALF, k0 + TK); /* read after this slice's barrier */
         MULTIPLY(As[cur], Bs[cur], k0);
         if (PF == 2 && next) STAGE_AT(cur ^ 1, PUT, k0 + TK);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        STAGED_BARRIER();
     }
 #else
     for (int k0 = 0; k0 < KS; k0 += TK) {
         if (FETCH_HERE(k0 == 0)) STAGE_AT(0, FETCH, k0);
         STAGE_AT(0, PUT_HALF, k0);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        STAGED_BARRIER();
         if (PF == 2 && k0 + TK < KS) STAGE_AT(0, FETCH, k0 + TK); /* in flight during the multiply */
         MULTIPLY(As[0], Bs[0], k0);
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -559,6 +559,103 @@ typedef union { stage_run v; stage_t s[VWG]; } run_elems;
 #define FETCH 1
 #define PUT 2
 #define STAGE (FETCH | PUT)
+/* ASYNC = 1 (PF 0): the runs that are plain copies (raw stage_t elements of 4 or 8 bytes, or the warp-product
+ * tile's 16-bit bits; no operand widened or rounded) go from global to local memory without a register between: on
+ * NVIDIA's runtime from compute capability 8.0 by PTX's `cp.async` (ASYNC_PTX, which the host sets there), the
+ * work-item moving on at once, so a slice's copies are in flight together (PF 1's overlap without its registers)
+ * and, with DB, during the multiply of the slice before; elsewhere as plain copies of the same bytes (the path the
+ * tests check on every device). A run that lands along a local row, 16-byte aligned, goes in 16-byte copies
+ * (ASYNC_WHOLE: A's along k in a row-major tile, MMA's or VWA 1's; A's along its rows in the k-major one, VWA > 1;
+ * B's along its columns), one that lands across rows element by element (ASYNC_EACH, 4 or 8 bytes: A's along k with
+ * VWA > 1, along its rows with VWA 1, B's along k); runs that an edge cuts, rows or columns past the operand, and
+ * the warp-product tile's runs across rows are staged as without ASYNC. STAGED_BARRIER, the barrier before a staged
+ * slice is read, waits for the work-item's copies first. The kernels' local tiles are TILE_ALIGNED. */
+#ifndef ASYNC
+#define ASYNC 0
+#endif
+#ifndef ASYNC_PTX
+#define ASYNC_PTX 0
+#endif
+#if ASYNC && PF
+#error "ASYNC stages run by run: PF 0"
+#endif
+#define TILE_ALIGNED __attribute__((aligned(16)))
+#if MMA
+#define STAGE_BYTES 2 /* sizeof(stage_t), for the preprocessor */
+#elif USE_FP64
+#define STAGE_BYTES 8
+#else
+#define STAGE_BYTES 4
+#endif
+#if STAGE_BYTES >= 4
+#define EACH_BYTES STAGE_BYTES /* an ASYNC_EACH copy's bytes */
+#else
+#define EACH_BYTES 4 /* none: ASYNC_EACH needs elements of 4 bytes or more */
+#endif
+#define ASYNC_WHOLE 1
+#define ASYNC_EACH 2
+#define ASYNC_RAW (ASYNC && (MMA || !(STORE_HALF || STORE_BF16))) /* staged as stored: no widening */
+/* how a run that lies along a local row of `row` elements is copied: whole, where the row and the run keep 16-byte
+ * alignment, else element by element (not 16-bit elements) */
+#define ASYNC_ALONG(row)                                                                                    \
+    (!ASYNC_RAW ? 0                                                                                         \
+     : (VWG * STAGE_BYTES % 16 == 0 && (row) * STAGE_BYTES % 16 == 0) ? ASYNC_WHOLE                          \
+     : STAGE_BYTES >= 4 ? ASYNC_EACH : 0)
+#define ASYNC_ACROSS (ASYNC_RAW && STAGE_BYTES >= 4 ? ASYNC_EACH : 0) /* a run across local rows */
+#if MMA
+#define ASYNC_A_K (A_F32 ? 0 : ASYNC_ALONG(LDA_MMA)) /* A's runs along k, along its rows (M), B's along N, along k */
+#define ASYNC_A_M 0
+#define ASYNC_B_N (B_F32 ? 0 : ASYNC_ALONG(LDB_MMA))
+#define ASYNC_B_K 0
+#define A_AT(r, kk) ((r) * LDA_MMA + (kk)) /* element (r, kk) of A's local tile, (kk, c) of B's */
+#define B_AT(kk, c) ((kk) * LDB_MMA + (c))
+#else
+#define ASYNC_A_K (VWA == 1 ? ASYNC_ALONG(AS_AT(1, 0)) : ASYNC_ACROSS)
+#define ASYNC_A_M (VWA > 1 ? ASYNC_ALONG(AS_AT(0, 1)) : ASYNC_ACROSS)
+#define ASYNC_B_N ASYNC_ALONG(TN)
+#define ASYNC_B_K ASYNC_ACROSS
+#define A_AT AS_AT
+#define B_AT(kk, c) ((kk) * TN + (c))
+#endif
+#if ASYNC_RAW && ASYNC_PTX
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* one copy of BYTES (4, 8 or 16; CACHE "ca", or "cg" for 16: not through L1) from global src to local dst. A __local
+ * pointer's integer value is its address in the shared window, as cp.async's .shared operand takes it */
+#define CP_ASYNC(CACHE, BYTES, dst, src)                                                                    \
+    asm volatile("cp.async." CACHE ".shared.global [%0], [%1], " STR(BYTES) ";"                           \
+                 :                                                                                          \
+                 : "r"((uint)(size_t)(dst)), "l"((ulong)(src))                                              \
+                 : "memory")
+#define ASYNC_WAIT() asm volatile("cp.async.wait_all;" ::: "memory")
+#else
+typedef uint copy4_t;
+typedef uint2 copy8_t;
+typedef uint4 copy16_t;
+#define CP_ASYNC(CACHE, BYTES, dst, src)                                                                    \
+    (*(__local CAT(CAT(copy, BYTES), _t) *)(dst) = *(__global const CAT(CAT(copy, BYTES), _t) *)(src))
+#define ASYNC_WAIT() ((void)0)
+#endif
+/* ASYNC_RUN(HOW, tile, AT, src): the run of VWG elements at global src into the local tile at its elements AT (an
+ * expression of q_, the run's element), ASYNC_WHOLE (AT(0) on, 16-byte aligned) or ASYNC_EACH, in a loop: unrolled,
+ * ptxas gave gemm's float32 row 150 registers a work-item for its 124 (one 256-item work-group an SM, not two) */
+#define ASYNC_RUN(HOW, tile, AT, src)                                                                       \
+    do {                                                                                                    \
+        if ((HOW) == ASYNC_WHOLE) {                                                                         \
+            const int q_ = 0;                                                                               \
+            _Pragma("unroll") for (int o_ = 0; o_ < VWG * STAGE_BYTES; o_ += 16)                           \
+                CP_ASYNC("cg", 16, (__local uchar *)((tile) + (AT)) + o_, (__global const uchar *)(src) + o_); \
+        } else {                                                                                            \
+            _Pragma("unroll 1") for (int q_ = 0; q_ < VWG; ++q_)                                           \
+                CP_ASYNC("ca", EACH_BYTES, (tile) + (AT), (src) + q_);                                      \
+        }                                                                                                   \
+    } while (0)
+#define STAGED_BARRIER()                                                                                    \
+    do {                                                                                                    \
+        ASYNC_WAIT();                                                                                       \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+    } while (0)
+
 /* a kernel's slice k0: FETCH it there (PF 1, or PF 2's first slice: `first`), then PUT_HALF */
 #define FETCH_HERE(first) (PF == 1 || (PF == 2 && (first)))
 #define PUT_HALF (PF ? PUT : STAGE)
@@ -597,6 +694,12 @@ inline void stage_a(__local local_t *as, stage_run *ra, int mode, int k0, int ke
         EACH_RUN(j, e, TM * TK / VWG, A_RUNS) {
             const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
+#if ASYNC_A_K
+            if (row0 + r < M && (a_vec || ASYNC_A_K == ASYNC_EACH)) {
+                ASYNC_RUN(ASYNC_A_K, as, A_AT(r, kk + q_), A + (size_t)(row0 + r) * a_rs + k0 + kk);
+                continue;
+            }
+#endif
             stage_run *t = SLOT(ra, one, mode, j);
             if (mode & FETCH) {
                 if (row0 + r < M) {
@@ -611,6 +714,12 @@ inline void stage_a(__local local_t *as, stage_run *ra, int mode, int k0, int ke
     } else if (a_rs == 1) { /* runs along the rows; one that M cuts is gathered element by element */
         EACH_RUN(j, e, kn * (TM / VWG), A_RUNS) {
             const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
+#if ASYNC_A_M
+            if (row0 + r + VWG <= M && (a_vec || ASYNC_A_M == ASYNC_EACH)) {
+                ASYNC_RUN(ASYNC_A_M, as, A_AT(r + q_, kk), A + (size_t)(k0 + kk) * a_cs + row0 + r);
+                continue;
+            }
+#endif
             stage_run *t = SLOT(ra, one, mode, j);
             if (mode & FETCH) {
                 __global const a_t *p = A + (size_t)(k0 + kk) * a_cs + row0 + r;
@@ -646,6 +755,12 @@ inline void stage_b(__local local_t *bs, stage_run *rb, int mode, int k0, int ke
     if (b_cs == 1) { /* runs along the columns; one that N cuts is gathered element by element */
         EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
+#if ASYNC_B_N
+            if (col0 + c + VWG <= N && (b_vec || ASYNC_B_N == ASYNC_EACH)) {
+                ASYNC_RUN(ASYNC_B_N, bs, B_AT(kk, c + q_), B + (size_t)(k0 + kk) * b_rs + col0 + c);
+                continue;
+            }
+#endif
             stage_run *t = SLOT(rb, one, mode, j);
             if (mode & FETCH) {
                 __global const b_t *p = B + (size_t)(k0 + kk) * b_rs + col0 + c;
@@ -661,6 +776,12 @@ inline void stage_b(__local local_t *bs, stage_run *rb, int mode, int k0, int ke
         EACH_RUN(j, e, TK * TN / VWG, B_RUNS) {
             const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
+#if ASYNC_B_K
+            if (col0 + c < N) {
+                ASYNC_RUN(ASYNC_B_K, bs, B_AT(kk + q_, c), B + (size_t)(col0 + c) * b_cs + k0 + kk);
+                continue;
+            }
+#endif
             stage_run *t = SLOT(rb, one, mode, j);
             if (mode & FETCH) {
                 if (col0 + c < N) {

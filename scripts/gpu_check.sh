@@ -15,9 +15,10 @@
 # "mma" checks and times NVIDIA's tensor-core instructions reached through inline PTX (bench_mma.py); "halfgemm"
 # times $HALF_DTYPES GEMMs (float16 and bfloat16; gemm.h's MMA products there) at $HALF_SIZES against PyTorch
 # CUDA's in the same types, then once per variant of the warp-product tile in $MMA_VARIANTS (bench_gemm's --mma
-# settings, variants separated by ";"; by default the row before (k-slices of 64 staged run by run), k-slices of 64
-# with a slice's loads before its stores (PF 1), the same in the row's double-buffered slices of 32, ldmatrix
-# fragments (LDSM), and k-slices of 64 fetched ahead, single-buffered).
+# settings, variants separated by ";"; by default the row's slices staged by cp.async (ASYNC, PF 0), the same with
+# registers capped at 128, the row before (k-slices of 64 staged run by run), k-slices of 64 with a slice's loads
+# before its stores (PF 1), the same in the row's double-buffered slices of 32, ldmatrix fragments (LDSM), and
+# k-slices of 64 fetched ahead, single-buffered).
 #
 # "regs" builds GEMM's tile once per variant in $VARIANTS with NVIDIA's -cl-nv-verbose and keeps ptxas's lines:
 # registers, spills, stack and local memory per kernel (what a variant's occupancy and speed follow from);
@@ -25,7 +26,8 @@
 #
 # "variants" times GEMM and two convolution layers once per tile variant in $VARIANTS (gemm.h's keys laid over
 # every tuned tile, the benchmarks' --tile; commas join a variant's keys; default: A's tile row-major or k-major,
-# a slice's loads before its stores, slices fetched ahead into registers), then the two layers by Winograd's
+# a slice's loads before its stores, slices fetched ahead into registers, staged by cp.async (ASYNC) with and
+# without a cap of 128 registers), then the two layers by Winograd's
 # kernels (bench_conv --algorithm).
 # $VARIANT_LAYERS names the convolution layers timed (default "0 1"; empty: GEMM alone, no Winograd).
 #
@@ -58,7 +60,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
            tail -15 "$OUT/tests.log" ;;
     tune) run python3 -m clnn tune --budget ${TUNE_BUDGET:-$((t / 3))} ;;
     gemm) run python3 benchmarks/bench_gemm.py ;;
-    halfgemm) IFS=';' read -ra variants <<< "${MMA_VARIANTS-TK=64 PF=0 DB=0;TK=64 PF=1 DB=0;PF=1;LDSM=1;TK=64 PF=2 DB=0}"
+    halfgemm) IFS=';' read -ra variants <<< "${MMA_VARIANTS-PF=0 ASYNC=1;PF=0 ASYNC=1 REGS=128;TK=64 PF=0 DB=0;TK=64 PF=1 DB=0;PF=1;LDSM=1;TK=64 PF=2 DB=0}"
               for dt in ${HALF_DTYPES:-float16 bfloat16}; do
                 sizes=${HALF_SIZES:-1024 4096 8192 4096x4096x256 64x100352x288}
                 run python3 benchmarks/bench_gemm.py --dtype $dt --sizes $sizes --reps 3
@@ -80,7 +82,7 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
             PYOPENCL_BUILD_OPTIONS=-cl-nv-verbose PYOPENCL_COMPILER_OUTPUT=1 run python3 benchmarks/bench_gemm.py \
               --sizes 1024 --reps 1 --tile ${v//,/ } ${REGS_ARGS:-} | grep -E "ptxas|Used [0-9]+ registers|spill|stack"
           done ;;
-    variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 PF=2 VWA=4,PF=2}; do
+    variants) for v in ${VARIANTS:-VWA=1 VWA=4 PF=1 PF=2 VWA=4,PF=2 ASYNC=1 ASYNC=1,REGS=128}; do
                 run python3 benchmarks/bench_gemm.py --sizes 4096 4096x4096x256 1024 --reps 3 --tile ${v//,/ }
                 for layer in ${VARIANT_LAYERS-0 1}; do run python3 benchmarks/bench_conv.py --layer $layer --tile ${v//,/ }; done
               done

@@ -49,9 +49,9 @@ KERNELS = {"gemm": "gemm.cl", "conv_fwd": "conv.cl", "conv_bwd_weight": "conv.cl
 
 def nvidia_defines(options: list[str]) -> list[str]:
     """The -D options of a build as NVIDIA's runtime would get them: no cl_khr_fp16 conversions, and a warp-product
-    tile's products in inline PTX."""
-    mma = any(o == "-DMMA=1" for o in options)
-    nvidia = {"HALF_CONVERT": 0, **({"MMA_PTX": 1} if mma else {})}
+    tile's products and an ASYNC tile's copies in inline PTX."""
+    ptx = {f"{key}_PTX": 1 for key in ("MMA", "ASYNC") if f"-D{key}=1" in options}
+    nvidia = {"HALF_CONVERT": 0, **ptx}
     return [o for o in options if o.startswith("-D") and o[2:].split("=")[0] not in nvidia] + [
         f"-D{k}={v}" for k, v in nvidia.items()]
 

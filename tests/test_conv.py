@@ -129,6 +129,10 @@ GPU_OPTIONS = {
     "vwa8-prefetch": {"TM": 64, "TN": 16, "TK": 16, "WM": 8, "WN": 2, "VW": 2, "VWG": 4, "VWA": 8, "APAD": 0, "DB": 1,
                       "PF": 2},
     "loads-first": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0, "PF": 1},
+    # gemm.h's ASYNC copies: the weights' runs whole (rows of 8), or each element (k-major, VWA 2); gemm's B along N
+    "async": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 0, "DB": 1, "ASYNC": 1},
+    "async-k-major": {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "VWA": 2, "APAD": 1,
+                      "DB": 0, "ASYNC": 1},
 }
 
 
@@ -138,8 +142,9 @@ GPU_OPTIONS = {
                          ids=[f"{CASES[i][0]}-{i}" for i in (11, 14, 15, 17, 28)])
 def test_gpu_tile_options(op, xs, ws, kw, tile, rng, monkeypatch):
     """The implicit-GEMM kernels and gemm with A's tile k-major (gemm.h's VWA), with slices fetched ahead and
-    with a slice's loads before its stores (PF): forward, input and weight gradients, groups, strides, dilation, a
-    weight gradient split along N*P (its ranges' last slices part empty), and the kernels did run."""
+    with a slice's loads before its stores (PF), staged by ASYNC copies: forward, input and weight gradients, groups,
+    strides, dilation, a weight gradient split along N*P (its ranges' last slices part empty), and the kernels did
+    run."""
     for kind in ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight"):
         monkeypatch.setitem(tuning.TABLE, kind, {"default": tile})
     monkeypatch.setitem(tuning.TABLE, "gemm_direct", {"default": {"MAX_MACS": 0}})  # tiles at any size (GPUs)

@@ -699,19 +699,21 @@ MMA_TILES = [
 @pytest.mark.gpu_tiles
 @pytest.mark.parametrize("tile", MMA_TILES, ids=["1warp", "4warps", "tk64pf"])
 @pytest.mark.parametrize("dtype, tol", [(clnn.float16, 2**-10), (clnn.bfloat16, 2**-7)], ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("batch, m, n, k, splits", [(1, 37, 29, 45, 1), (2, 70, 41, 100, 2), (1, 1, 9, 17, 1)])
+@pytest.mark.parametrize("batch, m, n, k, splits", [(1, 37, 29, 45, 1), (2, 70, 41, 100, 2), (1, 1, 9, 17, 1),
+                                                    (2, 40, 48, 96, 1)])
 @pytest.mark.parametrize("a_rows", [True, False], ids=["a", "a_t"])
-@pytest.mark.parametrize("ldsm", [0, 1], ids=["", "ldsm"])
-def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits, a_rows, ldsm):
+@pytest.mark.parametrize("staging", ["", "ldsm", "async"])
+def test_mma_products(dev, rng, tile, dtype, tol, batch, m, n, k, splits, a_rows, staging):
     """gemm.h's warp products (NVIDIA's tensor cores, or their OpenCL C form here) against float64 products of the
     same half inputs: within a rounding of each output plus float32's sum, through edge tiles, short last
     k-slices (k not a multiple of 16: the stale columns past k read as zeros), k-splits, A read along its rows or
-    transposed (staged in runs along k, or along the rows), alpha, beta and a broadcast addend; on NVIDIA's runtime
+    transposed (staged in runs along k, or along the rows), operands whose runs are aligned (40 x 48 x 96) or not,
+    alpha, beta and a broadcast addend; on NVIDIA's runtime
     also with the fragments loaded by ldmatrix (LDSM: x4 blocks, and x2 for the one-warp tile's single column
-    product)."""
-    if ldsm and not kernels.runs_ptx(dev):
+    product); and staged by gemm.h's ASYNC copies (runs of 8 and 16 elements; the one-warp tile's 2 as before)."""
+    if staging == "ldsm" and not kernels.runs_ptx(dev):
         pytest.skip("ldmatrix: NVIDIA's runtime only (elsewhere LDSM is ignored)")
-    cfg = {**tile, "MMA": 1, **({"LDSM": 1} if ldsm else {})}
+    cfg = {**tile, "MMA": 1, **{"": {}, "ldsm": {"LDSM": 1}, "async": {"ASYNC": 1, "PF": 0}}[staging]}
     assert config_problem(cfg) is None
     if (problem := config_problem(cfg, dev)) is not None:  # a small GPU's pose: work-groups of 64
         pytest.skip(problem)
@@ -783,6 +785,65 @@ def test_warp_products_need_compute_capability_8(monkeypatch, dev):
     monkeypatch.setattr(kernels, "warp_products", lambda d: False)
     with tuning.override("mma", MMA=1):
         assert "MMA" not in gemm_config(dev, np.dtype(np.float16))
+
+
+ASYNC_TILES = {  # gemm.h's ASYNC copies: (A along k, A along its rows, B along its columns, B along k) copied as
+    "gpu-row": {**GPU_ROW, "ASYNC": 1},  # (each element, whole 16-byte pieces, whole, each element)
+    "gpu-row-row-major": {**GPU_ROW, "VWA": 1, "VWG": 4, "APAD": 4, "ASYNC": 1},  # (whole, each, whole, each)
+    "small-db": {**SMALL_DB, "ASYNC": 1},  # A's rows of 9 elements: (each, each, whole, each)
+}
+
+
+@pytest.mark.gpu_tiles
+@pytest.mark.parametrize("name", list(ASYNC_TILES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_async_staging_gives_the_staged_bits(dev, rng, name, dtype, ta, tb):
+    """gemm.h's ASYNC (cp.async on NVIDIA's runtime, plain copies of the same bytes elsewhere) stages what staging run
+    by run does, so the products are the same bits: every transpose, in each local layout's copies, for operands
+    whose runs are aligned (131 rows: an edge tile; 136 x 72 x 104: whole 16-byte copies) or not (every run of
+    67 x 137 element by element or staged as before), a k-split, and against float64."""
+    if dtype == np.float64 and not dev.fp64:
+        pytest.skip("no float64 on this device")
+    cfg = ASYNC_TILES[name]
+    if (problem := config_problem(cfg, dev)) is not None:
+        pytest.skip(problem)
+    for m, n, k, splits in ((131, 67, 137, 1), (136, 72, 104, 2)):
+        a = _rand(rng, (k, m) if ta else (m, k)).astype(dtype)
+        b = _rand(rng, (n, k) if tb else (k, n)).astype(dtype)
+        out = {}
+        for copies in (0, 1):
+            tile = {**cfg, "ASYNC": copies}
+            ks = kernels.round_up(-(-k // splits), tile["TK"])
+            out[copies] = gemm_raw(clnn.tensor(a, device=dev), (0, 1, m) if ta else (0, k, 1),
+                                   clnn.tensor(b, device=dev), (0, 1, k) if tb else (0, n, 1), 1, m, n, k,
+                                   how=GemmPlan("tiled", tile, -(-k // ks), ks)).numpy().reshape(m, n)
+        np.testing.assert_array_equal(out[1], out[0], f"{name} {m}x{n}x{k}")
+        ref = (_ref(a).T if ta else _ref(a)) @ (_ref(b).T if tb else _ref(b))
+        assert_close(out[1], ref.numpy(), TOL[np.dtype(dtype).name], f"{name} {m}x{n}x{k}")
+
+
+def test_async_staging_reaches_nvidia_compiler_only_from_compute_capability_8(dev, monkeypatch):
+    """ASYNC tiles build cp.async (ASYNC_PTX) on NVIDIA's runtime from compute capability 8.0 only; elsewhere their
+    plain copies. A tile row's ASYNC reaches its SIMT tiles, the mma row's its warp-product tiles; either needs PF 0."""
+    def ptx(**attrs):
+        nvidia = types.SimpleNamespace(platform_vendor="NVIDIA Corporation", fp16=False,
+                                       cl_device=types.SimpleNamespace(**attrs))
+        with monkeypatch.context() as patch:
+            patch.setattr(tuning, "params", lambda d, kind: {})  # the storage row of a device that is not here
+            return kernels._full_defines(nvidia, {"ASYNC": 1}).get("ASYNC_PTX")
+
+    assert (ptx(compute_capability_major_nv=8), ptx(compute_capability_major_nv=7), ptx()) == (1, 0, 0)
+    assert kernels._full_defines(dev, {"ASYNC": 1})["ASYNC_PTX"] == int(kernels.runs_ptx(dev) and kernels.sm80(dev))
+    assert "ASYNC_PTX" not in kernels._full_defines(dev, {"ASYNC": 0})
+    assert "PF 0" in config_problem({**SMALL_DB, "ASYNC": 1, "PF": 1})
+    with tuning.override("gemm", ASYNC=1), tuning.override("mma", MMA=1):
+        assert gemm_config(dev, np.dtype(np.float32))["ASYNC"] == 1
+        cfg = gemm_config(dev, np.dtype(np.float16))
+        assert cfg.get("ASYNC") == (None if cfg.get("MMA") else 1)
+    with tuning.override("mma", MMA=1, PF=0, ASYNC=1):
+        cfg = gemm_config(dev, np.dtype(np.float16))
+        assert cfg.get("ASYNC") == (1 if cfg.get("MMA") else None)
 
 
 def test_register_cap_reaches_nvidia_compiler_only(dev):

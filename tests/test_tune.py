@@ -180,6 +180,17 @@ def test_candidate_space_is_valid_and_starts_with_the_current_choice(dev):
     keys = [tuple(c.values()) for _, c in first]
     assert len(set(keys)) == len(keys)
     assert all(config_problem(c) is None for _, c in first)
+    assert any(c.get("ASYNC") for _, c in first) == (kernels.runs_ptx(dev) and kernels.sm80(dev))
+
+
+def test_nvidia_candidates_include_the_current_choice_staged_by_cp_async(dev, monkeypatch):
+    """On NVIDIA's runtime from compute capability 8.0 the third candidate is the current choice staged by cp.async
+    (gemm.h's ASYNC, with PF 0), kept apart from the current choice it otherwise equals."""
+    monkeypatch.setattr(kernels, "runs_ptx", lambda d: True)
+    monkeypatch.setattr(kernels, "sm80", lambda d: True)
+    current = gemm_config(dev, np.float32, "gemm")
+    third = list(itertools.islice(tune.candidates(dev, "gemm"), 3))[2]
+    assert third == {**current, "PF": 0, "ASYNC": 1} and "ASYNC=1" in tune._brief(third)
 
 
 def test_cpu_space_counts_vector_registers_and_gpu_space_scalar_accumulators():

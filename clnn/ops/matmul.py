@@ -30,6 +30,11 @@ _FALLBACK = {  # 16 work-items
 
 TILE_KINDS = ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight")  # the tuning kinds gemm_config gives tiles of
 OPTIONAL_KEYS = {"VWA": 1, "PF": 0, "KU": 0}  # keys a table row or stored entry may leave out: the kernels' defaults
+# keys a tuning row may add to a tile, kept only where set (default 0): REGS, a cap on a work-item's registers (NVIDIA's
+# -cl-nv-maxrregcount), and ASYNC, plain runs staged by cp.async (gemm.h), both for NVIDIA's runtime; a warp-product
+# tile takes the mma row's, with its LDSM (fragments by ldmatrix)
+TILE_EXTRAS = ("REGS", "ASYNC")
+MMA_EXTRAS = (*TILE_EXTRAS, "LDSM")
 MMA_K = 16  # the k-depth of gemm.h's warp products (MMA = 1, a tile key of half products only: gemm_config)
 MMA_PAD = 8  # gemm.h's padding of an MMA tile's rows, in 16-bit elements
 # most elements of A's and B's slices one work-item holds in registers fetched ahead (PF) of a warp-product tile:
@@ -52,6 +57,8 @@ def config_problem(cfg: dict[str, int], dev: Device | None = None, itemsize: int
     tm, tn, tk, wm, wn, vw, vwg, vwa, apad, db, pf, ku = (cfg[key] for key in _KEYS)
     if min(tm, tn, tk, wm, wn, vw, vwg, vwa) <= 0 or min(apad, ku) < 0 or db not in (0, 1) or pf not in (0, 1, 2):
         return "parameters must be positive (APAD and KU >= 0, DB 0 or 1, PF 0, 1 or 2)"
+    if cfg.get("ASYNC", 0) not in (0, 1) or (cfg.get("ASYNC") and pf):
+        return "ASYNC must be 0 or 1, and 1 stages run by run (PF 0)"
     if tm % wm or tn % wn or wn % vw or wm % vwa or tm % vwg or tn % vwg or tk % vwg:
         return "needs TM % WM == TN % WN == WN % VW == WM % VWA == 0 and TM, TN, TK multiples of VWG"
     if any(v not in (1, 2, 4, 8, 16) for v in (vw, vwg, vwa)):
@@ -116,12 +123,10 @@ def gemm_config(dev: Device, dtype: np.dtype, kind: str = "gemm") -> dict[str, i
     warp = tuning.params(dev, "mma") if np.dtype(dtype) in HALF_DTYPES else {"MMA": 0}
     if warp["MMA"] and kernels.warp_products(dev):  # the row's tile keys lie over every kind's
         mma = {**cfg, **{key: int(v) for key, v in warp.items() if key in _KEYS}, "MMA": 1, "VW": 2, "VWA": 1}
-        mma |= {key: int(warp[key]) for key in ("REGS", "LDSM") if warp.get(key)}  # NVIDIA's only (tuning's mma row)
+        mma |= {key: int(warp[key]) for key in MMA_EXTRAS if warp.get(key)}
         if config_problem(mma, dev, itemsize) is None:
             return _fit_prefetch(mma)
-    if p.get("REGS"):  # a register cap of the SIMT tile (NVIDIA's only); a warp-product tile takes the mma row's
-        cfg["REGS"] = int(p["REGS"])
-    return cfg
+    return cfg | {key: int(p[key]) for key in TILE_EXTRAS if p.get(key)}
 
 
 def warp_product_misfits(dev: Device) -> list[tuple[str, np.dtype, dict[str, int]]]:
