@@ -121,7 +121,8 @@ inline void fwd_rows(__local int *ko, __local int *kh, __local int *kw, int k0, 
  * neighbours in memory (qcont) but not all inside the image (a padded edge, or rows of a "same" convolution's run
  * that wraps to the next row) is one vector load with the lanes outside the image zeroed, where it lies inside x
  * (elements [xlo, xhi) of the pointer): LeNet's conv2 (128x32->64 3x3 14^2), whose 16-wide runs all wrap, gathered
- * element by element before */
+ * element by element before. With gemm.h's ASYNC, a run along an image row at a unit stride, inside it, is copied
+ * (ASYNC_TRY) */
 inline void gather_fwd(__local local_t *bs, stage_run *rb, int mode, int k0, int K, __global const b_t *x, int xlo,
                        int xhi, __local const int *qo, __local const int *qh, __local const int *qw,
                        __local const bool *qrun, __local const bool *qcont, __local const int *ko,
@@ -130,6 +131,12 @@ inline void gather_fwd(__local local_t *bs, stage_run *rb, int mode, int k0, int
     stage_run one;
     EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
         const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
+#if ASYNC_B_N /* a unit-stride run inside the image row: gemm.h's ASYNC copies */
+        if (SW == 1 && qrun[c]) {
+            const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk], o = qo[c] + ko[kk];
+            if (h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) ASYNC_TRY(ASYNC_B_N, bs, B_AT(kk, c + q_), x + o)
+        }
+#endif
         stage_run *t = SLOT(rb, one, mode, j);
         if (mode & FETCH) {
             const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk], o = qo[c] + ko[kk];
@@ -227,7 +234,7 @@ inline void bwd_rows(__local int *ko, __local int *kh, __local int *kw, __local 
 }
 
 /* the `mode` half of gathering conv_bwd_weight's gy operand (rows: output channels, k: pixels), k-slice k0, into as
- * through the registers ra */
+ * through the registers ra; with gemm.h's ASYNC, a run of one image's pixels copied */
 inline void gather_gy(__local local_t *as, stage_run *ra, int mode, int k0, int kend, int Og, int row0, int P,
                       __global const a_t *gy, __local const int *ka, __local const bool *arun, int lid) {
     const int kn = min(TK, kend - k0);
@@ -235,6 +242,9 @@ inline void gather_gy(__local local_t *as, stage_run *ra, int mode, int k0, int 
     EACH_RUN(j, e, TM * (TK / VWG), A_RUNS) {
         const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
         if (kk >= kn) continue;
+#if ASYNC_A_K
+        if (row0 + r < Og && arun[kk]) ASYNC_TRY(ASYNC_A_K, as, A_AT(r, kk + q_), gy + ka[kk] + (row0 + r) * P)
+#endif
         stage_run *t = SLOT(ra, one, mode, j);
         if (mode & FETCH) {
             if (row0 + r >= Og) {
@@ -251,7 +261,7 @@ inline void gather_gy(__local local_t *as, stage_run *ra, int mode, int k0, int 
 
 /* the `mode` half of gathering conv_bwd_weight's x operand (k: pixels, rows ko, kh, kw, krun, kcont; columns: taps
  * qo, qh, qw), k-slice k0, into bs through the registers rb; runs of neighbours in x (elements [xlo, xhi) of the
- * pointer) as gather_fwd's */
+ * pointer) and ASYNC copies as gather_fwd's */
 inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int kend, __global const b_t *x, int xlo,
                      int xhi, __local const int *qo, __local const int *qh, __local const int *qw,
                      __local const int *ko, __local const int *kh, __local const int *kw, __local const bool *krun,
@@ -261,6 +271,12 @@ inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int k
     EACH_RUN(j, e, TN * (TK / VWG), B_RUNS) {
         const int c = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
         if (kk >= kn) continue;
+#if ASYNC_B_K /* a unit-stride run inside the image row */
+        if (SW == 1 && krun[kk]) {
+            const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk], o = qo[c] + ko[kk];
+            if (h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) ASYNC_TRY(ASYNC_B_K, bs, B_AT(kk + q_, c), x + o)
+        }
+#endif
         stage_run *t = SLOT(rb, one, mode, j);
         if (mode & FETCH) {
             const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk], o = qo[c] + ko[kk];
@@ -322,7 +338,7 @@ void conv_bwd_weight(GEOM, int KS, int S, __global const b_t *restrict x, __glob
         BWD_STAGE(PUT_HALF, k0, s);
         bwd_rows(ko[s ^ 1], kh[s ^ 1], kw[s ^ 1], ka[s ^ 1], krun[s ^ 1], kcont[s ^ 1], arun[s ^ 1], k0 + TK, kbeg,
                  kend, C, O, W, OW, SH, SW, PH, PW, P, HW, lid); /* the next slice's */
-        barrier(CLK_LOCAL_MEM_FENCE);
+        STAGED_BARRIER();
         if (PF == 2 && k0 + TK < KS) BWD_STAGE(FETCH, k0 + TK, s ^ 1); /* in flight during the multiply */
         MULTIPLY(As, Bs, k0);
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -650,6 +650,17 @@ typedef uint4 copy16_t;
                 CP_ASYNC("ca", EACH_BYTES, (tile) + (AT), (src) + q_);                                      \
         }                                                                                                   \
     } while (0)
+/* ASYNC_TRY(HOW, tile, AT, src): in a staging loop, the run at src copied as ASYNC_RUN, and the loop continued, where
+ * the layout's HOW (ASYNC_A_K, ..., 0: none) allows it at src, which a gather's run starts anywhere: whole from a
+ * 16-byte aligned start, else element by element where elements are 4 or 8 bytes */
+#define ASYNC_TRY(HOW, tile, AT, src)                                                                       \
+    if ((HOW) == ASYNC_WHOLE && (size_t)(src) % 16 == 0) {                                                  \
+        ASYNC_RUN(ASYNC_WHOLE, tile, AT, src);                                                              \
+        continue;                                                                                           \
+    } else if ((HOW) && ASYNC_ACROSS) {                                                                     \
+        ASYNC_RUN(ASYNC_EACH, tile, AT, src);                                                               \
+        continue;                                                                                           \
+    }
 #define STAGED_BARRIER()                                                                                    \
     do {                                                                                                    \
         ASYNC_WAIT();                                                                                       \

@@ -154,6 +154,37 @@ def test_gpu_tile_options(op, xs, ws, kw, tile, rng, monkeypatch):
     assert {"conv_fwd", "conv_bwd_weight"} <= {k.name for k in prof.kernels}, [k.name for k in prof.kernels]
 
 
+# a warp-product tile (gemm.h's MMA, in its OpenCL C form here): four warps of 32x16 blocks, k-slices of 32
+MMA_TILE = {"TM": 64, "TN": 32, "TK": 32, "WM": 4, "WN": 4, "VW": 2, "VWG": 8, "VWA": 1, "APAD": 1, "DB": 0, "PF": 0}
+
+
+@pytest.mark.gpu_tiles
+@pytest.mark.parametrize("dtype", [clnn.float16, clnn.bfloat16], ids=["float16", "bfloat16"])
+def test_half_convolutions_staged_by_async_copies_give_the_same_bits(dtype, rng, monkeypatch):
+    """conv_fwd in warp-product tiles with gemm.h's ASYNC: the weights' runs and x's unit-stride runs inside an image
+    row (16-byte copies where x's run starts aligned: 16-wide rows, 8-element runs), forward and gradients, give the
+    bits of the same tiles staged without it, and the kernels did run."""
+    for kind in ("gemm", "gemm_small", "conv_fwd", "conv_bwd_weight"):
+        monkeypatch.setitem(tuning.TABLE, kind, {"default": MMA_TILE})
+    monkeypatch.setitem(tuning.TABLE, "gemm_direct", {"default": {"MAX_MACS": 0}})
+    set_direct_conv_max_k(monkeypatch, 0)
+    set_winograd(monkeypatch, 0)
+    xa, wa = rng.standard_normal((2, 8, 6, 16)), rng.standard_normal((24, 8, 3, 3))
+    gy = rng.standard_normal((2, 24, 6, 16))
+    results = []
+    for copies in (0, 1):
+        with tuning.override("mma", MMA=1, ASYNC=copies), profiler.profile() as prof:
+            x, w = (clnn.tensor(a.astype(dtype), requires_grad=True) for a in (xa, wa))
+            y = F.conv2d(x, w, padding=1)
+            y.backward(clnn.tensor(gy.astype(dtype)))
+            results.append([t.astype(clnn.float32).numpy() for t in (y, x.grad, w.grad)])
+        assert "conv_fwd" in {k.name for k in prof.kernels}
+    for new, old, what in zip(*results, ("y", "x's gradient", "the weight gradient")):
+        np.testing.assert_array_equal(new, old, what)
+    ref = TORCH["conv2d"](*(torch.tensor(a.astype(dtype).astype(np.float64)) for a in (xa, wa)), None, padding=1)
+    assert_close(results[1][0], ref.numpy(), 2**-7, "y")
+
+
 _QUIET_BUILDS = """
 import json, sys
 import numpy as np

@@ -620,6 +620,7 @@ def conv(dt: np.dtype, rng: np.random.Generator) -> None:
         _conv_autocast(dt, rng, "tiled")
         if dt == F32:  # the GPU staging options (their storage conversions are the default tiles')
             _conv_in_tile(w, b, dt, rng, GPU_OPTIONS_TILE, "A k-major, fetched ahead")
+            _conv_in_tile(w, b, dt, rng, {**GPU_OPTIONS_TILE, "PF": 0, "ASYNC": 1}, "staged by ASYNC copies")
         if dt in (F16, BF16):
             _conv_in_tile(w, b, dt, rng, MMA_TILE, "warp products")
     finally:
