@@ -134,7 +134,9 @@ inline void gather_fwd(__local local_t *bs, stage_run *rb, int mode, int k0, int
 #if ASYNC_B_N /* a unit-stride run inside the image row: gemm.h's ASYNC copies */
         if (SW == 1 && qrun[c]) {
             const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk], o = qo[c] + ko[kk];
-            if (h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) ASYNC_TRY(ASYNC_B_N, bs, B_AT(kk, c + q_), x + o)
+            if (h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
+                ASYNC_TRY(ASYNC_B_N, bs, B_AT(kk, c + q_), x + o)
+            }
         }
 #endif
         stage_run *t = SLOT(rb, one, mode, j);
@@ -243,7 +245,9 @@ inline void gather_gy(__local local_t *as, stage_run *ra, int mode, int k0, int 
         const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
         if (kk >= kn) continue;
 #if ASYNC_A_K
-        if (row0 + r < Og && arun[kk]) ASYNC_TRY(ASYNC_A_K, as, A_AT(r, kk + q_), gy + ka[kk] + (row0 + r) * P)
+        if (row0 + r < Og && arun[kk]) {
+            ASYNC_TRY(ASYNC_A_K, as, A_AT(r, kk + q_), gy + ka[kk] + (row0 + r) * P)
+        }
 #endif
         stage_run *t = SLOT(ra, one, mode, j);
         if (mode & FETCH) {
@@ -274,7 +278,9 @@ inline void gather_x(__local local_t *bs, stage_run *rb, int mode, int k0, int k
 #if ASYNC_B_K /* a unit-stride run inside the image row */
         if (SW == 1 && krun[kk]) {
             const int h = qh[c] + kh[kk], w0 = qw[c] + kw[kk], o = qo[c] + ko[kk];
-            if (h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) ASYNC_TRY(ASYNC_B_K, bs, B_AT(kk + q_, c), x + o)
+            if (h >= 0 && h < H && w0 >= 0 && w0 + VWG <= W) {
+                ASYNC_TRY(ASYNC_B_K, bs, B_AT(kk + q_, c), x + o)
+            }
         }
 #endif
         stage_run *t = SLOT(rb, one, mode, j);

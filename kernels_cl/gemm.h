@@ -402,33 +402,39 @@ typedef store_t d_t;
 #define LOAD_D_VEC CAT(vec_load, VW)
 #endif
 
-/* FUSED_ACT = 1: the stores apply the kernel's act and keep arguments (nn.Sequential's fused activation: a switch over
- * unary.h's codes in every store of the epilogue); 0: they ignore them and store plainly, the build of most products.
- * A 200x300x100 product's first call (its programs' builds) took 1.1-1.4 s on Intel's runtime with the switch in
- * every program, 0.55-0.65 s without; PoCL 3.6-3.8 and 2.5-2.7 s (Zen 3) */
+/* FUSED_ACT = 1: the stores apply the kernel's act and keep arguments (nn.Sequential's fused activation); 0: they
+ * ignore them and store plainly, the build of most products. A 200x300x100 product's first call (its programs' builds)
+ * took 1.1-1.4 s on Intel's runtime with a switch over unary.h's codes in every program's stores, 0.55-0.65 s without;
+ * PoCL 3.6-3.8 and 2.5-2.7 s (Zen 3). ACT_CODE: the one unary.h code a FUSED_ACT program applies where its act
+ * argument is not negative (a k-split's partials take -1), so the stores build that activation alone: with the
+ * switch, clang's NVPTX build of conv_fwd's fused tile took 153 registers a work-item (one 256-item work-group an SM)
+ * where its plain build took 122 */
 #ifndef FUSED_ACT
 #define FUSED_ACT 0
+#endif
+#if FUSED_ACT && !defined(ACT_CODE)
+#error "a FUSED_ACT program names its activation: ACT_CODE"
 #endif
 #if FUSED_ACT && VW > 1
 #define UNARY_VEC realv /* apply_unary_vec: the activation of a whole vector, a vector exp per vector on CPUs, where */
 #endif                  /* lane by lane PoCL called its scalar exp once per element (a GEMM + GELU 2.7x the GEMM) */
 #include "unary.h"
 
-/* ACT_VEC(v, act): the realv v with act applied to each lane (a negative act, or no FUSED_ACT: v) */
+/* ACT_VEC(v, act): the realv v with ACT_CODE applied to each lane (a negative act, or no FUSED_ACT: v) */
 #if FUSED_ACT && VW > 1
-#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary_vec(act, v, 0, 0))
+#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary_vec(ACT_CODE, v, 0, 0))
 #elif FUSED_ACT
-#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary(act, v, 0, 0))
+#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary(ACT_CODE, v, 0, 0))
 #else
 #define ACT_VEC(v, act) (v)
 #endif
 
-/* C[i] = act(v) for a unary.h code act (any negative code: none); with keep, also P[i] = v, the
- * pre-activation that the backward of an activation other than relu differentiates at (FUSED_ACT: else C[i] = v) */
+/* C[i] = act(v) for act = ACT_CODE (any negative act: none); with keep, also P[i] = v, the pre-activation that the
+ * backward of an activation other than relu differentiates at (FUSED_ACT: else C[i] = v) */
 inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int act, int keep) {
 #if FUSED_ACT
     if (keep) STORE_C(P, i, v);
-    STORE_C(C, i, act < 0 ? v : apply_unary(act, v, 0, 0));
+    STORE_C(C, i, act < 0 ? v : apply_unary(ACT_CODE, v, 0, 0));
 #else
     STORE_C(C, i, v);
 #endif
@@ -652,7 +658,8 @@ typedef uint4 copy16_t;
     } while (0)
 /* ASYNC_TRY(HOW, tile, AT, src): in a staging loop, the run at src copied as ASYNC_RUN, and the loop continued, where
  * the layout's HOW (ASYNC_A_K, ..., 0: none) allows it at src, which a gather's run starts anywhere: whole from a
- * 16-byte aligned start, else element by element where elements are 4 or 8 bytes */
+ * 16-byte aligned start, else element by element where elements are 4 or 8 bytes. An if-else (its `continue` is the
+ * loop's): use it in braces */
 #define ASYNC_TRY(HOW, tile, AT, src)                                                                       \
     if ((HOW) == ASYNC_WHOLE && (size_t)(src) % 16 == 0) {                                                  \
         ASYNC_RUN(ASYNC_WHOLE, tile, AT, src);                                                              \

@@ -17,8 +17,8 @@ global memory (LDG), store or load local memory (STS, LDS), multiply (HMMA, FFMA
 
 ``--models alexnet,gpt,lenet [--batch N] [--policy mixed_float16]`` instead runs one training step of each model
 (``benchmarks/profile_steps.py``'s) on the posing device, records every program it builds, and assembles each:
-one line per kernel, those with a stack frame (private arrays in local memory) or spills first. Pose with
-``fp16=0`` there (NVIDIA's runtime has no ``cl_khr_fp16``).
+one line per kernel, those with a stack frame (private arrays in local memory) or spills first, its tiles with
+``--tile`` and ``--mma`` laid over them. Pose with ``fp16=0`` there (NVIDIA's runtime has no ``cl_khr_fp16``).
 """
 from __future__ import annotations
 
@@ -95,8 +95,6 @@ def kernel_stats(report: str) -> dict[str, list[int]]:
 
 def one_tile(args: argparse.Namespace, dev: clnn.Device) -> None:
     """ptxas's report (and with --sass the machine code's counts) of one tile of gemm.cl or conv.cl."""
-    override_tiles(dev, args.tile)
-    override_mma(dev, args.mma)
     cfg = gemm_config(dev, np.dtype(DTYPES[args.dtype]), args.kernel)
     options = kernels.build_options(dev, KERNELS[args.kernel], args.kernel,
                                     {**kernels.defines(np.dtype(DTYPES[args.dtype])), **cfg})
@@ -160,6 +158,8 @@ def main() -> None:
     add_mma_option(ap)
     args = ap.parse_args()
     dev = clnn.default_device()
+    override_tiles(dev, args.tile)
+    override_mma(dev, args.mma)
     if args.models:
         model_kernels(args, dev)
     else:

@@ -664,14 +664,16 @@ def test_fused_linear_activation(dev, rng, monkeypatch, act, path, bias, fout):
 
 @pytest.mark.parametrize("path", ["direct", "tiled", "split"])
 def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
-    """Plain products build their stores without the switch over activations (gemm.h's FUSED_ACT: faster builds); a
-    fused Linear -> tanh builds it into the kernel that stores (the product's, or gemm_sum after a k-split) alone."""
+    """Plain products build their stores without activations (gemm.h's FUSED_ACT: faster builds); a fused Linear ->
+    tanh builds tanh alone (ACT_CODE: no switch over the others, whose registers a GPU's tile paid for) into the
+    kernel that stores (the product's, or gemm_sum after a k-split) alone."""
     how = _linear_plan(dev, path, 131)
     monkeypatch.setattr(matmul_mod, "plan", lambda *args, **kw: how)
     built, real_kernel = [], kernels.kernel
 
     def spy(d, file, name, defines=None):
-        built.append((name, (defines or {}).get("FUSED_ACT", 0)))
+        defines = defines or {}
+        built.append((name, defines.get("FUSED_ACT", 0) and defines["ACT_CODE"] == matmul_mod.UNARY["tanh"]))
         return real_kernel(d, file, name, defines)
 
     monkeypatch.setattr(kernels, "kernel", spy)
@@ -683,6 +685,16 @@ def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
     *others, (last, fused) = built
     assert fused == 1 and last == {"direct": "gemm_direct", "tiled": "gemm", "split": "gemm_sum"}[path], built
     assert all(fused == 0 for _, fused in others), built
+
+
+def test_products_fused_with_different_activations_apply_their_own(dev, rng):
+    """Each activation a product's store applies is built into its own program (ACT_CODE): the same product fused
+    with each in turn, in one process, equals the product followed by that activation."""
+    x, w, b = (clnn.tensor(_rand(rng, shape), device=dev) for shape in ((37, 131), (29, 131), (29,)))
+    plain = matmul_mod.linear_act(x, w, b)
+    for act in matmul_mod.FUSED_ACTS:
+        want = ACT_MODULES[act]()(plain).numpy()
+        assert_close(matmul_mod.linear_act(x, w, b, act).numpy(), want, 1e-6, act)
 
 
 # tiles of gemm.h's warp products (MMA): one warp of 16x8 products; four warps of 32x16 blocks (two row pairs, two

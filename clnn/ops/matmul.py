@@ -310,9 +310,11 @@ def epilogue(act: str, out: Tensor, pre: Tensor | None) -> tuple[Any, ...]:
 
 
 def act_defines(act: str, pre: Tensor | None) -> dict[str, int]:
-    """The define that builds a store's activation into a kernel (gemm.h's ``FUSED_ACT``) where ``act`` or ``pre``
-    needs it: kernels without it ignore :func:`epilogue`'s arguments."""
-    return {"FUSED_ACT": 1} if act != "none" or pre is not None else {}
+    """The defines that build a store's activation into a kernel (gemm.h's ``FUSED_ACT``, and ``ACT_CODE``: that
+    activation alone) where ``act`` or ``pre`` needs it: kernels without them ignore :func:`epilogue`'s arguments."""
+    if act == "none" and pre is None:
+        return {}
+    return {"FUSED_ACT": 1, "ACT_CODE": -1 if act == "none" else UNARY[act]}
 
 
 def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
@@ -377,7 +379,7 @@ def gemm_raw(
     flags = {**rounding(dtype, A=a, B=b, D=c, C=out), **act_defines(act, pre)}  # the program's, beside its tile
     if how is None:  # planned here (plan keeps its plans): the launch's kernel and geometry are kept with the plan
         how = plan(dev, dtype, batch, m, n, k)
-        launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, tuple(flags), batch, m, n, id(how)),
+        launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, tuple(flags.items()), batch, m, n, id(how)),
                                  lambda: _launch_plan(dev, dtype, flags, a, b, batch, m, n, how))
         if launch[3] is not how:  # another plan that had the same id
             launch = _launch_plan(dev, dtype, flags, a, b, batch, m, n, how)
