@@ -405,36 +405,38 @@ typedef store_t d_t;
 /* FUSED_ACT = 1: the stores apply the kernel's act and keep arguments (nn.Sequential's fused activation); 0: they
  * ignore them and store plainly, the build of most products. A 200x300x100 product's first call (its programs' builds)
  * took 1.1-1.4 s on Intel's runtime with a switch over unary.h's codes in every program's stores, 0.55-0.65 s without;
- * PoCL 3.6-3.8 and 2.5-2.7 s (Zen 3). ACT_CODE: the one unary.h code a FUSED_ACT program applies where its act
- * argument is not negative (a k-split's partials take -1), so the stores build that activation alone: with the
- * switch, clang's NVPTX build of conv_fwd's fused tile took 153 registers a work-item (one 256-item work-group an SM)
- * where its plain build took 122 */
+ * PoCL 3.6-3.8 and 2.5-2.7 s (Zen 3). ACT_CODE (GPUs: matmul.act_defines): the one unary.h code a FUSED_ACT program
+ * applies where its act argument is not negative (a k-split's partials take -1), so the stores build that activation
+ * alone: with a switch over act, clang's NVPTX build of conv_fwd's fused tile took 153 registers a work-item (one
+ * 256-item work-group an SM) where its plain build took 122. Without it (CPUs) one program serves every activation */
 #ifndef FUSED_ACT
 #define FUSED_ACT 0
 #endif
-#if FUSED_ACT && !defined(ACT_CODE)
-#error "a FUSED_ACT program names its activation: ACT_CODE"
+#ifdef ACT_CODE
+#define ACT_OF(act) ACT_CODE
+#else
+#define ACT_OF(act) (act)
 #endif
 #if FUSED_ACT && VW > 1
 #define UNARY_VEC realv /* apply_unary_vec: the activation of a whole vector, a vector exp per vector on CPUs, where */
 #endif                  /* lane by lane PoCL called its scalar exp once per element (a GEMM + GELU 2.7x the GEMM) */
 #include "unary.h"
 
-/* ACT_VEC(v, act): the realv v with ACT_CODE applied to each lane (a negative act, or no FUSED_ACT: v) */
+/* ACT_VEC(v, act): the realv v with act (ACT_OF) applied to each lane (a negative act, or no FUSED_ACT: v) */
 #if FUSED_ACT && VW > 1
-#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary_vec(ACT_CODE, v, 0, 0))
+#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary_vec(ACT_OF(act), v, 0, 0))
 #elif FUSED_ACT
-#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary(ACT_CODE, v, 0, 0))
+#define ACT_VEC(v, act) ((act) < 0 ? (v) : apply_unary(ACT_OF(act), v, 0, 0))
 #else
 #define ACT_VEC(v, act) (v)
 #endif
 
-/* C[i] = act(v) for act = ACT_CODE (any negative act: none); with keep, also P[i] = v, the pre-activation that the
- * backward of an activation other than relu differentiates at (FUSED_ACT: else C[i] = v) */
+/* C[i] = act(v) for a unary.h code act (ACT_OF; any negative act: none); with keep, also P[i] = v, the pre-activation
+ * that the backward of an activation other than relu differentiates at (FUSED_ACT: else C[i] = v) */
 inline void store_act(__global c_t *C, __global c_t *P, size_t i, real v, int act, int keep) {
 #if FUSED_ACT
     if (keep) STORE_C(P, i, v);
-    STORE_C(C, i, act < 0 ? v : apply_unary(ACT_CODE, v, 0, 0));
+    STORE_C(C, i, act < 0 ? v : apply_unary(ACT_OF(act), v, 0, 0));
 #else
     STORE_C(C, i, v);
 #endif

@@ -127,7 +127,7 @@ def _forward(x: Tensor, w: Tensor, bias: Tensor | None, g: _Geom, act: str = "no
         layout = (g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1, 0)
     rows, cols, k = g.o // g.groups, g.n * g.oh * g.ow, g.c // g.groups * g.kh * g.kw
     cfg = cfg or _tile(dev, dt, rows, cols, k, g, fusable)
-    flags = {**rounding(dt, A=w, B=x, C=y), **act_defines(act, pre)}  # the program's, beside its tile
+    flags = {**rounding(dt, A=w, B=x, C=y), **act_defines(dev, act, pre)}  # the program's, beside its tile
     args = (*g.args(), *(np.int32(v) for v in layout), x.data, w.data, (bias if bias is not None else y).data,
             np.int32(bias is not None), *epilogue(act, y, pre), y.data)
     if cfg is None:

@@ -309,12 +309,16 @@ def epilogue(act: str, out: Tensor, pre: Tensor | None) -> tuple[Any, ...]:
     return np.int32(-1 if act == "none" else UNARY[act]), np.int32(pre is not None), (out if pre is None else pre).data
 
 
-def act_defines(act: str, pre: Tensor | None) -> dict[str, int]:
-    """The defines that build a store's activation into a kernel (gemm.h's ``FUSED_ACT``, and ``ACT_CODE``: that
-    activation alone) where ``act`` or ``pre`` needs it: kernels without them ignore :func:`epilogue`'s arguments."""
+def act_defines(dev: Device, act: str, pre: Tensor | None) -> dict[str, int]:
+    """The defines that build a store's activation into a kernel on ``dev`` (gemm.h's ``FUSED_ACT``) where ``act`` or
+    ``pre`` needs it: kernels without them ignore :func:`epilogue`'s arguments. Off CPUs also ``ACT_CODE``, that
+    activation alone: a switch over all of them cost a GPU tile registers (NVIDIA's, in clang's NVPTX build: AlexNet's
+    conv + ReLU 153 against 122), where a CPU program serving every activation is compiled once (PoCL compiles each
+    program's work-group function at its first launch, seconds a GEMM tile: test_matmul's fused tests on PoCL, cold,
+    27 -> 78 s with a program per activation)."""
     if act == "none" and pre is None:
         return {}
-    return {"FUSED_ACT": 1, "ACT_CODE": -1 if act == "none" else UNARY[act]}
+    return {"FUSED_ACT": 1} if dev.type == "cpu" else {"FUSED_ACT": 1, "ACT_CODE": -1 if act == "none" else UNARY[act]}
 
 
 def act_backward(act: str, y: Tensor, pre: Tensor | None, g: Tensor) -> Tensor:
@@ -376,7 +380,7 @@ def gemm_raw(
         c, c_strides, beta = out, (0, 0, 0), 0.0
     addend = (c, c_strides or (m * n, n, 1))
     d_args = (c.data, *(np.int32(s) for s in addend[1]))
-    flags = {**rounding(dtype, A=a, B=b, D=c, C=out), **act_defines(act, pre)}  # the program's, beside its tile
+    flags = {**rounding(dtype, A=a, B=b, D=c, C=out), **act_defines(dev, act, pre)}  # the program's, beside its tile
     if how is None:  # planned here (plan keeps its plans): the launch's kernel and geometry are kept with the plan
         how = plan(dev, dtype, batch, m, n, k)
         launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, tuple(flags.items()), batch, m, n, id(how)),
@@ -401,7 +405,7 @@ def gemm_raw(
         *(fused if splits == 1 else epilogue("none", part, None)), part.data,
     )
     if splits > 1:
-        summed = defines(dtype, **rounding(dtype, D=c, C=out), **act_defines(act, pre))  # gemm_sum reads no A or B
+        summed = defines(dtype, **rounding(dtype, D=c, C=out), **act_defines(dev, act, pre))  # gemm_sum reads no A or B
         sum_partials(part, out, splits, m, n, summed, alpha, beta, addend, act, pre)
     return out
 

@@ -160,7 +160,7 @@ def _convolve(x: Tensor, w: Tensor, bias: Tensor | None, pad: tuple[int, int], f
     vt, vt_store = _vt(dev, tw), _vt(dev, tw, store=True)
     data = kernels.kernel(dev, "winograd.cl", "wino_data", defines(dtype, WINO_M=m, VT=vt, **rounding(dtype, B=x)))
     put = kernels.kernel(dev, "winograd.cl", "wino_store",
-                         defines(dtype, WINO_M=m, VT=vt_store, **rounding(dtype, C=y), **act_defines(act, pre)))
+                         defines(dtype, WINO_M=m, VT=vt_store, **rounding(dtype, C=y), **act_defines(dev, act, pre)))
     step = _chunk(dev, n * th, tw, c, o, m, dtype)
     vbuf, pbuf = _workspace(dev, dtype, p * max(c, o) * step * tw, c, o)
     for r0 in range(0, n * th, step):
