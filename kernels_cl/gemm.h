@@ -659,9 +659,9 @@ typedef uint4 copy16_t;
         }                                                                                                   \
     } while (0)
 /* ASYNC_TRY(HOW, tile, AT, src): in a staging loop, the run at src copied as ASYNC_RUN, and the loop continued, where
- * the layout's HOW (ASYNC_A_K, ..., 0: none) allows it at src, which a gather's run starts anywhere: whole from a
- * 16-byte aligned start, else element by element where elements are 4 or 8 bytes. An if-else (its `continue` is the
- * loop's): use it in braces */
+ * the layout's HOW (ASYNC_A_K, ..., 0: none) allows it at src: whole from a 16-byte aligned start, else element by
+ * element where elements are 4 or 8 bytes (a gather's run starts anywhere, and an operand's where its base or stride
+ * leaves it). An if-else (its `continue` is the loop's): use it in braces */
 #define ASYNC_TRY(HOW, tile, AT, src)                                                                       \
     if ((HOW) == ASYNC_WHOLE && (size_t)(src) % 16 == 0) {                                                  \
         ASYNC_RUN(ASYNC_WHOLE, tile, AT, src);                                                              \
@@ -715,9 +715,8 @@ inline void stage_a(__local local_t *as, stage_run *ra, int mode, int k0, int ke
             const int r = e / (TK / VWG), kk = e % (TK / VWG) * VWG;
             if (kk >= kn) continue;
 #if ASYNC_A_K
-            if (row0 + r < M && (a_vec || ASYNC_A_K == ASYNC_EACH)) {
-                ASYNC_RUN(ASYNC_A_K, as, A_AT(r, kk + q_), A + (size_t)(row0 + r) * a_rs + k0 + kk);
-                continue;
+            if (row0 + r < M) {
+                ASYNC_TRY(ASYNC_A_K, as, A_AT(r, kk + q_), A + (size_t)(row0 + r) * a_rs + k0 + kk)
             }
 #endif
             stage_run *t = SLOT(ra, one, mode, j);
@@ -735,9 +734,8 @@ inline void stage_a(__local local_t *as, stage_run *ra, int mode, int k0, int ke
         EACH_RUN(j, e, kn * (TM / VWG), A_RUNS) {
             const int kk = e / (TM / VWG), r = e % (TM / VWG) * VWG;
 #if ASYNC_A_M
-            if (row0 + r + VWG <= M && (a_vec || ASYNC_A_M == ASYNC_EACH)) {
-                ASYNC_RUN(ASYNC_A_M, as, A_AT(r + q_, kk), A + (size_t)(k0 + kk) * a_cs + row0 + r);
-                continue;
+            if (row0 + r + VWG <= M) {
+                ASYNC_TRY(ASYNC_A_M, as, A_AT(r + q_, kk), A + (size_t)(k0 + kk) * a_cs + row0 + r)
             }
 #endif
             stage_run *t = SLOT(ra, one, mode, j);
@@ -776,9 +774,8 @@ inline void stage_b(__local local_t *bs, stage_run *rb, int mode, int k0, int ke
         EACH_RUN(j, e, kn * (TN / VWG), B_RUNS) {
             const int kk = e / (TN / VWG), c = e % (TN / VWG) * VWG;
 #if ASYNC_B_N
-            if (col0 + c + VWG <= N && (b_vec || ASYNC_B_N == ASYNC_EACH)) {
-                ASYNC_RUN(ASYNC_B_N, bs, B_AT(kk, c + q_), B + (size_t)(k0 + kk) * b_rs + col0 + c);
-                continue;
+            if (col0 + c + VWG <= N) {
+                ASYNC_TRY(ASYNC_B_N, bs, B_AT(kk, c + q_), B + (size_t)(k0 + kk) * b_rs + col0 + c)
             }
 #endif
             stage_run *t = SLOT(rb, one, mode, j);
@@ -798,8 +795,7 @@ inline void stage_b(__local local_t *bs, stage_run *rb, int mode, int k0, int ke
             if (kk >= kn) continue;
 #if ASYNC_B_K
             if (col0 + c < N) {
-                ASYNC_RUN(ASYNC_B_K, bs, B_AT(kk + q_, c), B + (size_t)(col0 + c) * b_cs + k0 + kk);
-                continue;
+                ASYNC_TRY(ASYNC_B_K, bs, B_AT(kk + q_, c), B + (size_t)(col0 + c) * b_cs + k0 + kk)
             }
 #endif
             stage_run *t = SLOT(rb, one, mode, j);
