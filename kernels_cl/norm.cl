@@ -148,6 +148,31 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
  * 0 .. FOLDS-1 its partial sum, reduce.h's): CPUs walk a chunk in one work-item, where one serial sum ran a conv's
  * bias gradient (LeNet's conv1, 32 sums of 100352) at about one element per 4 cycles: 1.8 -> 0.9 ms on PoCL */
 #if WALK_ROWS
+/* FOLDS elements k .. k+FOLDS-1 of x (X_RUN) or g (Y_RUN) into out[], as real: element by element, or where PoCL
+ * converts halves by F16C, a half run by one 8-wide vcvtph2ps. Its scalar conversions kept the whole walk scalar
+ * (a conv bias gradient of 8x96x56x56 halves 4.6 ms against float32's 0.4) */
+#define ELEMENT_RUN(LOADER, out, p, k) _Pragma("unroll") for (int u_ = 0; u_ < FOLDS; ++u_) out[u_] = LOADER(p, (k) + u_)
+#if HALF_SOFT && defined(__F16C__) && FOLDS == 8
+inline void half_run(real out[FOLDS], __global const ushort *h) {
+    const union { float8 v; float s[8]; } w = {half_bits_to_float8((ushort8)(h[0], h[1], h[2], h[3], h[4], h[5], h[6],
+                                                                              h[7]))};
+#pragma unroll
+    for (int u = 0; u < FOLDS; ++u) out[u] = w.s[u];
+}
+#define HALF_RUN(out, p, k) half_run(out, (__global const ushort *)(p) + (k))
+#else
+#define HALF_RUN(out, p, k) ELEMENT_RUN(HALF_LOAD, out, p, k)
+#endif
+#if X_HALF || STORE_HALF
+#define X_RUN HALF_RUN
+#else
+#define X_RUN(out, p, k) ELEMENT_RUN(LOAD_X, out, p, k)
+#endif
+#if (Y_AS_X && X_HALF) || STORE_HALF
+#define Y_RUN HALF_RUN
+#else
+#define Y_RUN(out, p, k) ELEMENT_RUN(LOAD_Y, out, p, k)
+#endif
 /* one work-item per chunk (CPUs): the chunk row by row, FOLDS neighbours of a row at a time, so that the compiler
  * forms vectors (BatchNorm2d(64) forward and backward over 8x64x112x112: PoCL 20-22 -> 12 ms, Intel's runtime 20 ->
  * 11), not element by element through the (outer, group, inner) index */
@@ -158,15 +183,19 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
             const int len = min(hi - m, inner - r.j);                                               \
             const size_t k0 = pos_index(r, c, G, inner);                                            \
             int q = 0;                                                                              \
-            for (; q + FOLDS <= len; q += FOLDS)                                                    \
+            for (; q + FOLDS <= len; q += FOLDS) {                                                  \
+                real xs[FOLDS], gs[FOLDS];                                                          \
+                X_RUN(xs, x, k0 + q);                                                               \
+                Y_RUN(gs, g, k0 + q);                                                               \
                 _Pragma("unroll") for (int u = 0; u < FOLDS; ++u) {                                 \
                     const pos_t p = {r.o, r.j + q + u};                                             \
-                    const size_t k = k0 + q + u;                                                    \
+                    const real xk = xs[u], gk = gs[u];                                              \
                     BODY;                                                                           \
                 }                                                                                   \
+            }                                                                                       \
             for (const int u = 0; q < len; ++q) {                                                   \
                 const pos_t p = {r.o, r.j + q};                                                     \
-                const size_t k = k0 + q;                                                            \
+                const real xk = LOAD_X(x, k0 + q), gk = LOAD_Y(g, k0 + q);                          \
                 BODY;                                                                               \
             }                                                                                       \
             m += len;                                                                               \
@@ -180,11 +209,13 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
         for (; m + (FOLDS - 1) * n < hi; m += FOLDS * n)                                            \
             _Pragma("unroll") for (int u = 0; u < FOLDS; ++u) {                                     \
                 const size_t k = pos_index(p, c, G, inner);                                         \
+                const real xk = LOAD_X(x, k), gk = LOAD_Y(g, k);                                    \
                 BODY;                                                                               \
                 p = pos_next(p, n, inner);                                                          \
             }                                                                                       \
         for (const int u = 0; m < hi; m += n, p = pos_next(p, n, inner)) {                          \
             const size_t k = pos_index(p, c, G, inner);                                             \
+            const real xk = LOAD_X(x, k), gk = LOAD_Y(g, k);                                        \
             BODY;                                                                                   \
         }                                                                                           \
     } while (0)
@@ -203,13 +234,13 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
         int inner_w = (affine & AFF_INNER) ? affine : 0;  /* per-group weights stay outside the sums */
         real mu = mean[c], rstd = RSQRT(var[c] + eps);
         CHUNK_FOLD({
-            real gw = LOAD_Y(g, k) * weight_at(inner_w, w, (inner_w & AFF_INNER) ? p.j : c);
+            real gw = gk * weight_at(inner_w, w, (inner_w & AFF_INNER) ? p.j : c);
             s1[u] += gw;
-            s2[u] = FMA(gw * (LOAD_X(x, k) - mu), rstd, s2[u]);
+            s2[u] = FMA(gw * (xk - mu), rstd, s2[u]);
         });
         a2 = group_sum(scratch, fold_sum(s2));
     } else {
-        CHUNK_FOLD(s1[u] += LOAD_X(x, k));
+        CHUNK_FOLD(s1[u] += xk);
     }
     a1 = group_sum(scratch, fold_sum(s1));
     if (mode == NS_STATS) {
@@ -219,7 +250,7 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
         real n_chunk = hi - lo, s3[FOLDS] = {0};
         a1 /= n_chunk;
         CHUNK_FOLD({
-            real d = LOAD_X(x, k) - a1;
+            real d = xk - a1;
             s2[u] = FMA(d, d, s2[u]);
             s3[u] += d;
         });
