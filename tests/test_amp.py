@@ -376,6 +376,31 @@ def test_grad_scaler_unscales_in_place_in_multi_tensor_launches_and_one_read(dev
         assert scaler._found_inf[id(opt)] == (bad is not None)
 
 
+@pytest.mark.parametrize("dtype", [clnn.float32, clnn.float16, clnn.bfloat16, np.float64],
+                         ids=["float32", "float16", "bfloat16", "float64"])
+def test_nonfinite_check_sees_every_element(dev, dtype):
+    """GradScaler.step's read-only check (foreach.check_finite: check_multi) flags one inf or NaN wherever it lies: in
+    each lane of a work-item's run of CHECK_VW elements and in a tensor's tail past its last whole run; finite values
+    at the type's extremes (its largest, its smallest subnormal, -0) raise nothing."""
+    from clnn.ops import foreach
+
+    info = np.finfo(np.float32 if dtype == clnn.bfloat16 else dtype)
+    finite = np.resize(np.array([info.max, -info.max, info.smallest_subnormal, -0.0, 1.5], np.float64), 37)
+    if dtype == clnn.bfloat16:  # float32's largest rounds up to inf in bfloat16: its own largest, 0x7F7F
+        finite[np.abs(finite) == info.max] = np.sign(finite[np.abs(finite) == info.max]) * 3.3895313892515355e38
+    with clnn.use_device(dev):
+        def flagged(values: np.ndarray) -> int:
+            flag = clnn.zeros(1, dtype=np.int32)
+            foreach.check_finite([clnn.tensor(np.ones(3), dtype=dtype), clnn.tensor(values, dtype=dtype)], flag)
+            return int(flag.item())
+
+        assert flagged(finite) == 0
+        for at in range(finite.size):  # 37: two runs of 16 (or nine of 4) and a tail
+            bad = finite.copy()
+            bad[at] = (np.inf, -np.inf, np.nan)[at % 3]
+            assert flagged(bad) == 1, f"an {bad[at]} at element {at} was not flagged"
+
+
 @pytest.mark.parametrize("make", [lambda ps: clnn.optim.SGD(ps, lr=0.1, momentum=0.9),
                                   lambda ps: clnn.optim.Adam(ps, lr=0.01), lambda ps: clnn.optim.RMSprop(ps)],
                          ids=["sgd", "adam", "rmsprop"])
