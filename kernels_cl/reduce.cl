@@ -39,10 +39,11 @@ inline int is_arg(int op) { return op == R_ARGMAX || op == R_ARGMIN; }
 inline int seeks_max(int op) { return op == R_MAX || op == R_ARGMAX || op == R_LOGSUMEXP; }
 inline int seeks_min(int op) { return op == R_MIN || op == R_ARGMIN; }
 
-/* does (v, i) beat (best, bi)? NaN wins, as in NumPy; ties go to the lower index */
+/* does (v, i) beat (best, bi)? NaN wins, as in NumPy; ties go to the lower index. NaN told by x != x: PoCL calls
+ * isnan out of line (argmax over 4096 rows of 2048: 26 -> 10 ms; Intel's runtime 5.0 -> 3.6) */
 inline int better(int op, real v, long i, real best, long bi) {
-    if (isnan(best)) return isnan(v) && i < bi;
-    if (isnan(v)) return 1;
+    if (best != best) return v != v && i < bi;
+    if (v != v) return 1;
     if (v == best) return i < bi;
     return seeks_max(op) ? v > best : v < best;
 }
