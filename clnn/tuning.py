@@ -324,14 +324,15 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # launch, at most optim.cl's MT_SLOTS. GPUs: a launch costs the host 30-45 us through NVIDIA's OpenCL (H200),
     # where the GPT example's step made 553 launches for 5.5 ms of kernels. CPUs vectorize the one-tensor kernel
     # only (ms, one tensor per launch / 8): AdamW over 49 tensors of 1.8M floats, Intel's runtime 1.0 / 1.8, PoCL
-    # 3.6 / 3.2; an in-place scale of AlexNet's 57M gradient floats, PoCL 15 / 38. CHECK_VW: the elements a
-    # work-item of GradScaler.step's inf/NaN check (check_multi) tests at once: on CPUs an element each read 20 GB/s
-    # (both runtimes), 16 at once 46-51; GPUs take 4 (16-byte loads, neighbours coalesced), unmeasured.
+    # 3.6 / 3.2; an in-place scale of AlexNet's 57M gradient floats, PoCL 15 / 38. READ_VW: the elements a
+    # work-item of the read-only passes takes (GradScaler.step's inf/NaN check, check_multi, and clip_grad_norm_'s
+    # norm_multi): on CPUs an element each read 20 GB/s (both runtimes), 16 at once 46-51; GPUs take 4 (16-byte
+    # loads, neighbours coalesced), unmeasured.
     # STATIC (one tensor per launch only): the optimizer and its flags built in, and whole work-groups updating
     # without a test of their index (optim.cl's STATIC_OP, MT_WHOLE): PoCL vectorizes the update across work-items
     # only so (Adam over 16M floats 22 ms, 17.5 with the op built in, 7.4 with both); Intel's runtime vectorizes it
     # as it is, and lost by the untested groups (7.6 -> 9.9 ms)
-    "foreach": {"default": {"TENSORS": 8, "CHECK_VW": 4, "STATIC": 0}, "cpu": {"TENSORS": 1, "CHECK_VW": 16},
+    "foreach": {"default": {"TENSORS": 8, "READ_VW": 4, "STATIC": 0}, "cpu": {"TENSORS": 1, "READ_VW": 16},
                 "portable computing language": {"STATIC": 1}},
     # MMA 1: float16 and bfloat16 products (matmul, convolutions, Winograd's) multiply in gemm.h's warp-wide 16x8x16
     # products, laid over each tile kind where its tile allows (matmul.gemm_config), with the row's tile keys

@@ -380,7 +380,7 @@ def test_grad_scaler_unscales_in_place_in_multi_tensor_launches_and_one_read(dev
                          ids=["float32", "float16", "bfloat16", "float64"])
 def test_nonfinite_check_sees_every_element(dev, dtype):
     """GradScaler.step's read-only check (foreach.check_finite: check_multi) flags one inf or NaN wherever it lies: in
-    each lane of a work-item's run of CHECK_VW elements and in a tensor's tail past its last whole run; finite values
+    each lane of a work-item's run of READ_VW elements and in a tensor's tail past its last whole run; finite values
     at the type's extremes (its largest, its smallest subnormal, -0) raise nothing."""
     from clnn.ops import foreach
 

@@ -97,17 +97,18 @@ def scale_(tensors: Sequence[Tensor], factor: float, coef: Tensor | None = None,
                np.int32(found is not None), spare if found is None else found.data)
 
 
-def _check_width(dev: Device) -> int:
-    """The elements a work-item of ``dev``'s ``check_multi`` tests at once (tuning's ``foreach`` CHECK_VW)."""
-    return tuning.memoized(dev, ("foreach check", id(dev)), lambda: int(tuning.params(dev, "foreach")["CHECK_VW"]))
+def _read_width(dev: Device) -> int:
+    """The elements a work-item of ``dev``'s read-only passes (``check_multi``, ``norm_multi``) takes (tuning's
+    ``foreach`` READ_VW)."""
+    return tuning.memoized(dev, ("foreach read", id(dev)), lambda: int(tuning.params(dev, "foreach")["READ_VW"]))
 
 
 def check_finite(tensors: Sequence[Tensor], found: Tensor) -> None:
     """Set ``found`` (an int32 tensor of one element) to 1 when an element of ``tensors`` (contiguous) is inf or NaN,
     reading them only."""
     for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
-        vw = _check_width(dev)
-        launch(dev, kernel(dev, "check_multi", dtype, CHECK_VW=vw), [run], found.data,
+        vw = _read_width(dev)
+        launch(dev, kernel(dev, "check_multi", dtype, READ_VW=vw), [run], found.data,
                counted=sizes(run, kernels.group_size(dev), vw))
 
 
@@ -119,10 +120,10 @@ def norm_partials(tensors: Sequence[Tensor], power: float) -> list[Tensor]:
         runs.setdefault((dev, dtype), []).append(run)
     out = []
     for (dev, dtype), these in runs.items():
-        wg = kernels.group_size(dev)
-        counted = [sizes(run, wg) for run in these]
+        wg, vw = kernels.group_size(dev), _read_width(dev)
+        counted = [sizes(run, wg, vw) for run in these]
         partials = empty((sum(c[2] for c in counted),), kernels.real_dtype(dtype), dev)
-        k = kernel(dev, "norm_multi", dtype, MT_WG=wg)
+        k = kernel(dev, "norm_multi", dtype, MT_WG=wg, READ_VW=vw)
         code = kernels.real_scalar(dtype, 0.0 if power == math.inf else power)
         base = 0
         for run, c in zip(these, counted):
