@@ -225,8 +225,8 @@ __kernel void check_multi(int8 n, int8 ends, MT_ARGS(__global const store_t *, x
 #define CHECK_BODY(j)                                                                                       \
     {                                                                                                       \
         __global const word_t *w = (__global const word_t *)x##j;                                           \
-        const size_t e = (size_t)i * READ_VW;                                                              \
-        if (e + READ_VW <= n.s##j) {                                                                       \
+        const size_t e = (size_t)i * READ_VW;                                                               \
+        if (e + READ_VW <= n.s##j) {                                                                        \
             bad = run_nonfinite(w, e);                                                                      \
         } else {                                                                                            \
             for (size_t k = e; k < n.s##j; ++k) bad |= (w[k] & EXP_BITS) == EXP_BITS;                       \
