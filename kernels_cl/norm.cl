@@ -151,7 +151,8 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
 /* FOLDS elements k .. k+FOLDS-1 of x (X_RUN) or g (Y_RUN) into out[], as real: element by element, or where PoCL
  * converts halves by F16C, a half run by one 8-wide vcvtph2ps. Its scalar conversions kept the whole walk scalar
  * (a conv bias gradient of 8x96x56x56 halves 4.6 ms against float32's 0.4) */
-#define ELEMENT_RUN(LOADER, out, p, k) _Pragma("unroll") for (int u_ = 0; u_ < FOLDS; ++u_) out[u_] = LOADER(p, (k) + u_)
+#define ELEMENT_RUN(LOADER, out, p, k) \
+    _Pragma("unroll") for (int u_ = 0; u_ < FOLDS; ++u_) out[u_] = LOADER(p, (k) + u_)
 #if HALF_SOFT && defined(__F16C__) && FOLDS == 8
 inline void half_run(real out[FOLDS], __global const ushort *h) {
     const union { float8 v; float s[8]; } w = {half_bits_to_float8((ushort8)(h[0], h[1], h[2], h[3], h[4], h[5], h[6],
