@@ -26,7 +26,7 @@
  * of four elements (p + 4 i; element-aligned, as vloadn), BIG (+infinity of real: the identity of min,
  * -BIG of max), bf16_to_float / float_to_bf16 (and their 4-wide forms), HALF_LOAD(p, i) / HALF_STORE(p, i, v)
  * (a global half array's elements as float) for kernels with their own type defines (copy.cl, norm.cl),
- * VEC_LANE_IO (below).
+ * VEC_LANE_IO, IMIN and IMAX (below).
  */
 #ifndef CLNN_DTYPE_H
 #define CLNN_DTYPE_H
@@ -187,6 +187,11 @@ HALF_SOFT_NARROW(16)
 #define HALF_LOAD(p, i) vload_half((i), (p))
 #define HALF_STORE(p, i, v) vstore_half((float)(v), (i), (p))
 #endif
+
+/* IMIN(a, b), IMAX(a, b): integer min and max as selects, in per-element code: PoCL calls min and max out of line,
+ * which keeps its loops scalar (avg_pool2d's gradient over 8x96x55^2: 23 -> 9.5 ms) */
+#define IMIN(a, b) ((a) < (b) ? (a) : (b))
+#define IMAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* whether v is finite, by its exponent bits: PoCL calls isfinite out of line (8M floats checked and scaled in
  * 5.2 ms through it, 1.3 so) */

@@ -48,10 +48,10 @@ inline int avg_window(int op, int o, int I, int O, int K, int s, int p, int coun
         return *hi - *lo;
     }
     int start = o * s - p;
-    int end = min(start + K, I + p);
+    int end = IMIN(start + K, I + p);
     int padded = end - start;
-    *lo = max(start, 0);
-    *hi = min(end, I);
+    *lo = IMAX(start, 0);
+    *hi = IMIN(end, I);
     return count_pad ? padded : *hi - *lo;
 }
 
@@ -123,7 +123,7 @@ inline real avg_output(int op, pool_geom g, __global const store_t *xp, int oh, 
 inline void windows_holding(int i, int K, int s, int p, int d, int O, int *lo, int *hi) {
     int first = i + p - (K - 1) * d;
     *lo = first > 0 ? (first + s - 1) / s : 0;
-    *hi = min((i + p) / s, O - 1);
+    *hi = IMIN((i + p) / s, O - 1);
 }
 
 /* the gradient of input pixel (ih, iw): gy and idx point at this plane's (OH, OW) outputs */
@@ -252,7 +252,8 @@ __kernel void pool_max_bwd_bands(int planes, pool_geom g, __global const store_t
     const int r = get_global_id(0);                    /* r = plane * OH + oh: one output row */
     if (r >= planes * g.OH) return;
     const int oh = r % g.OH;
-    const int h0 = oh == 0 ? 0 : max(oh * g.sH - g.pH, 0), h1 = oh == g.OH - 1 ? g.H : min((oh + 1) * g.sH - g.pH, g.H);
+    const int h0 = oh == 0 ? 0 : IMAX(oh * g.sH - g.pH, 0);
+    const int h1 = oh == g.OH - 1 ? g.H : IMIN((oh + 1) * g.sH - g.pH, g.H);
     __global store_t *gxp = gx + (size_t)(r / g.OH) * g.H * g.W;
     for (int i = h0 * g.W; i < h1 * g.W; ++i) STORE(gxp, i, 0);
     const size_t row = (size_t)r * g.OW;
