@@ -144,7 +144,8 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
     FOR_PARAMS(APPLY_AT);
 }
 
-/* BODY for each of the work-item's elements of the chunk (m = lo + t, lo + t + n, .. < hi; k its index in x, u in
+/* CHUNK_FOLD(GK, BODY): BODY for each of the work-item's elements of the chunk (m = lo + t, lo + t + n, .. < hi; xk
+ * its x, gk its g where GK is 1 (NS_GRAD's: else 0, and g, which may stand for another buffer, is not read), u in
  * 0 .. FOLDS-1 its partial sum, reduce.h's): CPUs walk a chunk in one work-item, where one serial sum ran a conv's
  * bias gradient (LeNet's conv1, 32 sums of 100352) at about one element per 4 cycles: 1.8 -> 0.9 ms on PoCL */
 #if WALK_ROWS
@@ -177,7 +178,7 @@ inline void half_run(real out[FOLDS], __global const ushort *h) {
 /* one work-item per chunk (CPUs): the chunk row by row, FOLDS neighbours of a row at a time, so that the compiler
  * forms vectors (BatchNorm2d(64) forward and backward over 8x64x112x112: PoCL 20-22 -> 12 ms, Intel's runtime 20 ->
  * 11), not element by element through the (outer, group, inner) index */
-#define CHUNK_FOLD(BODY)                                                                            \
+#define CHUNK_FOLD(GK, BODY)                                                                        \
     do {                                                                                            \
         pos_t r = pos_at(lo, inner);                                                                \
         for (int m = lo; m < hi; r.o += 1, r.j = 0) {                                               \
@@ -185,9 +186,11 @@ inline void half_run(real out[FOLDS], __global const ushort *h) {
             const size_t k0 = pos_index(r, c, G, inner);                                            \
             int q = 0;                                                                              \
             for (; q + FOLDS <= len; q += FOLDS) {                                                  \
-                real xs[FOLDS], gs[FOLDS];                                                          \
+                real xs[FOLDS], gs[FOLDS] = {0};                                                    \
                 X_RUN(xs, x, k0 + q);                                                               \
-                Y_RUN(gs, g, k0 + q);                                                               \
+                if (GK) {                                                                           \
+                    Y_RUN(gs, g, k0 + q);                                                           \
+                }                                                                                   \
                 _Pragma("unroll") for (int u = 0; u < FOLDS; ++u) {                                 \
                     const pos_t p = {r.o, r.j + q + u};                                             \
                     const real xk = xs[u], gk = gs[u];                                              \
@@ -196,27 +199,27 @@ inline void half_run(real out[FOLDS], __global const ushort *h) {
             }                                                                                       \
             for (const int u = 0; q < len; ++q) {                                                   \
                 const pos_t p = {r.o, r.j + q};                                                     \
-                const real xk = LOAD_X(x, k0 + q), gk = LOAD_Y(g, k0 + q);                          \
+                const real xk = LOAD_X(x, k0 + q), gk = (GK) ? LOAD_Y(g, k0 + q) : 0;               \
                 BODY;                                                                               \
             }                                                                                       \
             m += len;                                                                               \
         }                                                                                           \
     } while (0)
 #else
-#define CHUNK_FOLD(BODY)                                                                            \
+#define CHUNK_FOLD(GK, BODY)                                                                        \
     do {                                                                                            \
         pos_t p = pos_at(lo + t, inner);                                                            \
         int m = lo + t;                                                                             \
         for (; m + (FOLDS - 1) * n < hi; m += FOLDS * n)                                            \
             _Pragma("unroll") for (int u = 0; u < FOLDS; ++u) {                                     \
                 const size_t k = pos_index(p, c, G, inner);                                         \
-                const real xk = LOAD_X(x, k), gk = LOAD_Y(g, k);                                    \
+                const real xk = LOAD_X(x, k), gk = (GK) ? LOAD_Y(g, k) : 0;                         \
                 BODY;                                                                               \
                 p = pos_next(p, n, inner);                                                          \
             }                                                                                       \
         for (const int u = 0; m < hi; m += n, p = pos_next(p, n, inner)) {                          \
             const size_t k = pos_index(p, c, G, inner);                                             \
-            const real xk = LOAD_X(x, k), gk = LOAD_Y(g, k);                                        \
+            const real xk = LOAD_X(x, k), gk = (GK) ? LOAD_Y(g, k) : 0;                             \
             BODY;                                                                                   \
         }                                                                                           \
     } while (0)
@@ -234,14 +237,14 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
     if (mode == NS_GRAD) {
         int inner_w = (affine & AFF_INNER) ? affine : 0;  /* per-group weights stay outside the sums */
         real mu = mean[c], rstd = RSQRT(var[c] + eps);
-        CHUNK_FOLD({
+        CHUNK_FOLD(1, {
             real gw = gk * weight_at(inner_w, w, (inner_w & AFF_INNER) ? p.j : c);
             s1[u] += gw;
             s2[u] = FMA(gw * (xk - mu), rstd, s2[u]);
         });
         a2 = group_sum(scratch, fold_sum(s2));
     } else {
-        CHUNK_FOLD(s1[u] += xk);
+        CHUNK_FOLD(0, s1[u] += xk);
     }
     a1 = group_sum(scratch, fold_sum(s1));
     if (mode == NS_STATS) {
@@ -250,7 +253,7 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
          * float32 sum of values far from 0 misses the mean by ~sqrt(n) ulps, which M2 would take squared) */
         real n_chunk = hi - lo, s3[FOLDS] = {0};
         a1 /= n_chunk;
-        CHUNK_FOLD({
+        CHUNK_FOLD(0, {
             real d = xk - a1;
             s2[u] = FMA(d, d, s2[u]);
             s3[u] += d;
