@@ -5,6 +5,7 @@ autocast's dtype rules are in test_autocast_rules.py."""
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 
 import numpy as np
@@ -75,15 +76,40 @@ PRODUCTS = [
 ]
 
 
-def _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct) -> list[str]:
+def _extra_bytes(half, name: str, shapes) -> int | None:
+    """What the backward of a product may allocate beside its gradients (and a k-split's partials): a convolution's
+    copy of its weights' taps in the half type (its input gradient's phases). None with a bias, whose gradient is a
+    sum (in the half type, widened after, as torch's cast of the bias does), not a product."""
+    if len(shapes) == 3:
+        return None
+    return math.prod(shapes[1]) * np.dtype(half).itemsize if name.startswith(("conv1d", "conv2d")) else 0
+
+
+def _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct, extra: int | None) -> list[str]:
     """Run ``fn`` under autocast on float32 (and ``halves``: half) tensors and on the same tensors cast first;
     assert equal dtypes and bit-equal outputs and gradients; return the kernels the autocast call launched.
-    ``direct``: every product takes gemm.cl's direct kernel, or none does."""
+    ``direct``: every product takes gemm.cl's direct kernel, or none does.
+
+    Unless ``extra`` is None, the autocast call's backward allocates its gradients and nothing else but ``extra``
+    bytes and a k-split's float32 partials: the kernels store a float32 operand's gradient in float32 (rounded to
+    the half type, as the bit equality checks), not a half gradient widened into a second tensor (1.5x the bytes:
+    the peak of a mixed-precision AlexNet step was the first Linear's weight gradient twice)."""
     from clnn import kernels, tuning
+    from clnn.ops import conv
 
     for key in tuning.TABLE["gemm_direct"]:
         monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
     set_direct_conv_max_k(monkeypatch, 0)  # short unit-stride input gradients take tiles too
+    matmul = importlib.import_module("clnn.ops.matmul")  # clnn.ops.matmul is the function
+    partial_bytes, partials = [], matmul.partials
+
+    def counted_partials(*args):
+        part, defs = partials(*args)
+        partial_bytes.append(part.nbytes)
+        return part, defs
+
+    for module in (matmul, conv):
+        monkeypatch.setattr(module, "partials", counted_partials)
     values = [rng.standard_normal(s).astype(half if i in halves else np.float32) for i, s in enumerate(shapes)]
     fused = [clnn.tensor(v, requires_grad=True) for v in values]
     cast = [clnn.tensor(v, requires_grad=True) for v in values]
@@ -97,7 +123,11 @@ def _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct) -> l
     assert y.dtype == y2.dtype == half
     np.testing.assert_array_equal(_bits(y), _bits(y2))
     g = clnn.tensor(rng.standard_normal(y.shape).astype(half))
-    y.backward(g)
+    partial_bytes.clear()  # the forward's
+    with clnn.profiler.profile() as prof:
+        y.backward(g)
+    if extra is not None:
+        assert prof.bytes_allocated == sum(x.nbytes for x in fused) + extra + sum(partial_bytes)
     y2.backward(g)
     for ours, theirs in zip(fused, cast):
         assert ours.grad.dtype == ours.dtype
@@ -113,7 +143,8 @@ def test_products_round_float32_operands_in_their_loads(dev, rng, monkeypatch, h
     adds its sum), and its output and gradients equal, bit for bit, those of the same product of tensors cast
     first."""
     with clnn.use_device(dev):
-        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct)
+        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct,
+                                       _extra_bytes(half, name, shapes))
     assert launches[0].startswith("gemm") and launches[1:] in ([], ["gemm_sum"]), launches
 
 
@@ -147,62 +178,6 @@ def test_loads_round_specials_as_a_cast_does(dev, rng, half):
             assert np.isnan(y.numpy().astype(np.float32)).any()
 
 
-# (name, op, input shapes, which inputs are already in the half type): products whose gradients need no sum over
-# broadcast batches, so each is the GEMM's own output, and convolutions of float32 tensors or a half activation
-GRAD_PRODUCTS = [
-    ("linear", lambda x, w: clnn.gemm(x, w, trans_b=True), [(37, 65), (19, 65)], ()),
-    ("linear_half_x", lambda x, w: clnn.gemm(x, w, trans_b=True), [(9, 33), (17, 33)], (0,)),
-    ("gemm_trans_a", lambda a, b: clnn.gemm(a, b, alpha=0.5, trans_a=True), [(29, 13), (29, 7)], ()),
-    ("matmul_batched", clnn.matmul, [(3, 17, 31), (3, 31, 20)], ()),
-    ("conv2d", lambda x, w: F.conv2d(x, w, padding=1), [(2, 5, 9, 7), (11, 5, 3, 3)], ()),
-    ("conv2d_half_x", lambda x, w: F.conv2d(x, w, stride=2, groups=3), [(3, 6, 11, 8), (27, 2, 3, 2)], (0,)),
-    ("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2), [(2, 9, 5, 6), (9, 10, 3, 3)], ()),
-    ("conv_transpose2d_half_x", lambda x, w: F.conv_transpose2d(x, w, padding=1), [(1, 10, 4, 7), (10, 11, 2, 3)],
-     (0,)),
-]
-
-
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "tiled"])
-@pytest.mark.parametrize("half", ROUNDING_HALVES, ids=str)
-@pytest.mark.parametrize("name, fn, shapes, halves", GRAD_PRODUCTS, ids=[p[0] for p in GRAD_PRODUCTS])
-def test_product_backward_stores_float32_grads_without_a_half_copy(dev, rng, monkeypatch, half, name, fn, shapes,
-                                                                    halves, direct):
-    """Under autocast the backward of a product allocates its gradients and nothing else (but conv2d's copy of
-    its weights' taps, rounded to the half type, for the input gradient's phases): the GEMM (or the
-    convolution's kernel) stores a float32 operand's gradient in float32 (rounded to the half type, as the
-    bit-equality tests check), not a half gradient widened into a second tensor (1.5x the bytes: the peak of a
-    mixed-precision AlexNet step was the first Linear's weight gradient twice). A k-split's float32 partials are
-    the one other allocation a product may make."""
-    from clnn import tuning
-    from clnn.ops import conv
-
-    matmul = importlib.import_module("clnn.ops.matmul")  # clnn.ops.matmul is the function
-    for key in tuning.TABLE["gemm_direct"]:
-        monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 1 << 40 if direct else 0})
-    partial_bytes, original = [], matmul.partials
-
-    def partials(*args):
-        part, defs = original(*args)
-        partial_bytes.append(part.nbytes)
-        return part, defs
-
-    for module in (matmul, conv):
-        monkeypatch.setattr(module, "partials", partials)
-    with clnn.use_device(dev):
-        xs = [clnn.tensor(rng.standard_normal(s).astype(half if i in halves else np.float32), requires_grad=True)
-              for i, s in enumerate(shapes)]
-        with clnn.autocast(half):
-            y = fn(*xs)
-        g = clnn.tensor(rng.standard_normal(y.shape).astype(half))
-        partial_bytes.clear()  # the forward's
-        with clnn.profiler.profile() as prof:
-            y.backward(g)
-    assert [x.grad.dtype for x in xs] == [x.dtype for x in xs]
-    # conv2d's input gradient copies each tap once, in the half type
-    taps = xs[1].size * np.dtype(half).itemsize if name.startswith("conv2d") else 0
-    assert prof.bytes_allocated == sum(x.nbytes for x in xs) + taps + sum(partial_bytes)
-
-
 # (name, op, input shapes, which inputs are already in the half type): convolutions of float32 tensors, of a half
 # activation and a float32 weight, grouped and strided, with a bias (its cast is the one extra launch)
 CONVS = [
@@ -214,6 +189,8 @@ CONVS = [
      ()),
     ("conv_transpose2d_half_w", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(1, 2), dilation=2),
      [(1, 10, 4, 7), (10, 11, 2, 3), (11,)], (1,)),
+    ("conv_transpose2d_half_x", lambda x, w: F.conv_transpose2d(x, w, padding=1), [(1, 10, 4, 7), (10, 11, 2, 3)],
+     (0,)),
 ]
 
 
@@ -227,12 +204,14 @@ def test_convolutions_round_float32_operands_in_their_loads(dev, rng, monkeypatc
     round x and the weight as they load them; its output and gradients equal, bit for bit, those of the same
     convolution of tensors cast first."""
     with clnn.use_device(dev):
-        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct)
+        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct,
+                                       _extra_bytes(half, name, shapes))
     conv = [k for k in launches if k.startswith("conv_")]
     assert all(k.startswith("conv_direct") for k in conv) == direct, launches
     # conv_transpose2d's forward is an input gradient: a launch per phase of the stride, and a copy of the taps
     # landing on each phase that has any (stride (1, 2), dilation 2: every tap lands on one of two phases)
-    phases, copies = {"conv_transpose2d": (4, 4), "conv_transpose2d_half_w": (2, 1)}.get(name, (1, 0))
+    phases, copies = {"conv_transpose2d": (4, 4), "conv_transpose2d_half_w": (2, 1),
+                      "conv_transpose2d_half_x": (1, 1)}.get(name, (1, 0))
     assert len(conv) == phases and len(launches) == phases + copies + (len(shapes) == 3), launches
 
 
@@ -251,7 +230,7 @@ def test_winograd_rounds_float32_operands_in_its_loads(dev, rng, monkeypatch, ha
     the same convolution of tensors cast first."""
     set_winograd(monkeypatch, 1)
     with clnn.use_device(dev):
-        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct=False)
+        launches = _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct=False, extra=None)
     bias_cast = len(shapes) - 2
     assert sorted(launches) == sorted(["wino_filter", "wino_data", "gemm", "wino_store"] + ["copy"] * bias_cast), \
         launches

@@ -211,7 +211,9 @@ def test_half_split_k_keeps_float32_partials(dev, rng, dtype, tol):
     assert plan(monkey, np.dtype(dtype), 1, 64, 64, 100352).splits > 1
 
 
-GRAD_MATMUL = [((7,), (7,)), ((5,), (5, 3)), ((4, 5), (5,)), ((13, 9), (9, 6)), ((2, 1, 5, 7), (3, 7, 4))]
+# (2, 3, 5, 7) @ (7, 4): one b for every batch, whose gradient is one product over the batches' rows
+GRAD_MATMUL = [((7,), (7,)), ((5,), (5, 3)), ((4, 5), (5,)), ((13, 9), (9, 6)), ((2, 1, 5, 7), (3, 7, 4)),
+               ((2, 3, 5, 7), (7, 4)), ((5, 7), (3, 7, 4))]
 
 
 @pytest.mark.parametrize("sa, sb", GRAD_MATMUL)

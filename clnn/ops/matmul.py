@@ -554,7 +554,8 @@ def _gemm(x: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, tra
             gb = (_product(g, True, a, trans_a, alpha, dtype, b.dtype) if trans_b else
                   _product(a, not trans_a, g, False, alpha, dtype, b.dtype))
         if cc is not None and c.requires_grad:
-            gc = _as(c.dtype, sum_to_shape(g if beta == 1 else g * beta, c.shape))
+            gc = sum_to_shape(g, c.shape)  # scaled after the sum: c's size, not g's
+            gc = _as(c.dtype, gc if beta == 1 else gc * beta)
         return (ga, gb) if cc is None else (ga, gb, gc)
 
     out = view_as(out, (*x.shape[:-1], n) if rows else (m, n))
@@ -622,7 +623,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             ga = gemm_raw(g3, (m * n, n, 1), b3, (b_bs, 1, n), batch, m, k, n, dtype=dtype,
                           store=a.dtype if a_bs or batch == 1 else dtype)
             ga = _as(a.dtype, reshape(sum_to_shape(reshape(ga, batch_shape + (m, k)), a2.shape), a.shape))
-        if b.requires_grad:  # a^T @ g
+        if b.requires_grad and not b_bs and a_bs:  # one b for every batch: a^T @ g over the batches' rows at once
+            gb = reshape(gemm_raw(a3, (0, 1, k), g3, (0, n, 1), 1, k, n, batch * m, dtype=dtype, store=b.dtype),
+                         b.shape)
+        elif b.requires_grad:  # a^T @ g
             gb = gemm_raw(a3, (a_bs, 1, k), g3, (m * n, n, 1), batch, k, n, m, dtype=dtype,
                           store=b.dtype if b_bs or batch == 1 else dtype)
             gb = _as(b.dtype, reshape(sum_to_shape(reshape(gb, batch_shape + (k, n)), b2.shape), b.shape))
