@@ -99,12 +99,15 @@ inline void store_group(__global store_t *p, size_t i, int n, realv v) {
         if (i * EW_VEC + q < (size_t)n) STORE(p, i * EW_VEC + q, lanes[q]);
 }
 
+#ifdef KERNEL_unary
 __kernel void unary(int op, int n, __global const store_t *x, __global store_t *y, param_t a, param_t b) {
     const size_t i = get_global_id(0);
     if (in_map(i, n)) store_group(y, i, n, apply_unary(OP, load_group(x, i, n), (real)a, (real)b));
 }
+#endif
 
 /* gx = gy * f'(x) */
+#ifdef KERNEL_unary_grad
 __kernel void unary_grad(int op, int n, __global const store_t *x, __global const store_t *y,
                          __global const store_t *gy, __global store_t *gx, param_t a, param_t b) {
     const size_t i = get_global_id(0);
@@ -112,6 +115,7 @@ __kernel void unary_grad(int op, int n, __global const store_t *x, __global cons
         store_group(gx, i, n, load_group(gy, i, n) * unary_derivative(OP, load_group(x, i, n), load_group(y, i, n),
                                                                          (real)a, (real)b));
 }
+#endif
 
 /* binary out = a (op) b */
 #define B_ADD 0
@@ -170,17 +174,21 @@ BINARY(realv, apply_binary_v)
 #endif
 
 /* out = a (op) b for operands of the output's shape */
+#ifdef KERNEL_binary_same
 __kernel void binary_same(int op, int n, __global const store_t *a, __global const store_t *b,
                           __global store_t *out) {
     const size_t i = get_global_id(0);
     if (in_map(i, n)) store_group(out, i, n, apply_binary_v(OP, load_group(a, i, n), load_group(b, i, n)));
 }
+#endif
 
+#ifdef KERNEL_binary
 __kernel void binary(int rows, int cols, int chunk, desc_t d, int op, __global const store_t *a,
                      __global const store_t *b, __global store_t *out) {
     BCAST_RUN;
     BCAST_LOOPS(STORE(out, i_, apply_binary(OP, x_, y_)))
 }
+#endif
 
 inline int apply_compare(int op, real x, real y) {
     switch (op) {
@@ -194,8 +202,10 @@ inline int apply_compare(int op, real x, real y) {
     return 0;
 }
 
+#ifdef KERNEL_compare
 __kernel void compare(int rows, int cols, int chunk, desc_t d, int op, __global const store_t *a,
                       __global const store_t *b, __global uchar *out) {
     BCAST_RUN;
     BCAST_LOOPS(out[i_] = (uchar)apply_compare(OP, x_, y_))
 }
+#endif

@@ -132,6 +132,7 @@ inline real weight_at(int affine, __global const store_t *w, size_t k) { return 
             FOR_GROUP_ELEMS(outer, G, inner, e, BODY(e.c));                                                 \
     } while (0)
 
+#ifdef KERNEL_norm_apply
 __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __global const x_t *x,
                          __global const real *mean, __global const real *var, __global const store_t *w,
                          __global const store_t *b, __global y_t *y) {
@@ -143,6 +144,7 @@ __kernel void norm_apply(int outer, int G, int inner, int affine, real eps, __gl
     }
     FOR_PARAMS(APPLY_AT);
 }
+#endif
 
 /* CHUNK_FOLD(GK, BODY): BODY for each of the work-item's elements of the chunk (m = lo + t, lo + t + n, .. < hi; xk
  * its x, gk its g where GK is 1 (NS_GRAD's: else 0, and g, which may stand for another buffer, is not read), u in
@@ -225,6 +227,7 @@ inline void half_run(real out[FOLDS], __global const ushort *h) {
     } while (0)
 #endif
 
+#ifdef KERNEL_norm_partial
 __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int affine, real eps,
                            __global const x_t *x, __global const y_t *g, __global const real *mean,
                            __global const real *var, __global const store_t *w, __global real *part) {
@@ -268,7 +271,9 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
         part[2 * e + 1] = a2;
     }
 }
+#endif
 
+#ifdef KERNEL_norm_finish
 __kernel void norm_finish(int mode, int G, int M, int chunk, __global const real *part, __global real *a,
                           __global real *b) {
     int c = get_global_id(0);
@@ -298,7 +303,9 @@ __kernel void norm_finish(int mode, int G, int M, int chunk, __global const real
     a[c] = a1;
     if (mode != NS_SUM) b[c] = a2;  /* NS_GRAD's second sum */
 }
+#endif
 
+#ifdef KERNEL_norm_bwd_input
 __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int training, real eps,
                              __global const x_t *x, __global const y_t *g, __global const real *mean,
                              __global const real *var, __global const store_t *w, __global const real *s1,
@@ -319,7 +326,9 @@ __kernel void norm_bwd_input(int outer, int G, int inner, int affine, int traini
     else
         FOR_PARAMS(BWD_FIXED_AT);
 }
+#endif
 
+#ifdef KERNEL_bn_update
 __kernel void bn_update(int C, real momentum, real unbias, __global const real *mean,
                         __global const real *var, __global store_t *running_mean, __global store_t *running_var) {
     int c = get_global_id(0);
@@ -327,7 +336,9 @@ __kernel void bn_update(int C, real momentum, real unbias, __global const real *
     STORE(running_mean, c, (1 - momentum) * LOAD(running_mean, c) + momentum * mean[c]);
     STORE(running_var, c, (1 - momentum) * LOAD(running_var, c) + momentum * var[c] * unbias);
 }
+#endif
 
+#ifdef KERNEL_ln_bwd
 __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const x_t *x, __global const store_t *g,
                      __global const real *mean, __global const real *var, __global const store_t *w,
                      __global x_t *gx, __global real *part) {
@@ -374,7 +385,9 @@ __kernel void ln_bwd(int rows, int D, int affine, real eps, __global const x_t *
         part[(2 * (size_t)blk + 1) * D + j] = cb;
     }
 }
+#endif
 
+#ifdef KERNEL_ln_bwd_finish
 __kernel void ln_bwd_finish(int D, int blocks, __global const real *part, __global store_t *gw,
                             __global store_t *gb) {
     int j = get_global_id(0);
@@ -387,6 +400,7 @@ __kernel void ln_bwd_finish(int D, int blocks, __global const real *part, __glob
     STORE(gw, j, a);
     STORE(gb, j, c);
 }
+#endif
 
 /* the sums over a row's X work-items (X a power of two, t = y0 * X + x0) of a and b, in a fixed tree; every
  * work-item of the group calls it */
@@ -406,6 +420,7 @@ inline real2 row_sums(__local real *p1, __local real *p2, real a, real b, int t,
     return total;
 }
 
+#ifdef KERNEL_ln_fwd
 __kernel void ln_fwd(int rows, int D, int affine, real eps, __global const x_t *x, __global const store_t *w,
                      __global const store_t *b, __global y_t *y, __global real *mean, __global real *var) {
     __local real p1[RED_WG], p2[RED_WG];
@@ -433,6 +448,7 @@ __kernel void ln_fwd(int rows, int D, int affine, real eps, __global const x_t *
         STORE_Y(y, o + j, u);
     }
 }
+#endif
 
 #ifdef ROW_VW
 #include "rowvec.h"
@@ -443,6 +459,7 @@ __kernel void ln_fwd(int rows, int D, int affine, real eps, __global const x_t *
 #define W_AT(k) ((affine & AFF_W) ? w[k] : (real)1)
 #define B_AT(k) ((affine & AFF_B) ? b[k] : (real)0)
 
+#ifdef KERNEL_ln_fwd_rows
 __kernel void ln_fwd_rows(int rows, int D, int affine, real eps, __global const store_t *x, __global const store_t *w,
                           __global const store_t *b, __global store_t *y, __global real *mean, __global real *var) {
     const size_t row = get_global_id(0);
@@ -466,7 +483,9 @@ __kernel void ln_fwd_rows(int rows, int D, int affine, real eps, __global const 
     RV_EACH(D, RV_STORE((RV_LOAD(i, p) - mu) * rstd * W_VEC(i) + B_VEC(i), i, q),
             q[r] = (p[r] - mu) * rstd * W_AT(r) + B_AT(r));
 }
+#endif
 
+#ifdef KERNEL_ln_bwd_rows
 __kernel void ln_bwd_rows(int rows, int D, int affine, real eps, __global const store_t *x, __global const store_t *g,
                           __global const real *mean, __global const real *var, __global const store_t *w,
                           __global store_t *gx, __global real *part) {
@@ -503,4 +522,5 @@ __kernel void ln_bwd_rows(int rows, int D, int affine, real eps, __global const 
         });
     }
 }
+#endif
 #endif

@@ -154,6 +154,7 @@ __attribute__((always_inline)) inline void update(int op, int flags, size_t i, _
  * is read times `unscale` (GradScaler.step's 1/scale for gradients it did not unscale in place, else 1: exact) */
 #define OPTIM_BODY(j)                                                                                       \
     if (i < n.s##j) update(OP, FLAGS, i, p##j, g##j, s0_##j, s1_##j, s2_##j, unscale, lr, h0, h1, h2, h3, h4, h5);
+#ifdef KERNEL_optim_multi
 __kernel void optim_multi(int op, int flags, int8 n, int8 ends, MT_ARGS(__global store_t *, p),
                           MT_ARGS(__global const store_t *, g), MT_ARGS(__global store_t *, s0_),
                           MT_ARGS(__global store_t *, s1_), MT_ARGS(__global store_t *, s2_), real unscale, real lr,
@@ -162,12 +163,14 @@ __kernel void optim_multi(int op, int flags, int8 n, int8 ends, MT_ARGS(__global
     MT_WHOLE(n, update(OP, FLAGS, i, p0, g0, s0_0, s1_0, s2_0, unscale, lr, h0, h1, h2, h3, h4, h5))
     MT_DISPATCH(t, OPTIM_BODY)
 }
+#endif
 
 /* x *= factor in place for up to MT_SLOTS tensors, and by the device scalar coef[0] too with has_coef
  * (clip_grad_norm_'s coefficient); with check, found[0] |= 1 when an element was inf or NaN before the multiply,
  * as torch's _amp_foreach_non_finite_check_and_unscale_ (GradScaler.unscale_). The flag is an integer atomic
  * (order-free, so deterministic) taken only on a non-finite element; the host zeroes it once per step, reads it
  * once. coef and found are never read without their flags. */
+#ifdef KERNEL_scale_multi
 __kernel void scale_multi(int8 n, int8 ends, MT_ARGS(__global store_t *, x), real factor, int has_coef,
                           __global const real *coef, int check, __global int *found) {
     MT_LOCATE(ends, t, i);
@@ -180,6 +183,7 @@ __kernel void scale_multi(int8 n, int8 ends, MT_ARGS(__global store_t *, x), rea
     }
     MT_DISPATCH(t, SCALE_BODY)
 }
+#endif
 
 /* found[0] |= 1 when an element of up to MT_SLOTS tensors is inf or NaN, reading them only: GradScaler.step's
  * check when the optimizer's update unscales the gradients as it reads them (optim_multi's `unscale`). A work-item
@@ -219,6 +223,7 @@ inline bool run_nonfinite(__global const word_t *w, size_t e) {
     return any((CLNN_CAT(vload, READ_VW)(0, w + e) & (wordv_t)EXP_BITS) == (wordv_t)EXP_BITS);
 }
 #endif
+#ifdef KERNEL_check_multi
 __kernel void check_multi(int8 n, int8 ends, MT_ARGS(__global const store_t *, x), __global int *found) {
     MT_LOCATE(ends, t, i);
     bool bad = false;
@@ -235,6 +240,7 @@ __kernel void check_multi(int8 n, int8 ends, MT_ARGS(__global const store_t *, x
     MT_DISPATCH(t, CHECK_BODY)
     if (bad) atomic_or(found, 1);
 }
+#endif
 
 #ifndef MT_WG
 #define MT_WG 256
@@ -246,6 +252,7 @@ __kernel void check_multi(int8 n, int8 ends, MT_ARGS(__global const store_t *, x
  * example's 52 gradients 6.1 ms (Intel's runtime 0.7). NaN told by x != x: PoCL calls isnan out of line */
 #define NAN_MAX(a, b) ((b) != (b) || (b) > (a) ? (b) : (a))
 #define NORM_TERM(a) (power == 1 ? (a) : power == 2 ? (a) * (a) : pow((a), power))
+#ifdef KERNEL_norm_multi
 __kernel __attribute__((reqd_work_group_size(MT_WG, 1, 1)))
 void norm_multi(int8 n, int8 ends, MT_ARGS(__global const store_t *, x), real power, __global real *out, int base) {
     MT_LOCATE(ends, t, i);
@@ -277,3 +284,4 @@ void norm_multi(int8 n, int8 ends, MT_ARGS(__global const store_t *, x), real po
     }
     if (lid == 0) out[base + get_group_id(0)] = part[0];
 }
+#endif

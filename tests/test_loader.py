@@ -31,26 +31,33 @@ def test_second_build_is_an_in_process_cache_hit(dev):
     assert other is not first
 
 
+GUARDED = sorted(p.name for p in kernels.kernel_dir.glob("*.cl") if kernels._built_alone(p.name))
+
+
 def test_guarded_files_build_each_kernel_alone(dev):
-    """gemm.cl and conv.cl guard each kernel with #ifdef KERNEL_<name>: kernel() builds only the one it is asked
-    for (a program per kernel); a file without guards still builds all its kernels into one program."""
+    """Files that guard each kernel with #ifdef KERNEL_<name>: kernel() builds only the one it is asked for (a
+    program per kernel); a file without guards still builds all its kernels into one program."""
+    assert {"gemm.cl", "conv.cl", "elementwise.cl", "norm.cl", "optim.cl"} <= set(GUARDED)
     d = kernels.defines("float32")
-    for file, name in (("gemm.cl", "gemm_direct"), ("conv.cl", "conv_direct_fwd")):
+    for file, name in (("gemm.cl", "gemm_direct"), ("conv.cl", "conv_direct_fwd"), ("elementwise.cl", "unary")):
         k = kernels.kernel(dev, file, name, d)
         assert [x.function_name for x in k.program.all_kernels()] == [name]
-    k = kernels.kernel(dev, "elementwise.cl", "unary", d)
+    k = kernels.kernel(dev, "softmax.cl", "softmax_small", d)
     assert len(k.program.all_kernels()) > 1
 
 
-@pytest.mark.parametrize("file", ["gemm.cl", "conv.cl"])
+@pytest.mark.parametrize("file", GUARDED)
 def test_every_kernel_of_a_guarded_file_has_its_guard(file):
     """Each kernel declared in a guarded file sits inside its own #ifdef KERNEL_<name> (an unguarded one would
     be compiled into every program of the file)."""
     source = (kernels.kernel_dir / file).read_text()
-    declared = re.findall(r"^(?:__kernel|TILED_KERNEL)\s+void\s+(\w+)\(", source, re.M)
-    guarded = re.findall(r"^#ifdef KERNEL_(\w+)\n(?:__kernel|TILED_KERNEL)\s+void\s+(\w+)\(", source, re.M)
-    assert len(declared) >= 3 and [a for a, b in guarded if a == b] == declared, (declared, guarded)
-    assert source.count("#ifdef KERNEL_") == len(declared)
+    decl = re.compile(r"^(?:__kernel|TILED_KERNEL)\s+(?:__attribute__\s*\(\(.*?\)\)\s*)*void\s+(\w+)\(", re.M | re.S)
+    guards = [(m.start(), m.group(1)) for m in re.finditer(r"^#ifdef KERNEL_(\w+)$", source, re.M)]
+    declared = [(m.start(), m.group(1)) for m in decl.finditer(source)]
+    # the last guard opened before each kernel is its own
+    within = [max((g for g in guards if g[0] < at), default=(0, None))[1] for at, _ in declared]
+    assert len(declared) >= 3 and within == [name for _, name in declared], (declared, guards)
+    assert len(guards) == len(declared)
 
 
 _PROBE = """
