@@ -94,8 +94,8 @@ inline void share_best(int op, src_t in, size_t base, int inner, int r0, int r1,
 #if VEC_LANES
 /* logsumexp's terms exp(v - m) over the same share, a run of FOLDS elements as one vector (lane u: partial sum u, as
  * SHARE_SUM's acc[u]): PoCL calls exp out of line for each scalar and vectorizes it for vectors (4096 rows of 2048:
- * 41 -> 14 ms; columns 2048 x 4096: 121 -> 59). Intel's runtime, which vectorizes across work-items, ran the whole
- * kernel 2x slower so, max too (it shares the program) */
+ * 38-44 -> 10-12 ms; columns of 2048 x 4096: 120-155 -> 46). Intel's runtime, which vectorizes across work-items,
+ * ran the whole kernel 2x slower so, max too (it shares the program) */
 typedef union {
     CLNN_CAT(REAL_T, 8) v;
     real s[FOLDS];

@@ -77,12 +77,12 @@ PRODUCTS = [
 
 
 def _extra_bytes(half, name: str, shapes) -> int | None:
-    """What the backward of a product may allocate beside its gradients (and a k-split's partials): a convolution's
-    copy of its weights' taps in the half type (its input gradient's phases). None with a bias, whose gradient is a
+    """What the backward of a product may allocate beside its gradients (and a k-split's partials): conv2d's copy of
+    its weights' taps in the half type (its input gradient's phases). None with a bias, whose gradient is a
     sum (in the half type, widened after, as torch's cast of the bias does), not a product."""
     if len(shapes) == 3:
         return None
-    return math.prod(shapes[1]) * np.dtype(half).itemsize if name.startswith(("conv1d", "conv2d")) else 0
+    return math.prod(shapes[1]) * np.dtype(half).itemsize if name.startswith("conv2d") else 0
 
 
 def _fused_against_cast(monkeypatch, rng, half, fn, shapes, halves, direct, extra: int | None) -> list[str]:
