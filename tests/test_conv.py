@@ -270,9 +270,13 @@ DIRECT = [  # cases that run conv_direct_fwd (forward, or input-gradient phases)
 @pytest.mark.parametrize("op, xs, ws, kw", DIRECT, ids=[f"{c[0]}-{i}" for i, c in enumerate(DIRECT)])
 def test_direct_kernel_with_several_outputs_per_work_item(op, xs, ws, kw, ov, rng, monkeypatch):
     """conv_direct_fwd computing OV neighbouring outputs of a row per work-item, and conv_direct_bwd_weight summing
-    a row's outputs OV at a time (PoCL's row of the table; rows that OV does not divide, strides, edges in the
-    padding) on every device, and the kernels did run (the weight gradient's where a conv2d's or conv1d's output
-    channels per group are conv.THIN or fewer)."""
+    a row's outputs OV at a time (rows that OV does not divide, strides, edges in the padding), and the kernels did
+    run (the weight gradient's where a conv2d's or conv1d's output channels per group are conv.THIN or fewer). On
+    devices whose tuning takes OV > 1 (PoCL's row): the others run OV 1, in every convolution test, and Oclgrind's
+    conv family checks OV 4's accesses on each of its poses (these builds took 27 s of the cold Intel and H100
+    parts, 2026-11-29)."""
+    if tuning.params(clnn.default_device(), "conv_direct")["OV"] == 1:
+        pytest.skip("this device's tuning takes one output per work-item (OV 1)")
     monkeypatch.setitem(tuning.TABLE, "conv_direct", {"default": {"OV": ov, "MAX_K": 0}})
     with profiler.profile() as prof:
         check(op, xs, ws, kw, rng)

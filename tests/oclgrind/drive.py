@@ -351,7 +351,7 @@ MMA_TILE = {"TM": 32, "TN": 8, "TK": 16, "WM": 2, "WN": 2, "VW": 2, "VWG": 8, "V
 def _gemm_mma(dt: np.dtype, rng: np.random.Generator) -> None:
     """Half products in warp-product tiles: 37 rows (a part tile), k = 20 (a short last slice, whose stale columns
     read as zeros), batched with a shared operand, read straight and transposed, alpha, beta; then float32 operands
-    rounded in the loads (autocast's); then (float16) aligned operands staged by ASYNC copies."""
+    rounded in the loads (autocast's); then aligned operands staged by ASYNC copies."""
     an, bn, cn = data(rng, (2, 37, 20), dt), data(rng, (20, 11), dt), data(rng, (2, 37, 11), dt)
     ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
     how = GemmPlan("tiled", MMA_TILE, 1, 32)
@@ -364,8 +364,6 @@ def _gemm_mma(dt: np.dtype, rng: np.random.Generator) -> None:
     rounded = (xn.astype(dt).astype(np.float64) @ wn.astype(dt).astype(np.float64).T)[None]
     out = gemm_raw(clnn.tensor(xn), (0, 20, 1), clnn.tensor(wn), (0, 1, 20), 1, 37, 11, 20, how=how, dtype=dt)
     check("gemm MMA of float32 operands", out, rounded, dt)
-    if dt != F16:  # bfloat16's copies are float16's
-        return
     an, bn = data(rng, (37, 32), dt), data(rng, (32, 16), dt)  # rows of 32 and 16: ASYNC's 16-byte copies
     out = gemm_raw(clnn.tensor(an), (0, 32, 1), clnn.tensor(bn), (0, 16, 1), 1, 37, 16, 32,
                    how=GemmPlan("tiled", {**MMA_TILE, "PF": 0, "ASYNC": 1}, 1, 32))
@@ -793,20 +791,22 @@ def optim(dt: np.dtype, rng: np.random.Generator) -> None:
         finite("GradScaler.step", dt, q)
 
 
-# One row per op family: (function, dtypes it runs in). float16 and bfloat16 are storage-only on Oclgrind.
+# One row per op family: (function, dtypes it runs in). float16 and bfloat16 are storage-only on Oclgrind. The tiles
+# (gemm, conv) run float16 alone of the 16-bit types: bfloat16's loads and stores read and write the same addresses
+# (the other families check its conversions), and its passes took 59 of Oclgrind's 466 s (2026-11-29).
 FAMILIES: dict[str, tuple[Callable[[np.dtype, np.random.Generator], None], tuple[np.dtype, ...]]] = {
     "elementwise": (elementwise, (F32, F16, BF16, F64)),
     "reduce": (reduce, (F32, F16, BF16, F64)),
     "copy": (copy, (F32, F16, BF16, F64)),
     "index": (index, (F32, F16, F64)),
     "random": (random, (F32, F16, F64)),
-    "gemm": (gemm, (F32, F16, BF16, F64)),
+    "gemm": (gemm, (F32, F16, F64)),
     "softmax": (softmax, (F32, F16, BF16, F64)),
     "attention": (attention, (F32, F16, F64)),
     "huber": (huber, (F32, F16, F64)),
     "norm": (norm, (F32, F16, BF16, F64)),
     "pool": (pool, (F32, F16, F64)),
-    "conv": (conv, (F32, F16, BF16, F64)),
+    "conv": (conv, (F32, F16, F64)),
     "signal": (signal, (F32, F16, F64)),
     "optim": (optim, (F32, F16, BF16, F64)),
     "rnn": (rnn, (F32, F64)),
