@@ -23,11 +23,11 @@ def test_kernel_dir_holds_every_kernel_file():
 
 def test_second_build_is_an_in_process_cache_hit(dev):
     defines = kernels.defines("float32")
-    first = kernels.program(dev, "elementwise.cl", defines)
-    assert kernels.program(dev, "elementwise.cl", dict(reversed(list(defines.items())))) is first
-    k1 = kernels.kernel(dev, "elementwise.cl", "unary", defines)
-    assert kernels.kernel(dev, "elementwise.cl", "unary", defines) is k1
-    other = kernels.program(dev, "elementwise.cl", {**defines, "UNUSED_KNOB": 3})
+    first = kernels.program(dev, "softmax.cl", defines)  # unguarded: the program holds its kernels
+    assert kernels.program(dev, "softmax.cl", dict(reversed(list(defines.items())))) is first
+    k1 = kernels.kernel(dev, "softmax.cl", "softmax_small", defines)
+    assert k1.program.int_ptr == first.int_ptr and kernels.kernel(dev, "softmax.cl", "softmax_small", defines) is k1
+    other = kernels.program(dev, "softmax.cl", {**defines, "UNUSED_KNOB": 3})
     assert other is not first
 
 
