@@ -96,13 +96,10 @@ inline void share_best(int op, src_t in, size_t base, int inner, int r0, int r1,
  * SHARE_SUM's acc[u]): PoCL calls exp out of line for each scalar and vectorizes it for vectors (4096 rows of 2048:
  * 38-44 -> 10-12 ms; columns of 2048 x 4096: 120-155 -> 46). Intel's runtime, which vectorizes across work-items,
  * ran the whole kernel 2x slower so, max too (it shares the program) */
-typedef union {
-    CLNN_CAT(REAL_T, 8) v;
-    real s[FOLDS];
-} real_folds;
+VEC_LANE_IO(folds, CLNN_CAT(REAL_T, FOLDS), real, FOLDS)
 #define SHARE_EXP_SUM(AT)                                                                    \
     do {                                                                                     \
-        real_folds run, sums = {0};                                                          \
+        folds_lanes run, sums = {0};                                                         \
         for (; r + (FOLDS - 1) * step < r1; r += FOLDS * step) {                             \
             _Pragma("unroll") for (int u = 0; u < FOLDS; ++u)                                \
                 run.s[u] = AT(base + (size_t)(r + u * step) * inner);                        \
