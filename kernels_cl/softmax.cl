@@ -243,16 +243,36 @@ __kernel void ce_fwd_wg(int outer, int C, int inner, real eps, int weighted, lon
 }
 
 #ifdef ROW_VW
+/* label smoothing's sums over the contiguous row p: ws = sum(w), wc = sum(w (x - m)), w 1 unless weighted */
+inline void smoothing_sums_vec(__global const store_t *p, __global const store_t *w, int weighted, int C, real m,
+                               real *ws, real *wc) {
+    realrv sv = 0, cv = 0;
+    real s, c;
+    if (weighted)
+        RV_EACH(C, (sv += RV_LOAD(i, w), cv += RV_LOAD(i, w) * (RV_LOAD(i, p) - m)), );
+    else
+        RV_EACH(C, cv += RV_LOAD(i, p) - m, );
+    RV_FOLD(add_, sv, s);
+    RV_FOLD(add_, cv, c);
+    if (weighted) {
+        RV_EACH(C, , (s += w[r], c += w[r] * (p[r] - m)));
+    } else {
+        s = C;
+        RV_EACH(C, , c += p[r] - m);
+    }
+    *ws = s;
+    *wc = c;
+}
+
 __kernel void ce_fwd_vec(int outer, int C, int inner, real eps, int weighted, long ignore,
                          __global const store_t *x, __global const long *target, __global const store_t *w,
                          __global store_t *loss, __global store_t *rowweight, __global store_t *stats) {
     const size_t g = get_global_id(0);
     if (g >= (size_t)outer) return;
     __global const store_t *p = x + g * C;
-    real m, s;
+    real m, s, ws = 0, wc = 0;
     row_stats_vec(p, C, &m, &s);
-    real ws = eps != 0 ? share_coef_sum(p, 0, w, weighted, eps, C, 1, 0, 1, m, 0) : 0;
-    real wc = eps != 0 ? share_coef_sum(p, 0, w, weighted, eps, C, 1, 0, 1, m, 1) : 0;
+    if (eps != 0) smoothing_sums_vec(p, w, weighted, C, m, &ws, &wc);
     ce_store(g, C, 1, eps, weighted, ignore, p, target, w, m, log(s), ws, wc, loss, rowweight, stats);
 }
 #endif
@@ -313,6 +333,34 @@ __kernel void ce_bwd(int outer, int C, int inner, real eps, int weighted, long i
         }
     });
 }
+
+#ifdef ROW_VW
+/* ce_bwd over contiguous rows (inner 1): a work-item per row in ROW_VW-wide vectors, then the target's element
+ * (PoCL calls exp out of line for each scalar) */
+__kernel void ce_bwd_vec(int outer, int C, int inner, real eps, int weighted, long ignore, real gscale, int gstride,
+                         __global const store_t *x, __global const long *target, __global const store_t *w,
+                         __global const store_t *stats, __global const store_t *gloss, __global store_t *gx) {
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)outer) return;
+    __global const store_t *p = x + g * C;
+    __global store_t *q = gx + g * C;
+    const long tg = target[g];
+    if (tg == ignore) {
+        RV_EACH(C, RV_STORE((realrv)0, i, q), q[r] = 0);
+        return;
+    }
+    const real gl = gscale * gloss[g * gstride], m = stats[3 * g], ls = stats[3 * g + 1], s = stats[3 * g + 2];
+    const real e = eps / C;
+    if (weighted)
+        RV_EACH(C, RV_STORE(gl * (s * exp(RV_LOAD(i, p) - m - ls) - e * RV_LOAD(i, w)), i, q),
+                q[r] = gl * (s * exp(p[r] - m - ls) - e * w[r]));
+    else
+        RV_EACH(C, RV_STORE(gl * (s * exp(RV_LOAD(i, p) - m - ls) - e), i, q),
+                q[r] = gl * (s * exp(p[r] - m - ls) - e));
+    const real wt = class_weight(w, weighted, tg);
+    q[tg] = gl * (s * exp(p[tg] - m - ls) - (e * wt + (1 - eps) * wt));
+}
+#endif
 
 __kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, int grad_target,
                           __global const store_t *x, __global const store_t *y, __global const store_t *w,

@@ -18,8 +18,8 @@ from .elementwise import unary
 from .reduce import FOLD
 
 SMALL_ROW = 64  # rows at most this long are walked by one work-item each
-VEC_KERNELS = ("softmax", "softmax_bwd", "ce_fwd")  # with softmax.cl's *_vec forms for contiguous rows (tuning's
-# softmax VW)
+# with softmax.cl's *_vec forms for contiguous rows (tuning's softmax VW)
+VEC_KERNELS = ("softmax", "softmax_bwd", "ce_fwd", "ce_bwd")
 
 
 def _x(op: str, x: Any) -> Tensor:
@@ -102,10 +102,20 @@ def _geometry(x: Tensor, axis: int) -> tuple[int, int, int]:
     )
 
 
+def row_vec_kernel(dev: Device, dtype: np.dtype, name: str, inner: int) -> Any | None:
+    """softmax.cl's ``<name>_vec`` (a work-item per contiguous row, in vectors) where the device's tuning takes it and
+    the rows are contiguous (``inner`` 1) float32 or float64 ones; else ``None``."""
+    vw = tuning.params(dev, "softmax")["VW"]
+    if not (vw and inner == 1 and name in VEC_KERNELS and np.dtype(dtype) in (np.float32, np.float64)):
+        return None
+    return kernels.kernel(dev, "softmax.cl", f"{name}_vec", {**defines(dtype, RED_WG=group_size(dev)), "ROW_VW": vw})
+
+
 def row_launch(
     dev: Device, dtype: np.dtype, name: str, geometry: tuple[int, int, int], *args: object, prefix: tuple = ()
 ) -> None:
-    """Launch ``<name>_small`` (one work-item per row) or ``<name>_wg`` (one work-group per row) of softmax.cl.
+    """Launch ``<name>_vec`` (:func:`row_vec_kernel`), ``<name>_small`` (one work-item per row) or ``<name>_wg`` (one
+    work-group per row) of softmax.cl.
 
     The kernel's arguments are ``*prefix, outer, R, inner, *args`` with ``geometry = (outer, R, inner)``.
     """
@@ -116,9 +126,8 @@ def row_launch(
     wg_max = group_size(dev)
     d = defines(dtype, RED_WG=wg_max)
     sizes = (*prefix, np.int32(outer), np.int32(length), np.int32(inner))
-    vw = tuning.params(dev, "softmax")["VW"]
-    if vw and inner == 1 and name in VEC_KERNELS and np.dtype(dtype) in (np.float32, np.float64):
-        k = kernels.kernel(dev, "softmax.cl", f"{name}_vec", {**d, "ROW_VW": vw})
+    k = row_vec_kernel(dev, dtype, name, inner)
+    if k is not None:
         launch_1d(dev, k, outer, *sizes, *args)
         return
     # strided rows (inner > 1): neighbouring work-items read neighbouring addresses, so one work-item

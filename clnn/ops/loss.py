@@ -23,7 +23,7 @@ from ..validation import (
     same_dtype,
 )
 from ._core import autocast, empty, record
-from .activation import row_launch
+from .activation import row_launch, row_vec_kernel
 from .creation import tensor
 from .elementwise import unary
 from .reduce import FOLD, split_chunk
@@ -197,9 +197,13 @@ def cross_entropy(
 
     def grad(g: Tensor, scale: float, stride: int) -> Tensor:
         gx = empty(input.shape, input.dtype, input.device)
-        kernels.launch_by_rows(input.device, _softmax_kernel(input, "ce_bwd"), geometry, *args,
-                               real_scalar(input.dtype, scale), np.int32(stride), input.data, t.data, w, stats.data,
-                               g.data, gx.data)
+        rest = (*args, real_scalar(input.dtype, scale), np.int32(stride), input.data, t.data, w, stats.data, g.data,
+                gx.data)
+        vec = row_vec_kernel(input.device, input.dtype, "ce_bwd", inner)
+        if vec is None:
+            kernels.launch_by_rows(input.device, _softmax_kernel(input, "ce_bwd"), geometry, *rest)
+        else:
+            launch_1d(input.device, vec, outer, *(np.int32(v) for v in geometry), *rest)
         return gx
 
     return _class_loss(op, input, loss, rowweight, count, bool(weighted), reduction, grad)
