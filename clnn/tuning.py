@@ -121,14 +121,17 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"VW": 16},
     },
     "reduce": {  # VW: sums over contiguous rows (inner 1) by reduce.cl's reduce_sum_rows in VW-wide vectors, 0: none
-        "default": {"VW": 0, "VW_COLS": 0},
+        "default": {"VW": 0, "VW_COLS": 0, "COL_VECS": 1},
         # Intel's runtime, us, reduce_item against VW 16: 8000 sums of 1000 2001 / 354, 64 of 100352 1365 / 222,
         # the sum of 4M 971 / 121 (PyTorch 413, -, 117); PoCL, which vectorizes reduce_item across its chunks: 1138 /
         # 1354, 833 / 1107, 543 / 700 while it called vload16 out of line, 3042 / 1780, 2871 / 1216, 1665 / 778 with
         # storage VEC_LANES (AVX-512 Xeon). VW_COLS: sums over columns (inner > 1, a bias gradient) by
         # reduce_sum_cols: (2048, 512) over rows 212 -> 74 us on Intel's runtime (PyTorch 57), 1233 -> 215 on PoCL;
-        # (2048, 128) 74 -> 18, 117 -> 51
-        "cpu": {"VW": 16, "VW_COLS": 16},
+        # (2048, 128) 74 -> 18, 117 -> 51. COL_VECS: reduce_sum_cols' vectors a work-item (a contiguous run of each
+        # row: one vector a row fetched a page a row); with the split counting its work-items, not columns (one
+        # work-group had taken 4096 columns), Zen 4, (1024, 4096) over rows, us: Intel's runtime 1781 -> 572-1015 at
+        # 1, 263-345 at 4 (PyTorch 330-520); PoCL 2599 -> 443-786 at 1, 315-722 at 4; (2048, 512) 96-123 -> 55-73
+        "cpu": {"VW": 16, "VW_COLS": 16, "COL_VECS": 4},
     },
     "elementwise": {  # elementwise.cl: elements per work-item in the contiguous maps (1, 4, 8 or 16; bfloat16 takes at
         # most 4); EW_STATIC, the op built in

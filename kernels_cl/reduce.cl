@@ -18,8 +18,9 @@
  * out (and idx), so float16 partials keep float32 precision.
  *   reduce_sum_rows: (CPUs, ROW_VW defined: rowvec.h) R_SUM with inner 1, a work-item per (output, chunk) in
  *                 explicit vectors; reduce_sum_cols: R_SUM with inner > 1, a work-item per (output row, chunk,
- *                 ROW_VW neighbouring columns).
- * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h); ROW_VW for the *_rows and *_cols kernels.
+ *                 COL_VECS x ROW_VW neighbouring columns).
+ * Defines: the element type (clnn_dtype.h); RED_WG (reduce.h); ROW_VW and COL_VECS for the *_rows and *_cols
+ * kernels.
  */
 #include "reduce.h"
 
@@ -221,40 +222,44 @@ __kernel void reduce_sum_rows(int op, int flags, int outer, int R, int inner, in
     put(op, flags, out, outp, idx, e, acc, 0);
 }
 
-/* acc = the sum of rows r0 .. r1 - 1 (stride inner) of the ROW_VW columns at p, even and odd rows apart (two adds
- * in flight) */
-#define COL_SUM(p, acc)                                                                    \
+/* acc[v] = the sum of rows r0 .. r1 - 1 (stride inner) of the v-th ROW_VW columns at p, v < NV: each row's NV
+ * vectors are one contiguous run */
+#define COL_SUMS(p, NV, acc)                                                               \
     do {                                                                                   \
-        realrv a0 = 0, a1 = 0;                                                             \
-        int r = r0;                                                                        \
-        for (; r + 1 < r1; r += 2) {                                                       \
-            a0 += RV_LOAD(0, (p) + (size_t)r * inner);                                     \
-            a1 += RV_LOAD(0, (p) + (size_t)(r + 1) * inner);                               \
-        }                                                                                  \
-        if (r < r1) a0 += RV_LOAD(0, (p) + (size_t)r * inner);                             \
-        acc = a0 + a1;                                                                     \
+        _Pragma("unroll") for (int v = 0; v < (NV); ++v) acc[v] = 0;                       \
+        for (int r = r0; r < r1; ++r)                                                      \
+            _Pragma("unroll") for (int v = 0; v < (NV); ++v) acc[v] += RV_LOAD(v, (p) + (size_t)r * inner); \
     } while (0)
 
-/* R_SUM where inner > 1 (CPUs): a work-item per (output row o, chunk s, ROW_VW columns from j0) adds the chunk's
- * rows in explicit vectors (contiguous loads), where reduce_item's work-items, a column each, rely on the compiler
- * to vectorize across them; columns past inner (the last vector) one by one */
+/* R_SUM where inner > 1 (CPUs): a work-item per (output row o, chunk s, COL_VECS x ROW_VW columns from j0) adds
+ * the chunk's rows in explicit vectors, a contiguous run of each row at a time, where reduce_item's work-items, a
+ * column each, rely on the compiler to vectorize across them; a last block narrower than that a vector at a time,
+ * then its columns past the last whole vector one by one */
 __kernel void reduce_sum_cols(int op, int flags, int outer, int R, int inner, int chunk, __global const store_t *x,
                               __global const real *xp, __global const long *xi, __global store_t *out,
                               __global real *outp, __global long *idx) {
-    const int nv = (inner + ROW_VW - 1) / ROW_VW, S = chunks(R, chunk), e = get_global_id(0);
-    if (e >= outer * S * nv) return;
-    const int jv = e % nv, os = e / nv, s = os % S, o = os / S, j0 = jv * ROW_VW;
+    const int width = COL_VECS * ROW_VW, nb = (inner + width - 1) / width, S = chunks(R, chunk);
+    const int e = get_global_id(0);
+    if (e >= outer * S * nb) return;
+    const int jb = e % nb, os = e / nb, s = os % S, o = os / S, j0 = jb * width;
     const int r0 = s * chunk, r1 = min(R, r0 + chunk);
     const size_t base = (size_t)o * R * inner + j0, at = (size_t)os * inner + j0;
-    if (j0 + ROW_VW <= inner) {
-        realrv acc;
-        if (flags & RF_IN_PART) COL_SUM(xp + base, acc);
-        else COL_SUM(x + base, acc);
-        if (flags & RF_OUT_PART) RV_STORE(acc, 0, outp + at);
-        else RV_STORE(acc, 0, out + at);
+    __global real *to = (flags & RF_OUT_PART ? outp : out) + at; /* store_t is real: rowvec.h */
+    const int whole = min(COL_VECS, (inner - j0) / ROW_VW);
+    if (whole == COL_VECS) {
+        realrv acc[COL_VECS];
+        if (flags & RF_IN_PART) COL_SUMS(xp + base, COL_VECS, acc);
+        else COL_SUMS(x + base, COL_VECS, acc);
+        _Pragma("unroll") for (int v = 0; v < COL_VECS; ++v) RV_STORE(acc[v], v, to);
         return;
     }
-    for (int j = 0; j < inner - j0; ++j) {
+    for (int w = 0; w < whole; ++w) {
+        realrv acc[1];
+        if (flags & RF_IN_PART) COL_SUMS(xp + base + w * ROW_VW, 1, acc);
+        else COL_SUMS(x + base + w * ROW_VW, 1, acc);
+        RV_STORE(acc[0], w, to);
+    }
+    for (int j = whole * ROW_VW; j < inner - j0; ++j) {
         real acc = 0;
         for (int r = r0; r < r1; ++r) acc += value_at((src_t){x, xp, xi, flags}, base + (size_t)r * inner + j);
         put(op, flags, out, outp, idx, at + j, acc, 0);

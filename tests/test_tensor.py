@@ -309,7 +309,8 @@ def test_ties_pick_the_first_index(dev):
 
 
 # (shape, axis, whether even a 2-unit CPU splits the axis)
-SPLIT_CASES = [((1,), None, False), ((13,), 0, False), ((2**20 + 3,), None, True), ((4097, 33), 0, True),
+# (1031, 161) over rows: CPUs' column sums take two whole blocks of 4 x 16 columns, two vectors and a column
+SPLIT_CASES = [((1,), None, False), ((13,), 0, False), ((2**20 + 3,), None, True), ((1031, 161), 0, True),
                ((4097, 33), -1, False), ((33, 4097), 0, False), ((33, 4097), -1, False), ((3, 5003, 5), 1, True),
                ((3, 3001, 5), 1, False)]  # 45K elements: under SPLIT_MIN, one stage
 

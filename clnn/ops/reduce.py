@@ -50,8 +50,9 @@ def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-def split_chunk(dev: Device, n_out: int, length: int, per_out: int) -> int:
-    """Chunk length for reducing ``n_out`` axes of ``length``, each chunk taken by ``per_out`` work-items.
+def split_chunk(dev: Device, n_out: int, length: int, per_out: int, outs_per_item: int = 1) -> int:
+    """Chunk length for reducing ``n_out`` axes of ``length``, each chunk taken by ``per_out`` work-items, or one
+    work-item taking the chunks of ``outs_per_item`` outputs (reduce_sum_cols' columns).
 
     The whole axis when the outputs alone fill the device or the input is small (under SPLIT_MIN elements:
     a second launch would cost more than it saves); else the axis split so that about FILL work-groups
@@ -60,7 +61,8 @@ def split_chunk(dev: Device, n_out: int, length: int, per_out: int) -> int:
     if n_out * length < SPLIT_MIN:
         return builtins.max(length, 1)
     want = FILL * dev.compute_units * group_size(dev)  # work-items that keep every compute unit busy
-    parts = builtins.min(-(-want // builtins.max(n_out * per_out, 1)), length // (FOLD * per_out))
+    items = -(-n_out // outs_per_item) * per_out
+    parts = builtins.min(-(-want // builtins.max(items, 1)), length // (FOLD * per_out))
     return builtins.max(length, 1) if parts <= 1 else -(-length // parts)
 
 
@@ -69,11 +71,10 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
     """Reduce ``src`` (or an earlier stage's ``part``: values, indices) viewed as (outer, length, inner)
     into ``final`` and ``idx``, through as many partial stages as the plan asks for."""
     dev = src.device
-    n_out = outer * inner
     rows = inner == 1
-    vw = (tuning.memoized(dev, ("reduce vw", id(dev), rows),
-                          lambda: tuning.params(dev, "reduce")["VW" if rows else "VW_COLS"])
-          if op == "sum" and src.dtype in (float32, float64) else 0)
+    vw, col_vecs = (tuning.memoized(dev, ("reduce vw", id(dev), rows), lambda: (
+        int(tuning.params(dev, "reduce")["VW" if rows else "VW_COLS"]), int(tuning.params(dev, "reduce")["COL_VECS"])))
+        if op == "sum" and src.dtype in (float32, float64) else (0, 1))
     if vw:  # sums (CPUs): a work-item per output, chunk and (inner > 1) vector of columns, in vectors
         name, local = ("reduce_sum_rows" if inner == 1 else "reduce_sum_cols"), 1
     # CPUs walk contiguous chunks serially ~2-3x faster than a work-group shares them (Intel, PoCL)
@@ -81,7 +82,8 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
         name, local = "reduce_item", 1
     else:  # contiguous long rows: one work-group per output and chunk
         name, local = "reduce_group", builtins.min(group_size(dev), 1 << (-(-length // FOLD) - 1).bit_length())
-    chunk = split_chunk(dev, n_out, length, local)
+    width = vw * col_vecs if name == "reduce_sum_cols" else 1  # the columns a work-item takes
+    chunk = split_chunk(dev, outer * inner, length, local, width)
     s = -(-length // chunk) if length else 1
     out_part = s > 1
     flags = (RF_IN_PART if part else 0) | (RF_OUT_PART if out_part else 0)
@@ -91,10 +93,10 @@ def _stage(op: str, src: Tensor, part: tuple[Tensor, Tensor] | None, outer: int,
                else final)
     xp, xi = part or (src, idx)  # buffers the kernel won't read stand in for absent ones
     out_vals, out_idx = nxt if out_part else (final, idx)
-    vec = {"ROW_VW": vw} if vw else {}
+    vec = {"ROW_VW": vw, "COL_VECS": col_vecs} if vw else {}
     k = tuning.memoized(dev, ("reduce", id(dev), name, src.dtype, vw), lambda: kernels.kernel(
         dev, "reduce.cl", name, defines(src.dtype, RED_WG=group_size(dev), **vec)))
-    n = outer * s * (inner if name != "reduce_sum_cols" else -(-inner // vw))
+    n = outer * s * -(-inner // width)
     args = (np.int32(OPS[op]), np.int32(flags), np.int32(outer), np.int32(length), np.int32(inner), np.int32(chunk),
             src.data, xp.data, xi.data, final.data, out_vals.data, out_idx.data)
     if local == 1:
