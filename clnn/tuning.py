@@ -150,7 +150,12 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     "gemm": {  # gemm.cl: C tile TM x TN, k-slice TK, WM x WN outputs per work-item in VW-wide vectors,
         # VWG-wide global load runs, APAD padding of A's local rows, DB double-buffered local tiles
         "default": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},
-        "cpu": {"TM": 128, "TN": 128, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
+        # PoCL, the kernel's GFLOP/s at 1024^3 / 2048^3: AVX2 (Zen 3, medians of 10, variants interleaved) k-slices of
+        # 256 74 / 76, of 128 69 / 71, of 64 60 / 61; AVX-512 (Zen 4, 2026-12-06, four interleaved rounds) 256:
+        # 149-151 / 148-150, 128: 117-128 / 141-144, 64: 106-116 / 108-119 (NumPy 183-206 / 194-211). Each slice costs
+        # PoCL a loop over its work-items per barrier. Intel's runtime ran 128 and 256 no faster on either: its
+        # row keeps 64. Winograd's product takes 256 too; conv_fwd keeps 64 (mixed there)
+        "cpu": {"TM": 128, "TN": 128, "TK": 256, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
         # vectors as wide as the device's own: with AVX-512, Intel's runtime ran 1024^3 at 180 GFLOP/s in float16
         # blocks against 145 in float8 (Zen 4); PoCL, given AVX-512 (clnn/pocl_target.py), at 300 against 159
         # (Zen 5). On Zen 4 PoCL's LLVM targeted AVX2 (native width 8): there 16-wide ones ran at 80 against 108
@@ -163,11 +168,6 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # against 346 / 345 for 128x128 (NumPy 260). 8x32 blocks ran 5 % faster but take twice as long to build
         # (2.4 s against 1.0 for gemm.cl), which the test suite, with its hundreds of programs, could not afford
         "cpu intel": {"TM": 256, "TK": 64},
-        # AVX2, PoCL (Zen 3, the kernel's GFLOP/s at 1024^3 / 2048^3, medians of 10, variants interleaved): k-slices
-        # of 256 74 / 76, of 128 69 / 71, of 64 60 / 61 (two shorter runs alike); each slice costs PoCL a loop over
-        # its work-items per barrier. Intel's runtime ran 128 and 256 no faster: its row keeps 64. Winograd's product
-        # takes 256 too; conv_fwd keeps 64 (mixed there)
-        "cpu simd8": {"TK": 256},
         # AVX2 (Zen 3, 16 vector registers), Intel's runtime: 12 accumulators in 4x24 blocks, 256x96 tiles, 90 / 90
         # GFLOP/s at 1024^3 / 2048^3 against 81 / 79 in 4x16 (8 accumulators: an FMA's latency in a row). PoCL there
         # ran 4x24 no faster than 4x16, and 6x16 at 62 against 93 (its multiply alone)
