@@ -147,6 +147,18 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         # 0.26 / 0.52; 4M floats, a + b 1.31 -> 0.89 ms, relu 0.87 -> 0.58. Intel's runtime: the same at 1 and 16
         "portable computing language": {"EW_VEC": 16},
     },
+    # a copy that swaps the last two axes (ops/shape.py's _transposed): TB, copy.cl's transpose_blocks, a work-item per
+    # TB x TB block (0: none); else transpose's tiles through local memory for planes of TILE_PLANE elements or more,
+    # smaller ones the strided copy's runs. Zen 4, 2026-12-06, us, (32, 3, 224, 224) to channels last / (64, 3136,
+    # 24) over its last two axes / 2048^2 / 1024^2 / 768^2 / 512x1000: PoCL, tiles 100720 / 18974 / 17873 / - / - /
+    # 1458, runs 3260 / 2314 / 25969 / - / - / 361, blocks of 16 1929 / 1661 / 4062 / - / - / 188 (32: 1717, -, 5852;
+    # 64: 1585, -, 7077); Intel's runtime, tiles 30032 / 8457 / 5871 / 808-922 / 421 / 363, runs 2074-2547 / 2279 /
+    # 12792 / 1720-1846 / 290-316 / 194 (blocks of 16: 4705, -, 8241). PyTorch 1630-1770 / - / 4730-5500
+    "transpose": {
+        "default": {"TB": 0, "TILE_PLANE": 0},
+        "cpu": {"TILE_PLANE": 1 << 20},
+        "portable computing language": {"TB": 16},
+    },
     "gemm": {  # gemm.cl: C tile TM x TN, k-slice TK, WM x WN outputs per work-item in VW-wide vectors,
         # VWG-wide global load runs, APAD padding of A's local rows, DB double-buffered local tiles
         "default": {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "VWG": 4, "APAD": 1, "DB": 0},

@@ -2,7 +2,7 @@
  * it could (included, never built alone; clnn/kernels.py reads the value from here); GROUP_ID, a work-group's
  * index in a grid kernels.launch may cut into several launches; FOR_GROUP_ELEMS, the
  * elements of a grouped view a work-item of kernels.launch_by_rows maps; desc_t, kernels.descriptor's struct,
- * and desc_row, its offsets at a row; row_run, the run of a row one of kernels.launch_runs walks.
+ * and desc_row, its offsets at a row; FOR_RUNS, the runs of rows a work-item of kernels.launch_runs walks.
  */
 #ifndef CLNN_SHAPE_H
 #define CLNN_SHAPE_H
@@ -105,13 +105,58 @@ inline void desc_row(const desc_t *d, int row, int *o0, int *o1, int *t0, int *t
     *o1 = b;
 }
 
-/* a run of kernels.launch_runs: the work-item's row and its columns [*j0, *j1); false past the grid */
-inline bool row_run(int rows, int cols, int chunk, int *row, int *j0, int *j1) {
-    const int chunks = (cols + chunk - 1) / chunk, item = get_global_id(0);
-    *row = item / chunks;
-    if (*row >= rows) return false;
-    *j0 = (item - *row * chunks) * chunk;
-    *j1 = min(*j0 + chunk, cols);
+/* kernels.launch_runs' work-item: a run [j0, j1) of one row (chunk < cols), or whole rows row .. end - 1 (chunk >=
+ * cols: chunk / cols of them, CPUs' short rows); per row the operands' offsets o0, o1 and strides t0, t1 along it.
+ * The next row's offsets step along the dimension outside the rows (wrap long, steps step0, step1; at, the row's
+ * index in it), and desc_row works them out again only where that dimension wraps: no division per row. */
+typedef struct { int row, end, j0, j1, o0, o1, t0, t1, at, wrap, step0, step1; } run_t;
+
+inline bool run_first(const desc_t *d, int rows, int cols, int chunk, run_t *w) {
+    const int item = get_global_id(0);
+    if (chunk >= cols) {
+        const int per = max(chunk / max(cols, 1), 1);
+        w->row = item * per;
+        w->end = min(w->row + per, rows);
+        w->j0 = 0;
+        w->j1 = cols;
+    } else {
+        const int chunks = (cols + chunk - 1) / chunk;
+        w->row = item / chunks;
+        w->end = w->row + 1;
+        w->j0 = (item - w->row * chunks) * chunk;
+        w->j1 = min(w->j0 + chunk, cols);
+    }
+    if (w->row >= rows) return false;
+    desc_row(d, w->row, &w->o0, &w->o1, &w->t0, &w->t1);
+    w->wrap = 1;
+    w->step0 = w->step1 = 0;
+#pragma unroll
+    for (int k = 0; k < MAXD; ++k) /* constant indices (desc_row's comment) */
+        if (k == d->ndim - 2) {
+            w->wrap = d->shape[k];
+            w->step0 = d->s0[k];
+            w->step1 = d->s1[k];
+        }
+    w->at = w->row % w->wrap;
     return true;
 }
+
+inline bool run_next(const desc_t *d, run_t *w) {
+    if (++w->row >= w->end) return false;
+    if (++w->at < w->wrap) {
+        w->o0 += w->step0;
+        w->o1 += w->step1;
+    } else {
+        w->at = 0;
+        desc_row(d, w->row, &w->o0, &w->o1, &w->t0, &w->t1);
+    }
+    return true;
+}
+
+/* FOR_RUNS(d, rows, cols, chunk, w, BODY): BODY for each run w (a run_t) of this work-item */
+#define FOR_RUNS(d, rows, cols, chunk, w, ...)                                                              \
+    do {                                                                                                    \
+        run_t w;                                                                                            \
+        if (run_first(&(d), rows, cols, chunk, &w)) do { __VA_ARGS__ } while (run_next(&(d), &w));          \
+    } while (0)
 #endif

@@ -145,12 +145,13 @@ __kernel void unary_grad(int op, int n, __global const store_t *x, __global cons
     else                                                                                                  \
         for (int j = j0; j < j1; ++j) { BCAST_AT(ia + j * sa, ib + j * sb); EXPR; }
 #define BCAST_AT(ka, kb) const real x_ = LOAD(a, ka), y_ = LOAD(b, kb); const size_t i_ = o + j
-/* the run of this work-item (kernels.launch_runs) and the operands' offsets at its row */
-#define BCAST_RUN                                                                                         \
-    int row, j0, j1, ia, ib, sa, sb;                                                                      \
-    if (!row_run(rows, cols, chunk, &row, &j0, &j1)) return;                                              \
-    desc_row(&d, row, &ia, &ib, &sa, &sb);                                                               \
-    const size_t o = (size_t)row * cols
+/* BCAST_LOOPS(EXPR) over each run of this work-item (kernels.launch_runs), with the operands' offsets at its row */
+#define BCAST_RUNS(EXPR)                                                                                  \
+    FOR_RUNS(d, rows, cols, chunk, w, {                                                                   \
+        const int j0 = w.j0, j1 = w.j1, ia = w.o0, ib = w.o1, sa = w.t0, sb = w.t1;                       \
+        const size_t o = (size_t)w.row * cols;                                                            \
+        BCAST_LOOPS(EXPR)                                                                                 \
+    })
 
 /* out = x (op) y for T, real or realv (with a vector condition, c ? a : b selects per lane) */
 #define BINARY(T, NAME)                                                                 \
@@ -185,8 +186,7 @@ __kernel void binary_same(int op, int n, __global const store_t *a, __global con
 #ifdef KERNEL_binary
 __kernel void binary(int rows, int cols, int chunk, desc_t d, int op, __global const store_t *a,
                      __global const store_t *b, __global store_t *out) {
-    BCAST_RUN;
-    BCAST_LOOPS(STORE(out, i_, apply_binary(OP, x_, y_)))
+    BCAST_RUNS(STORE(out, i_, apply_binary(OP, x_, y_)));
 }
 #endif
 
@@ -205,7 +205,6 @@ inline int apply_compare(int op, real x, real y) {
 #ifdef KERNEL_compare
 __kernel void compare(int rows, int cols, int chunk, desc_t d, int op, __global const store_t *a,
                       __global const store_t *b, __global uchar *out) {
-    BCAST_RUN;
-    BCAST_LOOPS(out[i_] = (uchar)apply_compare(OP, x_, y_))
+    BCAST_RUNS(out[i_] = (uchar)apply_compare(OP, x_, y_));
 }
 #endif

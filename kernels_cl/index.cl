@@ -204,12 +204,11 @@ __kernel void mask_positions(int n, __global const uchar *mask, __global const i
 /* launched by kernels.launch_runs over the rows of d's innermost dimension (d.s0: cond's strides, d.s1: a's) */
 __kernel void where_fill(int rows, int cols, int chunk, desc_t d, __global const uchar *cond,
                          __global const store_t *a, __global store_t *out) {
-    int row, j0, j1, oc, oa, sc, sa;
-    if (!row_run(rows, cols, chunk, &row, &j0, &j1)) return;
-    desc_row(&d, row, &oc, &oa, &sc, &sa);
-    __global store_t *o = out + (size_t)row * cols;
-    for (int j = j0; j < j1; ++j)
-        if (cond[oc + j * sc]) STORE(o, j, LOAD(a, oa + j * sa));
+    FOR_RUNS(d, rows, cols, chunk, w, {
+        __global store_t *o = out + (size_t)w.row * cols;
+        for (int j = w.j0; j < w.j1; ++j)
+            if (cond[w.o0 + j * w.t0]) STORE(o, j, LOAD(a, w.o1 + j * w.t1));
+    });
 }
 
 __kernel void tri(int n, int R, int C, int diagonal, int upper, __global const store_t *x,

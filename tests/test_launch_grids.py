@@ -39,6 +39,12 @@ def _tiled_gemm(monkeypatch) -> None:
         monkeypatch.setitem(tuning.TABLE["gemm_direct"], key, {"MAX_MACS": 0})
 
 
+def _tiled_transpose(monkeypatch) -> None:
+    """Transposes by copy.cl's tiles (a 3-dimensional grid) at every size: CPUs take blocks or runs (one dimension)."""
+    for key in tuning.TABLE["transpose"]:
+        monkeypatch.setitem(tuning.TABLE["transpose"], key, {"TB": 0, "TILE_PLANE": 0})
+
+
 def _conv(x, w):
     return F.conv2d(x, w, padding=1)
 
@@ -52,7 +58,8 @@ def _torch_conv(x, w):
 GRID_CASES = {
     "gemm": (lambda a, b: a @ b, lambda a, b: a @ b, [(523, 37), (37, 29)], _tiled_gemm),
     "batched gemm": (lambda a, b: a @ b, lambda a, b: a @ b, [(5, 67, 19), (5, 19, 23)], _tiled_gemm),
-    "transpose": (lambda a: a.transpose(1, 2).contiguous(), lambda a: a.transpose(1, 2), [(5, 67, 41)], None),
+    "transpose": (lambda a: a.transpose(1, 2).contiguous(), lambda a: a.transpose(1, 2), [(5, 67, 41)],
+                  _tiled_transpose),
     "conv tiles": (lambda x, w: F.conv2d(x, w, padding=1, groups=3), lambda x, w: TF.conv2d(x, w, padding=1, groups=3),
                    [(5, 6, 13, 11), (36, 2, 3, 3)], lambda mp: _tiled_gemm(mp) or set_direct_conv_max_k(mp, 0)),
     "conv direct": (_conv, _torch_conv, [(5, 6, 13, 11), (7, 6, 3, 3)], lambda mp: set_direct_conv_max_k(mp, 4096)),

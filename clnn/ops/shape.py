@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, tuning
 from ..device import Device, device
 from ..kernels import contiguous_strides, descriptor
 from ..profiler import profiled
@@ -58,15 +58,33 @@ def strided_copy(
                       tuple(p * size for p in dst_pitches), src_offset * size, tuple(p * size for p in src_pitches))
         return
     swap = _swapped_last_axes(d)
-    if swap is not None and src.dtype in FLOAT_DTYPES and dst.dtype in FLOAT_DTYPES:  # also 2-4x faster on CPUs
-        batch, p, q = swap
-        tt, tr = (32, 8) if dev.max_work_group_size >= 256 else (16, 4)
-        k = kernels.kernel(dev, "copy.cl", "transpose", {**_copy_defines(src.dtype, dst.dtype), "TT": tt, "TR": tr})
-        kernels.launch(dev, k, (-(-q // tt) * tt, -(-p // tt) * tr, batch), (tt, tr, 1), np.int32(p), np.int32(q),
-                       src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
+    if swap is not None and src.dtype in FLOAT_DTYPES and dst.dtype in FLOAT_DTYPES \
+            and _transposed(dev, *swap, src, dst, src_offset, dst_offset):
         return
     kernels.launch_runs(dev, kernels.kernel(dev, "copy.cl", "copy", _copy_defines(src.dtype, dst.dtype)), d, n,
                         src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
+
+
+def _transposed(dev: Device, batch: int, p: int, q: int, src: Tensor, dst: Tensor, src_offset: int,
+                dst_offset: int) -> bool:
+    """Copy ``src`` (batch, q, p) into ``dst`` (batch, p, q) from the offsets by copy.cl's transpose kernels, as
+    tuning's ``transpose`` row says: a work-item per TB x TB block (TB), tiles through local memory (planes of
+    TILE_PLANE elements or more), or neither (False: the strided copy's runs)."""
+    t = tuning.params(dev, "transpose")
+    defs = _copy_defines(src.dtype, dst.dtype)
+    tb = int(t["TB"])
+    if tb:
+        k = kernels.kernel(dev, "copy.cl", "transpose_blocks", {**defs, "TB": tb})
+        kernels.launch_1d(dev, k, batch * -(-p // tb) * -(-q // tb), np.int32(batch), np.int32(p), np.int32(q),
+                          src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
+        return True
+    if p * q < int(t["TILE_PLANE"]):
+        return False
+    tt, tr = (32, 8) if dev.max_work_group_size >= 256 else (16, 4)
+    k = kernels.kernel(dev, "copy.cl", "transpose", {**defs, "TT": tt, "TR": tr})
+    kernels.launch(dev, k, (-(-q // tt) * tt, -(-p // tt) * tr, batch), (tt, tr, 1), np.int32(p), np.int32(q),
+                   src.data, np.int32(src_offset), dst.data, np.int32(dst_offset))
+    return True
 
 
 def _rect(d: np.ndarray) -> tuple[tuple[int, int, int], tuple[int, int], tuple[int, int]] | None:

@@ -210,6 +210,8 @@ def copy(dt: np.dtype, rng: np.random.Generator) -> None:
     x = clnn.tensor(xn)
     check("permute", x.permute(2, 0, 1), xn.transpose(2, 0, 1), dt)
     check("last two axes swapped", x.transpose(1, 2).contiguous(), xn.transpose(0, 2, 1), dt)  # copy.cl's transpose
+    with tuning.override("transpose", TB=2):  # transpose_blocks, as PoCL runs it: blocks cut at both edges
+        check("last two axes swapped in blocks", x.transpose(1, 2).contiguous(), xn.transpose(0, 2, 1), dt)
     check("slice", x[1:, ::-2, 1:4], xn[1:, ::-2, 1:4], dt)
     check("slice of rows", x[1:, :, 1:4], xn[1:, :, 1:4], dt)  # a rectangular copy: the driver's copy_bytes
     check("broadcast_to", clnn.tensor(xn[:1]).broadcast_to((4, 3, 5)), np.broadcast_to(xn[:1], (4, 3, 5)), dt)
