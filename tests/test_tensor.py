@@ -509,8 +509,8 @@ def test_zero_size_tensors(dev):
     assert t.numpy().shape == (0, 4)
 
 
-# (9, 67, 11, 3) and (2, 3, 4099): a 2-unit CPU's strided copy walks 3 rows of 3 a work-item, across the edge of
-# the 67 rows outside them, and runs of 12 of a 4099-long row (kernels.launch_runs)
+# (9, 67, 11, 3) and (2, 3, 4099): a CPU's strided copy walks 85 rows of 3 a work-item, across the edges of the 67
+# rows outside them, and runs of 256 of a 4099-long row (kernels.launch_runs)
 PERMUTES = [((33, 65), (1, 0)), ((3, 31, 1, 97), (0, 3, 2, 1)), ((2, 5, 7, 32), (0, 2, 3, 1)), ((1, 129), (1, 0)),
             ((4, 17, 16), (0, 2, 1)), ((3, 4, 5, 6), (2, 0, 3, 1)), ((9, 67, 11, 3), (0, 2, 1, 3)),
             ((2, 3, 4099), (1, 0, 2))]
@@ -532,8 +532,8 @@ def test_permutes_copy_exactly(dev, rng, dtype, shape, axes):
 
 
 def test_broadcasts_walk_several_rows_a_work_item(dev, rng):
-    """The broadcasting maps and where by runs of 3 rows of 3 a work-item on a 2-unit CPU (kernels.launch_runs),
-    across the edge of the 67 rows outside them; exact, as NumPy's float32 arithmetic."""
+    """The broadcasting maps and where by runs of 85 rows of 3 a work-item on a CPU (kernels.launch_runs), across the
+    edges of the 67 rows outside them; exact, as NumPy's float32 arithmetic."""
     a, b = rng.standard_normal((9, 67, 11, 3)).astype(np.float32), rng.standard_normal((67, 1, 3)).astype(np.float32)
     ta, tb = clnn.tensor(a, device=dev), clnn.tensor(b, device=dev)
     np.testing.assert_array_equal((ta + tb).numpy(), a + b)
