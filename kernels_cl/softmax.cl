@@ -78,14 +78,21 @@ __kernel void softmax_wg(int log_out, int outer, int R, int inner, __global cons
 #ifdef ROW_VW
 #include "rowvec.h"
 
-/* the contiguous row p's max m (shifted) and sum of exp(x - m) s */
-inline void row_stats_vec(__global const store_t *p, int R, real *m_out, real *s_out) {
-    realrv mv = (realrv)(-BIG), sv = 0;
-    real m, s;
+/* the contiguous row p's max (shifted) */
+inline real row_max_vec(__global const store_t *p, int R) {
+    realrv mv = (realrv)(-BIG);
+    real m;
     RV_EACH(R, mv = fmax(mv, RV_LOAD(i, p)), );
     RV_FOLD(fmax, mv, m);
     RV_EACH(R, , m = fmax(m, p[r]));
-    m = shift(m);
+    return shift(m);
+}
+
+/* the contiguous row p's max m (shifted) and sum of exp(x - m) s */
+inline void row_stats_vec(__global const store_t *p, int R, real *m_out, real *s_out) {
+    realrv sv = 0;
+    real s;
+    const real m = row_max_vec(p, R);
     RV_EACH(R, sv += exp(RV_LOAD(i, p) - m), );
     RV_FOLD(add_, sv, s);
     RV_EACH(R, , s += exp(p[r] - m));
@@ -99,12 +106,20 @@ __kernel void softmax_vec(int log_out, int outer, int R, int inner, __global con
     __global const store_t *p = x + g * R;
     __global store_t *q = y + g * R;
     real m, s;
-    row_stats_vec(p, R, &m, &s);
-    const real ls = log(s), inv = 1 / s;
-    if (log_out)
+    if (log_out) {
+        row_stats_vec(p, R, &m, &s);
+        const real ls = log(s);
         RV_EACH(R, RV_STORE(RV_LOAD(i, p) - m - ls, i, q), q[r] = p[r] - m - ls);
-    else
-        RV_EACH(R, RV_STORE(exp(RV_LOAD(i, p) - m) * inv, i, q), q[r] = exp(p[r] - m) * inv);
+        return;
+    }
+    /* the sum's pass keeps its exponentials in y, scaled in place after: one exp an element, not two */
+    m = row_max_vec(p, R);
+    realrv sv = 0;
+    RV_EACH(R, { const realrv e = exp(RV_LOAD(i, p) - m); sv += e; RV_STORE(e, i, q); }, );
+    RV_FOLD(add_, sv, s);
+    RV_EACH(R, , { const real e = exp(p[r] - m); s += e; q[r] = e; });
+    const real inv = 1 / s;
+    RV_EACH(R, RV_STORE(RV_LOAD(i, q) * inv, i, q), q[r] *= inv);
 }
 
 __kernel void softmax_bwd_vec(int log_out, int outer, int R, int inner, __global const store_t *y,
