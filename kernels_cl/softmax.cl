@@ -391,6 +391,31 @@ __kernel void ce_soft_bwd(int outer, int C, int inner, real eps, int weighted, i
     });
 }
 
+#ifdef ROW_VW
+/* ce_soft_bwd over contiguous rows (inner 1): a work-item per row in ROW_VW-wide vectors */
+__kernel void ce_soft_bwd_vec(int outer, int C, int inner, real eps, int weighted, int grad_target,
+                              __global const store_t *x, __global const store_t *y, __global const store_t *w,
+                              __global const store_t *stats, __global const store_t *gloss, __global store_t *gx,
+                              __global store_t *gy) {
+    const size_t g = get_global_id(0);
+    if (g >= (size_t)outer) return;
+    __global const store_t *p = x + g * C, *t = y + g * C;
+    __global store_t *q = gx + g * C, *u = gy + g * C;
+    const real gl = gloss[g], m = stats[3 * g], ls = stats[3 * g + 1], s = stats[3 * g + 2], a = 1 - eps, e = eps / C;
+    RV_EACH(C, {
+        const realrv lp = RV_LOAD(i, p) - m - ls;
+        const realrv wc = weighted ? RV_LOAD(i, w) : (realrv)1;
+        RV_STORE(gl * (s * exp(lp) - wc * (a * RV_LOAD(i, t) + e)), i, q);
+        if (grad_target) RV_STORE(-gl * a * wc * lp, i, u);
+    }, {
+        const real lp = p[r] - m - ls;
+        const real wc = weighted ? w[r] : 1;
+        q[r] = gl * (s * exp(lp) - wc * (a * t[r] + e));
+        if (grad_target) u[r] = -gl * a * wc * lp;
+    });
+}
+#endif
+
 /* nll: loss[g] = -w[t] logp[o, t, j] with t = target[g]; ignored rows have loss 0 and rowweight 0 */
 __kernel void nll_fwd(int outer, int C, int inner, int weighted, long ignore, __global const store_t *logp,
                       __global const long *target, __global const store_t *w, __global store_t *loss,

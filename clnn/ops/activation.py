@@ -19,7 +19,7 @@ from .reduce import FOLD
 
 SMALL_ROW = 64  # rows at most this long are walked by one work-item each
 # with softmax.cl's *_vec forms for contiguous rows (tuning's softmax VW)
-VEC_KERNELS = ("softmax", "softmax_bwd", "ce_fwd", "ce_bwd")
+VEC_KERNELS = ("softmax", "softmax_bwd", "ce_fwd", "ce_bwd", "ce_soft_bwd")
 
 
 def _x(op: str, x: Any) -> Tensor:

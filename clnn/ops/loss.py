@@ -234,8 +234,13 @@ def _soft_cross_entropy(x: Tensor, target: Any, geometry: tuple[int, int, int], 
         gx = empty(x.shape, x.dtype, x.device)
         gy = empty(x.shape, x.dtype, x.device) if y.requires_grad else None
         # without a target gradient gx's buffer stands in for gy's, unwritten
-        kernels.launch_by_rows(x.device, _softmax_kernel(x, "ce_soft_bwd"), geometry, *args, np.int32(gy is not None),
-                              x.data, y.data, w, stats.data, g.data, gx.data, (gx if gy is None else gy).data)
+        rest = (*args, np.int32(gy is not None), x.data, y.data, w, stats.data, g.data, gx.data,
+                (gx if gy is None else gy).data)
+        vec = row_vec_kernel(x.device, x.dtype, "ce_soft_bwd", inner)
+        if vec is None:
+            kernels.launch_by_rows(x.device, _softmax_kernel(x, "ce_soft_bwd"), geometry, *rest)
+        else:
+            launch_1d(x.device, vec, outer, *(np.int32(v) for v in geometry), *rest)
         return gx, gy
 
     return record(loss, (x, y), backward, op)
