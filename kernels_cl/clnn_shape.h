@@ -128,16 +128,18 @@ inline bool run_first(const desc_t *d, int rows, int cols, int chunk, run_t *w) 
     }
     if (w->row >= rows) return false;
     desc_row(d, w->row, &w->o0, &w->o1, &w->t0, &w->t1);
-    w->wrap = 1;
-    w->step0 = w->step1 = 0;
+    if (w->end - w->row > 1) { /* the stepping's state, where there is a next row (CPUs) */
+        w->wrap = 1;
+        w->step0 = w->step1 = 0;
 #pragma unroll
-    for (int k = 0; k < MAXD; ++k) /* constant indices (desc_row's comment) */
-        if (k == d->ndim - 2) {
-            w->wrap = d->shape[k];
-            w->step0 = d->s0[k];
-            w->step1 = d->s1[k];
-        }
-    w->at = w->row % w->wrap;
+        for (int k = 0; k < MAXD; ++k) /* constant indices (desc_row's comment) */
+            if (k == d->ndim - 2) {
+                w->wrap = d->shape[k];
+                w->step0 = d->s0[k];
+                w->step1 = d->s1[k];
+            }
+        w->at = w->row % w->wrap;
+    }
     return true;
 }
 
