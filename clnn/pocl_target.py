@@ -41,9 +41,11 @@ _LEVELS = (
     ("x86-64-v2", {"cx16", "popcnt", "sse4_1", "sse4_2", "ssse3"}),
     ("x86-64", set()),
 )
-# LLVM 14's x86 CPU names with AVX-512: any other, on a processor with it, is given x86-64-v4
+# the x86 CPU names LLVM gives processors with AVX-512 (14's, and later ones' for a newer PoCL): any other, on a
+# processor with it, is given x86-64-v4
 _AVX512_CPUS = frozenset({"knl", "knm", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
-                          "icelake-server", "rocketlake", "tigerlake", "sapphirerapids", "x86-64-v4"})
+                          "icelake-server", "rocketlake", "tigerlake", "sapphirerapids", "x86-64-v4", "znver4",
+                          "znver5", "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids"})
 _names: list[ctypes.Array] = []  # the new target strings: PoCL keeps pointing at them for the process' life
 repaired: dict[int, str] = {}  # cl_device_id -> the target CPU it was given
 unrepaired: dict[int, str] = {}  # cl_device_id -> why a device that needed a target could not be given one

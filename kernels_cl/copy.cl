@@ -107,8 +107,8 @@ void transpose(int P, int Q, __global const SRC_T *src, int src_off, __global DS
 #define TB 32
 #endif
 /* transpose_blocks (CPUs): the same copy, a work-item per TB x TB block of dst, src read down its columns within the
- * block (its TB rows stay in cache): PoCL runs transpose's barriers as loops over the work-group (2048^2: 17.9 ->
- * 4.1 ms) */
+ * block (its TB rows stay in cache): PoCL runs transpose's barriers as loops over the work-group (2048^2: 14.7 ->
+ * 4.2 ms) */
 __kernel void transpose_blocks(int B, int P, int Q, __global const SRC_T *src, int src_off, __global DST_T *dst,
                                int dst_off) {
     const int np = (P + TB - 1) / TB, nq = (Q + TB - 1) / TB;
