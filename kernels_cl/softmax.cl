@@ -268,9 +268,9 @@ inline void smoothing_sums_vec(__global const store_t *p, __global const store_t
         RV_EACH(C, (sv += RV_LOAD(i, w), cv += RV_LOAD(i, w) * (RV_LOAD(i, p) - m)), );
     else
         RV_EACH(C, cv += RV_LOAD(i, p) - m, );
-    RV_FOLD(add_, sv, s);
     RV_FOLD(add_, cv, c);
     if (weighted) {
+        RV_FOLD(add_, sv, s);
         RV_EACH(C, , (s += w[r], c += w[r] * (p[r] - m)));
     } else {
         s = C;

@@ -118,6 +118,16 @@ def _softmax_kernel(x: Tensor, name: str) -> Any:
     return kernels.kernel(x.device, "softmax.cl", name, defines(x.dtype, RED_WG=group_size(x.device)))
 
 
+def _launch_class_rows(x: Tensor, name: str, geometry: tuple[int, int, int], *args: object) -> None:
+    """softmax.cl's elementwise ``name(outer, C, inner, *args)`` over ``x``'s class rows: ``<name>_vec``, a work-item
+    per contiguous row, where :func:`row_vec_kernel` gives one (CPUs), else by rows (``kernels.launch_by_rows``)."""
+    vec = row_vec_kernel(x.device, x.dtype, name, geometry[2])
+    if vec is None:
+        kernels.launch_by_rows(x.device, _softmax_kernel(x, name), geometry, *args)
+    else:
+        launch_1d(x.device, vec, geometry[0], *(np.int32(v) for v in geometry), *args)
+
+
 def _class_loss(op: str, x: Tensor, loss: Tensor, rowweight: Tensor, count: int, weighted: bool, reduction: str,
                 grad: Callable[[Tensor, float, int], Tensor]) -> Tensor:
     """A class-index loss's per-row ``loss`` (not recorded) reduced with PyTorch's rules, recorded as one node of
@@ -197,13 +207,8 @@ def cross_entropy(
 
     def grad(g: Tensor, scale: float, stride: int) -> Tensor:
         gx = empty(input.shape, input.dtype, input.device)
-        rest = (*args, real_scalar(input.dtype, scale), np.int32(stride), input.data, t.data, w, stats.data, g.data,
-                gx.data)
-        vec = row_vec_kernel(input.device, input.dtype, "ce_bwd", inner)
-        if vec is None:
-            kernels.launch_by_rows(input.device, _softmax_kernel(input, "ce_bwd"), geometry, *rest)
-        else:
-            launch_1d(input.device, vec, outer, *(np.int32(v) for v in geometry), *rest)
+        _launch_class_rows(input, "ce_bwd", geometry, *args, real_scalar(input.dtype, scale), np.int32(stride),
+                           input.data, t.data, w, stats.data, g.data, gx.data)
         return gx
 
     return _class_loss(op, input, loss, rowweight, count, bool(weighted), reduction, grad)
@@ -224,7 +229,6 @@ def _soft_cross_entropy(x: Tensor, target: Any, geometry: tuple[int, int, int], 
     """Per-row cross-entropy against probabilities ``target`` (already known to have ``x``'s shape)."""
     op = "cross_entropy"
     _, y = _pair(op, x, target)
-    outer, classes, inner = geometry
     args = (real_scalar(x.dtype, label_smoothing), weighted)
     loss = empty(x.shape[:1] + x.shape[2:] if x.ndim > 1 else (), x.dtype, x.device)
     stats = empty((loss.size, 3), x.dtype, x.device)  # per row: max, log(sum(exp(x - max))), sum(w y')
@@ -234,13 +238,8 @@ def _soft_cross_entropy(x: Tensor, target: Any, geometry: tuple[int, int, int], 
         gx = empty(x.shape, x.dtype, x.device)
         gy = empty(x.shape, x.dtype, x.device) if y.requires_grad else None
         # without a target gradient gx's buffer stands in for gy's, unwritten
-        rest = (*args, np.int32(gy is not None), x.data, y.data, w, stats.data, g.data, gx.data,
-                (gx if gy is None else gy).data)
-        vec = row_vec_kernel(x.device, x.dtype, "ce_soft_bwd", inner)
-        if vec is None:
-            kernels.launch_by_rows(x.device, _softmax_kernel(x, "ce_soft_bwd"), geometry, *rest)
-        else:
-            launch_1d(x.device, vec, outer, *(np.int32(v) for v in geometry), *rest)
+        _launch_class_rows(x, "ce_soft_bwd", geometry, *args, np.int32(gy is not None), x.data, y.data, w, stats.data,
+                           g.data, gx.data, (gx if gy is None else gy).data)
         return gx, gy
 
     return record(loss, (x, y), backward, op)
