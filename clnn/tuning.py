@@ -310,14 +310,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
     },
     # attention on CPUs: the blocked GEMMs (ops/attention.py's _attend_rows) from MIN_KEYS keys on (0: never), else
-    # the fused kernels. Causal forward + backward, (batch, heads, keys, head width), ms fused / blocked, Zen 5:
-    # Intel's runtime (32, 4, 64, 32) 4.3 / 5.7, (32, 4, 128, 32) 13.1 / 17.6, (8, 8, 128, 64) 11.6 / 9.8, (4, 8,
-    # 512, 64) 56 / 48; PoCL, whose fused kernels are 4-5x slower at every size: (32, 4, 8, 32) 3.2 / 1.8, (32, 4,
-    # 64, 32) 42 / 9.1, (32, 4, 128, 32) 124 / 27
+    # the fused kernels; VW, attention_rows.cl's vectors. Forward + backward, (batch, heads, keys, head width), ms
+    # fused / blocked, Zen 4, 2026-12-06, with attention_rows.cl's rows in vectors: Intel's runtime, causal (32, 4,
+    # 32, 32) 5.1 / 1.4, (32, 4, 64, 32) 6.4 / 3.5, (32, 4, 128, 32) 19.0 / 11.9; (8, 8, 128, 64) 19.3 / 9.7. PoCL's
+    # fused kernels were 4-5x slower than the blocked path at every size (Zen 5)
     "attention_rows": {
-        "default": {"MIN_KEYS": 0},
-        "cpu": {"MIN_KEYS": 128},
-        "portable computing language": {"MIN_KEYS": 1},
+        "default": {"MIN_KEYS": 0, "VW": 16},
+        "cpu": {"MIN_KEYS": 1},
     },
     "plan": {  # matmul.plan's cost model, in vector FMAs: STAGE, staging a tile's row or column per k; SPLIT,
         # writing, reading and summing one element of a k-split's partial product; FILL, work-groups per compute

@@ -1,14 +1,12 @@
 /* rowvec.h: a contiguous row walked by one work-item in explicit vectors of ROW_VW reals (CPUs: the compiler
  * keeps them as SIMD registers and calls its vector exp, where a work-group per row reduced through barriers and
- * a scalar walk waited on each operation). Float32 or float64 storage only. Included by a kernel file when the
- * host defines ROW_VW (4, 8 or 16; tuning's "softmax" and "norm_rows" rows).
+ * a scalar walk waited on each operation). Rows of `real`: float32 or float64 storage, or a half program's `real`
+ * buffers (attention_rows.cl's scores). Included by a kernel file when the host defines ROW_VW (4, 8 or 16; tuning's
+ * "softmax", "norm_rows" and "attention_rows" rows).
  */
 #ifndef CLNN_ROWVEC_H
 #define CLNN_ROWVEC_H
 #include "clnn_dtype.h"
-#if STORE_HALF || STORE_BF16
-#error "rowvec.h's kernels read float32 or float64 storage"
-#endif
 
 typedef CLNN_CAT(REAL_T, ROW_VW) realrv;
 /* RV_LOAD(i, p), RV_STORE(v, i, p): vloadn and vstoren of the i-th vector at p (global); RV_LANES(v, l): l, the

@@ -84,13 +84,13 @@ def run_tests_script() -> ModuleType:
 def attention_path(request, monkeypatch) -> str:
     """Runs a test on each of attention's paths the device takes: the blocked GEMMs ("rows", which CPUs take from
     tuning's ``attention_rows`` MIN_KEYS keys on) and the fused kernels (below it, and every other device's only
-    path). PoCL takes the blocked path from one key on: its fused builds (7 of its 30 minutes, Zen 3) tested
-    kernels it never runs, which the other parts and Oclgrind test."""
+    path). CPUs take the blocked path from one key on: their runs of the fused kernels (PoCL's builds took 7 of its
+    30 minutes, Zen 3) would test kernels they never run, which the GPU poses and Oclgrind test."""
     dev = clnn.default_device()
     if request.param == "rows" and dev.type != "cpu":
         pytest.skip("the blocked path runs on CPUs only")
     if request.param == "fused" and rows_path(dev, 1):
         pytest.skip(f"{dev} takes the blocked path for any number of keys (tuning's attention_rows)")
-    for key in tuning.TABLE["attention_rows"]:
-        monkeypatch.setitem(tuning.TABLE["attention_rows"], key, {"MIN_KEYS": 1 if request.param == "rows" else 0})
+    for key, row in tuning.TABLE["attention_rows"].items():
+        monkeypatch.setitem(tuning.TABLE["attention_rows"], key, {**row, "MIN_KEYS": int(request.param == "rows")})
     return request.param

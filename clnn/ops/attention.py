@@ -28,7 +28,6 @@ HEAD_MAX = 512  # the largest head dimension (E or Ev)
 TILE = 64  # rows per block and tile, at most
 WG = 128  # work-items per work-group, at most
 ROW_BLOCK = 128  # the CPU path's query rows per block (128 and 256 measured alike, 64 slower, on Intel)
-ROW_WG = 16  # the CPU path's work-items per score row: one AVX-512 vector (measured best of 4 to 256 on Intel)
 
 
 def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str, object]:
@@ -256,13 +255,12 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
     dev, lay_q, lay_k, lay_v, lay_o = q.device, *layouts
     acc = kernels.real_dtype(q.dtype)
     causal = bool(int(flags) & F_CAUSAL)
-    d = defines(q.dtype, RED_WG=group_size(dev, ROW_WG))
+    d = defines(q.dtype, ROW_VW=int(tuning.params(dev, "attention_rows")["VW"]))
 
-    def rows(name: str, i0: int, nr: int, n: int, *buffers: Tensor) -> None:
-        wg = min(group_size(dev, ROW_WG), 1 << max(n - 1, 0).bit_length())
-        kernels.launch(dev, kernels.kernel(dev, "attention_rows.cl", name, d), (nb * nr * wg,), (wg,), flags,
-                       np.int32(lq), np.int32(s), np.int32(i0), np.int32(nr), np.int32(n), p, seed, offset,
-                       *mask_args, *[b.data for b in buffers])
+    def rows(name: str, i0: int, nr: int, n: int, *buffers: Tensor) -> None:  # a work-item per row
+        kernels.launch(dev, kernels.kernel(dev, "attention_rows.cl", name, d), (nb * nr,), None, flags, np.int32(lq),
+                       np.int32(s), np.int32(i0), np.int32(nr), np.int32(n), p, seed, offset, *mask_args,
+                       *[b.data for b in buffers])
 
     def blocks() -> Any:  # one empty block where L = 0: k and v get zero gradients
         for i0 in range(0, max(lq, 1), ROW_BLOCK):

@@ -471,8 +471,9 @@ def attention(dt: np.dtype, rng: np.random.Generator) -> None:
     layouts."""
     from clnn import tuning
 
+    row = tuning.TABLE["attention_rows"]["default"]
     for min_keys in (0, 1) if clnn.device().type == "cpu" else (0,):  # fused, then blocked
-        tuning.TABLE["attention_rows"] = {"default": {"MIN_KEYS": min_keys}}
+        tuning.TABLE["attention_rows"] = {"default": {**row, "MIN_KEYS": min_keys}}
         _attention_cases(dt, rng)
 
 
