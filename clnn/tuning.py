@@ -309,6 +309,12 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "default": {},
         "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
     },
+    "rnn": {  # VW: rnn.cl's units a work-item takes in vectors (where the hidden size is a multiple). Zen 4, LSTM / GRU
+        # of 2 layers, 64 steps, batch 32, 128 -> 256, the gate kernels' ms in a training step, VW 1 -> 16: PoCL 48.7
+        # / 30.7 -> 8.3 / 6.7 (PoCL called exp and tanh once an element), Intel's runtime 23.2 / 21.0 -> 12.4 / 12.0
+        "default": {"VW": 1},
+        "cpu": {"VW": 16},
+    },
     # attention on CPUs: the blocked GEMMs (ops/attention.py's _attend_rows) from MIN_KEYS keys on (0: never), else
     # the fused kernels; VW, attention_rows.cl's vectors. Forward + backward, (batch, heads, keys, head width), ms
     # fused / blocked, Zen 4, 2026-12-06, with attention_rows.cl's rows in vectors: Intel's runtime, causal (32, 4,

@@ -26,11 +26,13 @@ CASES = [
     ("LSTM", 5, 2, 4, 5, 3, True, True, True, False),
     ("LSTM", 11, 1, 3, 9, 1, False, True, False, True),
     ("LSTM", 13, 5, 33, 37, 1, True, False, True, True),  # sizes past a GEMM tile
+    ("LSTM", 6, 3, 5, 32, 2, True, False, True, True),    # hidden sizes of whole vectors (CPUs' rnn VW 16)
     ("GRU", 1, 1, 1, 3, 1, False, False, False, True),
     ("GRU", 7, 3, 5, 6, 2, True, False, True, True),
     ("GRU", 5, 2, 4, 5, 3, True, True, False, False),
     ("GRU", 13, 2, 2, 7, 1, False, False, True, True),
     ("GRU", 13, 5, 33, 37, 1, True, True, True, True),
+    ("GRU", 6, 3, 5, 48, 2, True, True, True, True),
 ]
 # LSTM with proj_size: seq len, batch, input size, hidden size, layers, bidirectional, batch_first, initial states,
 # bias, proj_size
@@ -40,6 +42,7 @@ PROJ_CASES = [
     (5, 2, 4, 5, 3, True, True, True, False, 2),
     (11, 1, 3, 9, 1, False, True, False, True, 5),
     (13, 5, 33, 37, 2, True, False, True, True, 17),  # sizes past a GEMM tile
+    (6, 3, 5, 32, 2, True, False, True, True, 7),
 ]
 
 

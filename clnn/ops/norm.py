@@ -15,8 +15,8 @@ from ..tensor import HALF_DTYPES, Tensor, autocast_dtype, float16, float32, floa
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import autocast, empty, record
 from .random import dropout_mask
-from .reduce import FOLD, split_chunk
-from .shape import astype
+from .reduce import FOLD, split_chunk, sum_to_shape
+from .shape import astype, reshape
 
 AFF_W, AFF_B, AFF_INNER = (kernels.op_codes("norm.cl", "AFF_")[k] for k in ("w", "b", "inner"))  # affine bits
 LN_ROWS = 64  # layer norm's backward: rows per work-group (each adds its column sums of the weight's gradients)
@@ -145,7 +145,12 @@ class _Groups:
 
 
 def channel_sum(x: Tensor, outer: int, groups: int, inner: int) -> Tensor:
-    """Per-group sums of ``x`` viewed as (outer, groups, inner), e.g. the conv bias gradient: (groups,)."""
+    """Per-group sums of ``x`` viewed as (outer, groups, inner), e.g. the conv bias gradient: (groups,).
+
+    With inner 1, the sums of the columns of rows are reduce.cl's (norm.cl's partials would each walk a column:
+    (2048, 1024), 4.9 -> 0.19 ms on PoCL, 3.5 -> 0.15 on Intel's runtime)."""
+    if inner == 1:
+        return sum_to_shape(reshape(x, (outer, groups)), (groups,))
     grp = _Groups(x, outer, groups, inner, 0, 0.0)
     buf = x.data
     return astype(grp._per_group(NS_SUM, np.int32(0), grp.eps, buf, buf, buf, buf, buf)[0], x.dtype)

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, tuning
+from ..device import Device
 from ..kernels import defines, launch_1d
 from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
@@ -74,6 +75,12 @@ def _stack(parts: list[Tensor]) -> Tensor:
     return parts[0] if len(parts) == 1 else cat(parts)
 
 
+def _units(dev: Device, dtype: np.dtype, hidden: int) -> int:
+    """rnn.cl's RNN_VW: tuning's ``rnn`` VW where it divides ``hidden`` and storage is float32 or float64, else 1."""
+    vw = int(tuning.params(dev, "rnn")["VW"])
+    return vw if hidden % vw == 0 and np.dtype(dtype) in (np.float32, np.float64) else 1
+
+
 @profiled
 def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weights: Sequence[Weights]
               ) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -95,7 +102,9 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
     y = empty((t_len, batch, dirs * r), dt, dev)
     hn = empty((dirs, batch, r), dt, dev)
     cn = empty((dirs, batch, hid), dt, dev) if lstm else None
-    step = kernels.kernel(dev, "rnn.cl", f"{mode}_step", defines(dt))
+    vw = _units(dev, dt, hid)
+    items = batch * hid // vw  # the gate kernels' work-items
+    step = kernels.kernel(dev, "rnn.cl", f"{mode}_step", defines(dt, RNN_VW=vw))
     how = plan(dev, dt, 1, batch, gh, r, max_splits=1)  # one launch per recurrent GEMM
     how_p = plan(dev, dt, 1, batch, r, hid, max_splits=1) if proj else None
     state_bytes = batch * r * dt.itemsize  # of one (B, R) state
@@ -121,15 +130,15 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
             flags = np.int32((RNN_SAVE if save else 0) | (RNN_LAST if s == t_len - 1 else 0))
             sizes = (np.int32(batch), np.int32(hid), np.int32(t), *where, flags)
             if proj:
-                launch_1d(dev, step, batch * hid, *sizes, xp.data, hp.data, hf_t.data, c.data, hf.data, hf_t.data,
+                launch_1d(dev, step, items, *sizes, xp.data, hp.data, hf_t.data, c.data, hf.data, hf_t.data,
                           c.data, act.data, hf.data, cprev.data)
                 h = gemm_raw(hf_t, (0, hid, 1), w_hr, (0, 1, hid), 1, batch, r, hid, how=how_p)
                 dev.copy(hs.data, h.data, state_bytes, dst_offset=(t + at) * state_bytes)
             elif lstm:
-                launch_1d(dev, step, batch * hid, *sizes, xp.data, hp.data, h.data, c.data, y.data, hn.data,
+                launch_1d(dev, step, items, *sizes, xp.data, hp.data, h.data, c.data, y.data, hn.data,
                           cn.data, act.data, hprev.data, cprev.data)
             else:
-                launch_1d(dev, step, batch * hid, *sizes, xp.data, hp.data, h.data, y.data, hn.data, act.data,
+                launch_1d(dev, step, items, *sizes, xp.data, hp.data, h.data, y.data, hn.data, act.data,
                           hprev.data)
         if proj:
             strided_copy(hs, y, (t_len, batch, r), (batch * r, r, 1), (batch * dirs * r, dirs * r, 1),
@@ -143,7 +152,7 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
 
     def backward(grads: list[Tensor | None]) -> list[Tensor | None]:
         gy, ghn, gcn = grads if lstm else (*grads, None)
-        back = kernels.kernel(dev, "rnn.cl", f"{mode}_step_bwd", defines(dt))
+        back = kernels.kernel(dev, "rnn.cl", f"{mode}_step_bwd", defines(dt, RNN_VW=vw))
         how_b = plan(dev, dt, 1, batch, r, gh, max_splits=1)
         how_pb = plan(dev, dt, 1, batch, hid, r, max_splits=1) if proj else None
         rows = t_len * batch
@@ -172,10 +181,10 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
                     dev.copy(dhs.data, dh.data, state_bytes, dst_offset=t * state_bytes)
                     dhf = gemm_raw(dh, (0, r, 1), w_hr, (0, hid, 1), 1, batch, hid, r, how=how_pb)
                 if lstm:
-                    launch_1d(dev, back, batch * hid, *sizes, act.data, cprev.data, dy, dhf.data, dc.data, dg.data,
+                    launch_1d(dev, back, items, *sizes, act.data, cprev.data, dy, dhf.data, dc.data, dg.data,
                               dgc.data)
                 else:
-                    launch_1d(dev, back, batch * hid, *sizes, act.data, hprev.data, dy, dh.data, dgx.data, dg.data,
+                    launch_1d(dev, back, items, *sizes, act.data, hprev.data, dy, dh.data, dgx.data, dg.data,
                               dgc.data, dhz.data)
                 dh = gemm_raw(dgc, (0, gh, 1), w_hh, (0, r, 1), 1, batch, r, gh,
                               beta=0.0 if lstm else 1.0, c=dhz, how=how_b)  # dh_{t-1} = dgc @ W_hh (+ dh_t z)

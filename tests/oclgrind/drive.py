@@ -738,10 +738,11 @@ def _np_convolve2d(a, b, mode: str) -> np.ndarray:
 
 def rnn(dt: np.dtype, rng: np.random.Generator) -> None:
     """Bidirectional two-layer LSTM (also with proj_size: its step kernel over aliased state buffers) and GRU with
-    initial states: every step kernel, forward and backward."""
-    for mode, proj in ((clnn.nn.LSTM, 0), (clnn.nn.LSTM, 3), (clnn.nn.GRU, 0)):
-        net = mode(3, 5, num_layers=2, bidirectional=True, dtype=dt, **({"proj_size": proj} if proj else {}))
-        x, h0, c0 = _leaf(rng, (3, 2, 3), dt), _leaf(rng, (4, 2, proj or 5), dt), _leaf(rng, (4, 2, 5), dt)
+    initial states: every step kernel, forward and backward (16 units: in vectors where the tuning's rnn row has
+    them, the CPU pose)."""
+    for mode, proj, hid in ((clnn.nn.LSTM, 0, 16), (clnn.nn.LSTM, 3, 5), (clnn.nn.GRU, 0, 16)):
+        net = mode(3, hid, num_layers=2, bidirectional=True, dtype=dt, **({"proj_size": proj} if proj else {}))
+        x, h0, c0 = _leaf(rng, (3, 2, 3), dt), _leaf(rng, (4, 2, proj or hid), dt), _leaf(rng, (4, 2, hid), dt)
         y, hn = net(x, (h0, c0) if mode is clnn.nn.LSTM else h0)
         states = hn if isinstance(hn, tuple) else (hn,)
         loss = (y * clnn.tensor(data(rng, y.shape, dt))).sum()
