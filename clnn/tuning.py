@@ -121,6 +121,12 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "default": {"VW": 0},
         "cpu": {"VW": 16},
     },
+    "norm_cols": {  # COLS_N: norm.cl's norm_partial_cols' groups a work-item (batch norm of (N, C)). Zen 4, (2048,
+        # 1024), forward and backward, its ms (norm_partial's, walking columns, in brackets): PoCL, 16 1.8-2.7, 1 16.5
+        # (24.7); Intel's runtime, 16 8.0, 1 5.0 (24.1)
+        "default": {"COLS_N": 1},
+        "portable computing language": {"COLS_N": 16},
+    },
     "reduce": {  # VW: sums over contiguous rows (inner 1) by reduce.cl's reduce_sum_rows in VW-wide vectors, 0: none
         "default": {"VW": 0, "VW_COLS": 0, "COL_VECS": 1},
         # Intel's runtime, us, reduce_item against VW 16: 8000 sums of 1000 2001 / 354, 64 of 100352 1365 / 222,

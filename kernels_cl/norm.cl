@@ -13,6 +13,7 @@
  *                   squared deviations about that mean, corrected two passes over the chunk); NS_GRAD:
  *                   sum(g * w') and sum(g * w' * xhat), w' the per-element weight under AFF_INNER and
  *                   1 otherwise; NS_SUM: sum(x) (the conv bias gradient)
+ *   norm_partial_cols  norm_partial where inner is 1, a work-item per (COLS_N neighbouring groups, chunk)
  *   norm_finish     one work-item per group: NS_STATS combines (mean, M2) pairs about a shift (Chan's
  *                   parallel formula, in two passes) into the mean and biased variance; the other modes
  *                   add the partial sums
@@ -270,6 +271,69 @@ __kernel void norm_partial(int mode, int outer, int G, int inner, int chunk, int
         part[2 * e] = a1;
         part[2 * e + 1] = a2;
     }
+}
+#endif
+
+#ifdef KERNEL_norm_partial_cols
+/* COLS_SUMS(C0, N, BODY): BODY for the N groups C0 + u (u < N, a constant: unrolled, a CPU compiler's vectors) of
+ * each row o of the chunk; xk, x's element, and k its offset */
+#define COLS_SUMS(C0, N, BODY)                                                                              \
+    for (int o = lo; o < hi; ++o)                                                                            \
+        _Pragma("unroll") for (int u = 0; u < N; ++u) {                                                      \
+            const size_t k = (size_t)o * G + (C0) + u;                                                       \
+            const real xk = LOAD_X(x, k);                                                                    \
+            BODY;                                                                                            \
+        }
+
+/* the partials of groups C0 .. C0 + N - 1 */
+#define COLS_PARTIALS(C0, N)                                                                                \
+    do {                                                                                                    \
+        real a1[COLS_N] = {0}, a2[COLS_N] = {0}, a3[COLS_N] = {0};                                          \
+        if (mode == NS_GRAD) {                                                                              \
+            COLS_SUMS(C0, N, {                                                                              \
+                const real gw = LOAD_Y(g, k) * wc;                                                          \
+                a1[u] += gw;                                                                                \
+                a2[u] = FMA(gw * (xk - mean[(C0) + u]), RSQRT(var[(C0) + u] + eps), a2[u]);                  \
+            });                                                                                             \
+        } else {                                                                                            \
+            COLS_SUMS(C0, N, a1[u] += xk);                                                                  \
+        }                                                                                                   \
+        if (mode == NS_STATS) { /* norm_partial's corrected two-pass M2 */                                  \
+            _Pragma("unroll") for (int u = 0; u < N; ++u) a1[u] /= n_chunk;                                 \
+            COLS_SUMS(C0, N, {                                                                              \
+                const real d = xk - a1[u];                                                                  \
+                a2[u] = FMA(d, d, a2[u]);                                                                   \
+                a3[u] += d;                                                                                 \
+            });                                                                                             \
+            _Pragma("unroll") for (int u = 0; u < N; ++u) {                                                 \
+                a1[u] += a3[u] / n_chunk;                                                                   \
+                a2[u] -= a3[u] * a3[u] / n_chunk;                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+        _Pragma("unroll") for (int u = 0; u < N; ++u) {                                                     \
+            const size_t e = (size_t)((C0) + u) * S + s;                                                    \
+            part[2 * e] = a1[u];                                                                            \
+            part[2 * e + 1] = a2[u];                                                                        \
+        }                                                                                                   \
+    } while (0)
+
+/* norm_partial where inner is 1 (batch norm of (N, C)): a work-item per (COLS_N neighbouring groups, chunk) on axes
+ * 0 and 1, the groups of each row side by side (vectors on CPUs; GPUs, COLS_N 1: neighbouring work-items on
+ * neighbouring groups, coalesced), where norm_partial's work-items walked a column G apart; the same partials by
+ * the same formulas, each sum serial over the chunk's rows */
+__kernel void norm_partial_cols(int mode, int outer, int G, int chunk, int affine, real eps, __global const x_t *x,
+                                __global const y_t *g, __global const real *mean, __global const real *var,
+                                __global const store_t *w, __global real *part) {
+    const int c0 = get_global_id(0) * COLS_N, s = get_global_id(1);
+    if (c0 >= G) return;
+    const int lo = s * chunk, hi = min(outer, lo + chunk), S = (outer + chunk - 1) / chunk;
+    const real n_chunk = hi - lo;
+    /* per-group weights stay outside the sums; AFF_INNER's weight is element 0's (inner 1) */
+    const real wc = (affine & AFF_INNER) ? weight_at(affine, w, 0) : 1;
+    if (c0 + COLS_N <= G)
+        COLS_PARTIALS(c0, COLS_N);
+    else
+        for (int c = c0; c < G; ++c) COLS_PARTIALS(c, 1);
 }
 #endif
 

@@ -25,6 +25,8 @@ BN_CASES = [
     ((2, 3, 5, 6), True, True, 0.1, 1e-5),
     ((3, 5, 11, 13), True, True, 0.01, 1e-5),
     ((300, 2), True, False, 0.1, 1e-5),
+    ((37, 41), True, True, 0.1, 1e-5),     # (N, C): norm_partial_cols, two whole blocks of 16 groups and a tail
+    ((2003, 37), True, True, 0.1, 1e-5),   # (N, C) past SPLIT_MIN: the rows in chunks
     ((67, 3, 17, 19), True, True, 0.1, 1e-5),  # 21641 values per channel: split across work-groups
     ((5, 3), False, True, 0.1, 1e-5),
     ((1, 1, 1), False, False, 0.1, 1e-5),
@@ -220,7 +222,7 @@ def test_norm_deterministic(rng):
     assert all(np.array_equal(a, b) for a, b in zip(*runs))
 
 
-@pytest.mark.parametrize("shape", [(67, 3, 17, 19), (70001, 1), (3, 1, 30011)])  # >= SPLIT_MIN: chunks
+@pytest.mark.parametrize("shape", [(67, 3, 17, 19), (70001, 1), (20011, 37), (3, 1, 30011)])  # >= SPLIT_MIN: chunks
 @pytest.mark.parametrize("plan", ["device", "gpu"])
 def test_split_statistics_stay_accurate_and_bit_identical(dev, rng, monkeypatch, shape, plan):
     # chunks of a channel combine by Chan's formula: a mean far from 0 costs the variance no digits;

@@ -43,10 +43,12 @@ class _Groups:
         # layer norm's *_rows kernels (CPUs): tuning's norm_rows VW, for float32 or float64 throughout
         self.row_vw = tuning.params(x.device, "norm_rows")["VW"] if x.dtype == self.dt in (float32, float64) else 0
         cpu = x.device.type == "cpu"  # a work-item per chunk (~5x faster on Intel's runtime), walking it row by row
-        self.defines = defines(self.dt, RED_WG=wg, LN_ROWS=LN_ROWS, WALK_ROWS=int(cpu), **x_type,
+        self.cols = int(tuning.params(x.device, "norm_cols")["COLS_N"])  # norm_partial_cols' groups a work-item
+        self.defines = defines(self.dt, RED_WG=wg, LN_ROWS=LN_ROWS, WALK_ROWS=int(cpu), COLS_N=self.cols, **x_type,
                                **({"ROW_VW": self.row_vw} if self.row_vw else {}))
         m = max(self.count, 1)
-        self.local = 1 if cpu else min(wg, 1 << (-(-m // FOLD) - 1).bit_length())  # each work-item folds >= FOLD
+        # each work-item folds >= FOLD; a work-item per (group, chunk) on CPUs and where inner is 1 (norm_partial_cols)
+        self.local = 1 if cpu or inner == 1 else min(wg, 1 << (-(-m // FOLD) - 1).bit_length())
         self.chunk = split_chunk(x.device, groups, m, self.local)
 
     def _kernel(self, name: str) -> Any:
@@ -63,7 +65,12 @@ class _Groups:
         parts = self.groups * -(-self.count // self.chunk)
         if self.groups:
             part = empty((max(parts, 1), 2), self.real, dev)
-            if parts:
+            if parts and self.geometry[2] == 1:
+                n = -(-self.groups // self.cols)
+                across = min(group_size(dev), 1 << (n - 1).bit_length())
+                kernels.launch(dev, self._kernel("norm_partial_cols"), (n, parts // self.groups), (across, 1),
+                               np.int32(mode), *self.sizes[:2], np.int32(self.chunk), *args, part.data)
+            elif parts:
                 kernels.launch(dev, self._kernel("norm_partial"), (parts * self.local,), (self.local,),
                                np.int32(mode), *self.sizes, np.int32(self.chunk), *args, part.data)
             launch_1d(dev, self._kernel("norm_finish"), self.groups, np.int32(mode), np.int32(self.groups),

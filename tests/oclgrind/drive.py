@@ -534,6 +534,10 @@ def norm(dt: np.dtype, rng: np.random.Generator) -> None:
             (F.batch_norm(x, rm, rv, w, b, training=True) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
             (F.batch_norm(x, rm, rv, w, b, training=False) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
             finite(f"batch_norm walked {shape}", dt, x.grad, w.grad, b.grad, rm, rv)
+    with tuning.override("norm_cols", COLS_N=16):  # (N, C) as PoCL takes it: two blocks of 16 channels and a tail
+        x, w, b = _leaf(rng, (5, 37), dt), _leaf(rng, (37,), dt), _leaf(rng, (37,), dt)
+        (F.batch_norm(x, None, None, w, b, training=True) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
+        finite("batch_norm (N, C) in blocks", dt, x.grad, w.grad, b.grad)
     x = _leaf(rng, (3, 70), dt)
     w, b = _leaf(rng, (70,), dt), _leaf(rng, (70,), dt)
     (F.layer_norm(x, 70, w, b) * clnn.tensor(data(rng, x.shape, dt))).sum().backward()
