@@ -48,7 +48,7 @@
  * norm_bwd_input read are in x's type too (batch norm under autocast returns a half x's type, as cuDNN's batch
  * norm of half data with float32 parameters); RED_WG (reduce.h), ln_bwd's X Y <= RED_WG; LN_ROWS, ln_bwd's rows
  * per block; ROW_VW (rowvec.h) for the *_rows kernels; WALK_ROWS (CPUs, local size 1): norm_partial walks its
- * chunk row by row.
+ * chunk row by row; COLS_N, norm_partial_cols' groups a work-item.
  */
 #include "clnn_shape.h"
 #include "reduce.h"

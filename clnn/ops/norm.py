@@ -62,14 +62,15 @@ class _Groups:
         """Per-group results of norm.cl's two stages in ``mode`` (NS_*): partials per chunk, then a finish."""
         dev = self.x.device
         a, b = (empty((self.groups,), self.real, dev) for _ in range(2))
-        parts = self.groups * -(-self.count // self.chunk)
+        chunks = -(-self.count // self.chunk)
+        parts = self.groups * chunks
         if self.groups:
             part = empty((max(parts, 1), 2), self.real, dev)
             if parts and self.geometry[2] == 1:
                 n = -(-self.groups // self.cols)
                 across = min(group_size(dev), 1 << (n - 1).bit_length())
-                kernels.launch(dev, self._kernel("norm_partial_cols"), (n, parts // self.groups), (across, 1),
-                               np.int32(mode), *self.sizes[:2], np.int32(self.chunk), *args, part.data)
+                kernels.launch(dev, self._kernel("norm_partial_cols"), (n, chunks), (across, 1), np.int32(mode),
+                               *self.sizes[:2], np.int32(self.chunk), *args, part.data)
             elif parts:
                 kernels.launch(dev, self._kernel("norm_partial"), (parts * self.local,), (self.local,),
                                np.int32(mode), *self.sizes, np.int32(self.chunk), *args, part.data)
