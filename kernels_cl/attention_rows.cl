@@ -57,7 +57,7 @@ __kernel void attn_rows_fwd(ROWS_ARGS, ATT_MASK_ARGS, __global real *sc, __globa
 }
 
 __kernel void attn_rows_bwd(ROWS_ARGS, ATT_MASK_ARGS, __global real *sc, __global real *dp,
-                                __global const real *lse) {
+                            __global const real *lse) {
     const int g = get_global_id(0), b = g / rows, qi = i0 + g % rows;
     __global real *s = sc + (size_t)g * n, *d = dp + (size_t)g * n;
     const int shown = shown_scores(flags, qi, n, mask_row(b, qi, mnb, msb0, msb1, msl), mss, fmask, bmask, s);
