@@ -7,6 +7,9 @@
  *   index_check: first[0] = the lowest position p < n with idx[p] outside [lo, hi); integer atomic_min
  *                only, so the result is exact and deterministic. The host reads that one int.
  *   gather:      out[o, j, i] = x[o, idx(o, j, i), i]; one work-item per output.
+ *   gather_rows: gather with an index per row (si 0: index_select, embedding) on CPUs, one work-item per output
+ *                row (o, j) copying its I elements in a loop the compiler vectorizes: gather's divisions and index
+ *                load per element took PoCL 1.4 ms for 2048 rows of 128, Intel's runtime 0.5-0.7.
  *   scatter:     out[o, v, i] = base[o, v, i] + sum of src[o, j, i] over j with idx(o, j, i) == v, in
  *                increasing j (without SX_BASE the base is 0), or with SX_ASSIGN src of the last such
  *                j, else the base. Row v == skip gets no contribution (embedding's padding_idx). One
@@ -90,6 +93,16 @@ __kernel void gather(int n, int V, int J, int I, int so, int sj, int si, __globa
     int i = p % I, j = (p / I) % J, o = p / (I * J);  /* out (O, J, I) */
     int v = wrap(idx[(size_t)o * so + (size_t)j * sj + (size_t)i * si], V);
     STORE(out, p, LOAD(x, ((size_t)o * V + v) * I + i));
+}
+
+__kernel void gather_rows(int rows, int V, int J, int I, int so, int sj, __global const long *idx,
+                          __global const store_t *x, __global store_t *out) {
+    const int r = get_global_id(0);
+    if (r >= rows) return;
+    const int o = r / J, j = r - o * J;
+    __global const store_t *src = x + ((size_t)o * V + wrap(idx[(size_t)o * so + (size_t)j * sj], V)) * I;
+    __global store_t *dst = out + (size_t)r * I;
+    for (int i = 0; i < I; ++i) STORE(dst, i, LOAD(src, i));
 }
 
 __kernel void scatter(int n, int flags, int V, int J, int I, int so, int sj, int si, int skip,
