@@ -34,9 +34,6 @@
 #define RNN_LAST 2
 #define RNN_DY 4
 
-#ifndef RNN_VW
-#define RNN_VW 1
-#endif
 /* vec, RNN_VW reals; VLOAD(p, o) and VSTORE(p, o, v), the vector at element o of p */
 #if RNN_VW > 1
 typedef CLNN_CAT(REAL_T, RNN_VW) vec;
