@@ -34,6 +34,7 @@ from .device import (
     set_default_device,
     use_device,
 )
+from .graphs import Graph, GraphError, graph
 from .io import load_state_dict, save_state_dict
 from .kernels import KernelBuildError
 from .ops import (
@@ -81,6 +82,8 @@ from .tensor import Tensor, bfloat16, enable_grad, float16, float32, float64, is
 __all__ = [
     "Device",
     "DeviceError",
+    "Graph",
+    "GraphError",
     "KernelBuildError",
     "Tensor",
     "amp",
@@ -108,6 +111,7 @@ __all__ = [
     "enable_grad",
     "full",
     "gemm",
+    "graph",
     "is_grad_enabled",
     "limit_devices",
     "logsumexp",

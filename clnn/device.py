@@ -11,8 +11,10 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -38,6 +40,7 @@ _TYPE_NAMES = {
     cl.device_type.ACCELERATOR: "accelerator",
 }
 _TYPE_RANK = {"gpu": 0, "accelerator": 1, "cpu": 2}
+RECORDED = SimpleNamespace(kernel=0, fill=1, copy=2, rect=3, python=4)  # kinds of a graph's recorded commands
 MAP_YIELD_S = 1e-4  # Device.map polls with sched_yield this long before it sleeps
 
 
@@ -79,6 +82,7 @@ class Device:
     _pool: cl_tools.MemoryPool | None = field(default=None, repr=False)
     _side_queue: cl.CommandQueue | None = field(default=None, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _graph: Any = field(default=None, repr=False)  # the clnn.Graph recording this device's work, if any
     revision: int = field(default=0, repr=False)  # counts changes of what kernels are sized by: see __setattr__
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -133,30 +137,40 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait until every command queued on this device has finished."""
+        if self._graph is not None:
+            self._graph._refuse("synchronize() waits for the device")
         self.queue.finish()
 
     # ---- memory and launches: kernel objects and the queue are shared, so every enqueue holds the lock ----
     def upload(self, buf: cl.Buffer, host: np.ndarray) -> None:
         """Copy the contiguous ``host`` array into ``buf``; returns once ``host`` may be reused."""
+        if self._graph is not None:
+            self._graph._refuse("an upload copies host data to the device (clnn.tensor of an array, a NumPy operand)")
         if host.size:
             with self._lock:
                 cl.enqueue_copy(self.queue, buf, _raw(host), is_blocking=True)
 
     def download(self, buf: cl.Buffer, host: np.ndarray) -> None:
         """Copy ``buf`` into the contiguous ``host`` array, after every command queued before."""
+        if self._graph is not None:
+            self._graph._refuse("a read of device memory (numpy(), item(), a check of device values)")
         if host.size:
             with self._lock:
                 cl.enqueue_copy(self.queue, _raw(host), buf, is_blocking=True)
 
     def fill(self, buf: cl.Buffer, pattern: np.ndarray, nbytes: int) -> None:
         """Repeat the bytes of the scalar array ``pattern`` over the first ``nbytes`` of ``buf``."""
-        if nbytes:
+        if nbytes and self._graph is not None:
+            self._graph._fill(buf, _raw(pattern), nbytes)
+        elif nbytes:
             with self._lock:
                 cl.enqueue_fill_buffer(self.queue, buf, _raw(pattern), 0, nbytes)
 
     def copy(self, dst: cl.Buffer, src: cl.Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> None:
         """Copy ``nbytes`` from ``src`` to ``dst`` on the device, in queue order (does not wait)."""
-        if nbytes:
+        if nbytes and self._graph is not None:
+            self._graph._copy(dst, src, nbytes, dst_offset, src_offset)
+        elif nbytes:
             with self._lock:
                 cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, dst_offset=dst_offset,
                                 src_offset=src_offset)
@@ -166,6 +180,9 @@ class Device:
         """Copy a ``region`` of (bytes, rows, slices) from ``src`` to ``dst`` on the device, in queue order (does not
         wait): byte x of row y of slice z at ``offset + z * pitches[1] + y * pitches[0] + x`` in each buffer. The
         runtime's copy (OpenCL's rectangular buffer copy) moves rows at memory speed."""
+        if self._graph is not None:
+            self._graph._copy_rect(dst, src, region, (dst_offset, 0, 0), (src_offset, 0, 0), dst_pitches, src_pitches)
+            return
         with self._lock:
             cl.enqueue_copy(self.queue, dst, src, region=region, src_origin=(src_offset, 0, 0),
                             dst_origin=(dst_offset, 0, 0), src_pitches=src_pitches, dst_pitches=dst_pitches)
@@ -190,6 +207,8 @@ class Device:
         ``MAP_YIELD_S`` of polling yields the core between checks (a map after finished work completes in
         microseconds, below a sleep's ~60 us timer slack); then it sleeps, backing off to 0.2 ms.
         """
+        if self._graph is not None:
+            self._graph._refuse("a map of device memory to the host")
         with self._lock:
             host, done = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, offset,
                                                (n,), dtype, is_blocking=False)
@@ -218,10 +237,49 @@ class Device:
         offset: tuple[int, ...] | None = None,
     ) -> cl.Event:
         """Set ``kernel``'s arguments and enqueue it over ``global_size`` from global id ``offset`` (callers
-        check the geometry: ``kernels.launch``)."""
+        check the geometry: ``kernels.launch``); while a graph is captured, record it there instead."""
+        if self._graph is not None:
+            return self._graph._kernel(kernel, global_size, local_size, args, offset)
         with self._lock:
             kernel.set_args(*args)
             return cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size, global_work_offset=offset)
+
+    # ---- captured graphs (clnn.graphs records; the device swaps its pool and runs the record) ---------------
+    @contextlib.contextmanager
+    def _recording(self, graph: Any, pool: cl_tools.MemoryPool) -> Iterator[None]:
+        """Inside the block, enqueues are recorded in ``graph`` and tensors take memory from ``pool``."""
+        with self._lock:
+            outer, self._pool, self._graph = self.pool, pool, graph
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pool, self._graph = outer, None
+
+    def _replay(self, work: Sequence[tuple], launched: Callable[..., None] | None) -> None:
+        """Enqueue ``work``, commands recorded by a graph (:data:`RECORDED` kinds), in order; ``launched(self,
+        kernel, size, local, event)`` hears of each kernel (the profiler's hook)."""
+        with self._lock:
+            for command in work:
+                kind = command[0]
+                if kind == RECORDED.kernel:
+                    _, k, size, local, args, offset = command
+                    k.set_args(*args)
+                    event = cl.enqueue_nd_range_kernel(self.queue, k, size, local, global_work_offset=offset)
+                    if launched is not None:
+                        launched(self, k, size, local, event)
+                elif kind == RECORDED.python:
+                    command[1]()
+                elif kind == RECORDED.fill:
+                    cl.enqueue_fill_buffer(self.queue, command[1], command[2], 0, command[3])
+                elif kind == RECORDED.copy:
+                    _, dst, src, nbytes, dst_offset, src_offset = command
+                    cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, dst_offset=dst_offset,
+                                    src_offset=src_offset)
+                else:
+                    _, dst, src, region, dst_origin, src_origin, dst_pitches, src_pitches = command
+                    cl.enqueue_copy(self.queue, dst, src, region=region, src_origin=src_origin,
+                                    dst_origin=dst_origin, src_pitches=src_pitches, dst_pitches=dst_pitches)
 
     def prefetch(self, copies: Sequence[tuple[cl.Buffer, np.ndarray]]) -> list[cl.Event]:
         """Start non-blocking ``host -> buf`` copies on a second queue, each after all work queued so far.
@@ -230,6 +288,8 @@ class Device:
         still reads. Each host array must stay unchanged until its event completes, and the buffers'
         readers must be queued after :meth:`wait_for` on the returned events.
         """
+        if self._graph is not None:
+            self._graph._refuse("a prefetch copies host data to the device")
         with self._lock:
             after = cl.enqueue_marker(self.queue)
             self.queue.flush()  # the side queue waits on this marker: make sure it gets submitted

@@ -311,6 +311,11 @@ class Tensor:
     def __setitem__(self, index: Any, value: Any) -> None:
         _ops.setitem(self, index, value)
 
+    def copy_(self, src: Any) -> Tensor:
+        """Copy ``src`` (a tensor or host data, broadcast to this shape, converted to this dtype) into this tensor
+        in place; returns it."""
+        return _ops.copy_(self, src)
+
     def neg(self) -> Tensor:
         return _ops.neg(self)
 

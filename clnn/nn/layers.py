@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import functional as F
+from .. import graphs
 from ..device import Device
 from ..ops import creation
 from ..ops.conv import conv_act
@@ -277,6 +278,9 @@ class _BatchNorm(Module):
         if nbt is not None:
             self._batches = int(nbt.item())
 
+    def _count_batch(self) -> None:
+        self._batches += 1
+
     def forward(self, x: Tensor) -> Tensor:
         name = type(self).__name__
         if not isinstance(x, Tensor):
@@ -286,7 +290,10 @@ class _BatchNorm(Module):
             raise ValueError(f"{name}: x expects {dims} input; got shape {x.shape}")
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
-            self._batches += 1
+            if self.momentum is None and graphs.capturing(x.device) is not None:
+                raise graphs.GraphError(f"{name}: momentum=None (a cumulative average) weighs each batch by a count "
+                                        "kept on the host, which a captured step cannot update; give momentum a value")
+            graphs.each_replay(x.device, self._count_batch)
             if self.momentum is None:  # cumulative moving average
                 momentum = 1.0 / self._batches
         use_batch = self.training or not self.track_running_stats

@@ -24,7 +24,7 @@ from .elementwise import (
     sqrt,
     sub,
 )
-from .index import gather, getitem, index_select, masked_fill, scatter_add, setitem, tril, triu, where
+from .index import copy_, gather, getitem, index_select, masked_fill, scatter_add, setitem, tril, triu, where
 from .matmul import gemm, matmul
 from .random import manual_seed
 from .reduce import argmax, argmin, broadcast_to, expand, logsumexp, max, mean, min, repeat, std, sum, var

@@ -50,6 +50,8 @@ def empty(shape: Sequence[int], dtype: Any, dev: Device) -> Tensor:
         ) from None
     if profiler._active is not None:
         profiler._active._allocated(dev, nbytes)
+    if dev._graph is not None:
+        dev._graph._allocated(buf)
     if _poison["on"]:
         dev.fill(buf, np.array(np.nan, dt) if dt in FLOAT_DTYPES else np.array(-1, dt), nbytes)
     return Tensor._wrap(buf, shape, dt, dev)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import graphs, kernels
 from ..device import Device
 from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
 from ..profiler import profiled
@@ -61,18 +61,24 @@ def as_index(label: str, index: Any, dev: Device) -> Tensor:
 
 
 def check_range(op: str, label: str, idx: Tensor, lo: int, hi: int) -> None:
-    """IndexError unless every element of ``idx`` lies in ``[lo, hi)`` (one int read back)."""
+    """IndexError unless every element of ``idx`` lies in ``[lo, hi)`` (one int read back; while a graph is
+    captured, after each of its replays)."""
     if idx.size == 0:
         return
     dev = idx.device
     first = full((1,), idx.size, np.int32, dev)  # a fill: unlike an upload, it does not wait for the queue
     launch_1d(dev, _kernel(dev, np.dtype(np.int64), "index_check"), idx.size,
               np.int32(idx.size), idx.data, np.int64(lo), np.int64(hi), first.data)
-    p = int(first.numpy()[0])
-    if p < idx.size:
-        at = tuple(int(i) for i in np.unravel_index(p, idx.shape))
-        bad = basic_getitem(reshape(idx, (idx.size,)), p).item()
-        raise IndexError(f"{op}: {label}[{at}] is {bad}, out of range for a dimension of size {hi}")
+
+    def check() -> None:
+        p = int(first.numpy()[0])
+        if p < idx.size:
+            at = tuple(int(i) for i in np.unravel_index(p, idx.shape))
+            bad = basic_getitem(reshape(idx, (idx.size,)), p).item()
+            raise IndexError(f"{op}: {label}[{at}] is {bad}, out of range for a dimension of size {hi}")
+
+    if not graphs.after_replay(dev, check):
+        check()
 
 
 def _around(shape: tuple[int, ...], dim: int) -> tuple[int, int, int]:
@@ -346,6 +352,26 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     offset, shape, strides, _ = _view_of_index(x.shape, key)
     _require_fits(value, shape)
     strided_copy(value, x, shape, broadcast_strides(value.shape, shape), strides, dst_offset=offset)
+
+
+def copy_(x: Tensor, src: Any) -> Tensor:
+    """Copy ``src`` (a tensor on ``x``'s device, or host data), broadcast to ``x``'s shape and converted to its
+    dtype, into ``x`` in place, as ``torch.Tensor.copy_``; returns ``x``. Host data goes straight into ``x``'s
+    memory: one upload (the way to feed new batches to a captured graph's input tensors)."""
+    if isinstance(src, Tensor):
+        setitem(x, Ellipsis, src)
+        return x
+    require_tensor("copy_: x", x)
+    arr = np.asarray(src)
+    try:
+        host = np.ascontiguousarray(np.broadcast_to(arr, x.shape), dtype=x.dtype)
+    except ValueError:
+        raise ValueError(f"copy_: cannot broadcast src of shape {arr.shape} to x's shape {x.shape}") from None
+    if is_grad_enabled() and x.requires_grad:
+        raise RuntimeError("copy_: x requires grad, and a copy into a tensor is not recorded by autograd; copy under "
+                           "clnn.no_grad()")
+    x.device.upload(x.data, host)
+    return x
 
 
 def _require_fits(value: Tensor, shape: tuple[int, ...]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import graphs, kernels
 from ..kernels import defines, group_size, launch_1d, real_scalar
 from ..profiler import profiled
 from ..tensor import FLOAT_DTYPES, Tensor
@@ -63,7 +63,7 @@ def _class_weight(op: str, weight: Tensor | None, x: Tensor, classes: int) -> tu
 
 
 def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int, ...], ignore_index: int,
-             alternative: str = "") -> tuple[Tensor, int]:
+             alternative: str = "") -> tuple[Tensor, int | Tensor]:
     """``target`` as an int64 tensor beside ``x`` and how many of its values are not ``ignore_index``
     (``alternative`` names what else the op would accept, for the type error).
 
@@ -71,7 +71,8 @@ def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int,
     targets on the host; device targets by one work-group's min/max/count (``target_range``) whose three
     values are read back. That read waits for the queue, the price of an error raised at the call rather
     than a NaN or an out-of-bounds read later; the count it brings makes the unweighted mean a scale on
-    the host instead of a second reduction on the device.
+    the host instead of a second reduction on the device. While a graph is captured, the values are read
+    after each replay and the count stays on the device (a 0-d tensor of ``x``'s dtype) to divide by.
     """
     if isinstance(target, Tensor):
         if target.dtype not in (np.int32, np.int64):
@@ -88,30 +89,41 @@ def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int,
         batch = f"batch {x.shape[0]}" if x.ndim > 1 else "no batch dim"
         raise ValueError(f"{op}: target has shape {shape} but input of shape {x.shape} has {batch}; "
                          f"expected target shape {expected}")
-    if isinstance(target, Tensor):
-        t = target.astype(np.int64)
-        lo, hi, count = _device_range(t, ignore_index)
-    else:
+    if not isinstance(target, Tensor):
         kept = arr[arr != ignore_index]
         lo, hi, count = (int(kept.min()), int(kept.max()), kept.size) if kept.size else (0, 0, 0)
-        t = tensor(arr.astype(np.int64), device=x.device)
+        _check_targets(op, lo, hi, count, classes, ignore_index)
+        return tensor(arr.astype(np.int64), device=x.device), count
+    t = target.astype(np.int64)
+    if t.size == 0:
+        return t, 0
+    found = _device_range(t, ignore_index)
+
+    def check() -> int:
+        lo, hi, count = (int(v) for v in found.numpy())
+        _check_targets(op, lo, hi, count, classes, ignore_index)
+        return count
+
+    if graphs.after_replay(x.device, check):
+        return t, found[2].astype(x.dtype)
+    return t, check()
+
+
+def _check_targets(op: str, lo: int, hi: int, count: int, classes: int, ignore_index: int) -> None:
     if count and (lo < 0 or hi >= classes):
         bad = lo if lo < 0 else hi
         raise ValueError(f"{op}: target values must be class indices in [0, {classes - 1}]; got {bad} "
                          f"(ignore_index is {ignore_index})")
-    return t, count
 
 
-def _device_range(t: Tensor, ignore_index: int) -> tuple[int, int, int]:
-    if t.size == 0:
-        return 0, 0, 0
+def _device_range(t: Tensor, ignore_index: int) -> Tensor:
+    """(min, max, count) of ``t``'s values other than ``ignore_index``, in an int64 tensor of 3."""
     dev = t.device
     wg = group_size(dev)
     out = empty((3,), np.int64, dev)
     k = kernels.kernel(dev, "softmax.cl", "target_range", defines(np.float32, RED_WG=wg))
     kernels.launch(dev, k, (wg,), (wg,), np.int32(t.size), np.int64(ignore_index), t.data, out.data)
-    lo, hi, count = out.numpy()
-    return int(lo), int(hi), int(count)
+    return out
 
 
 def _softmax_kernel(x: Tensor, name: str) -> Any:
@@ -128,8 +140,8 @@ def _launch_class_rows(x: Tensor, name: str, geometry: tuple[int, int, int], *ar
         launch_1d(x.device, vec, geometry[0], *(np.int32(v) for v in geometry), *args)
 
 
-def _class_loss(op: str, x: Tensor, loss: Tensor, rowweight: Tensor, count: int, weighted: bool, reduction: str,
-                grad: Callable[[Tensor, float, int], Tensor]) -> Tensor:
+def _class_loss(op: str, x: Tensor, loss: Tensor, rowweight: Tensor, count: int | Tensor, weighted: bool,
+                reduction: str, grad: Callable[[Tensor, float, int], Tensor]) -> Tensor:
     """A class-index loss's per-row ``loss`` (not recorded) reduced with PyTorch's rules, recorded as one node of
     ``x``: the mean divides by the summed weights of the targets that are not ignored (their count without
     weights; NaN when every target is ignored). ``grad(g, scale, stride)`` is the backward's one launch; it
@@ -141,6 +153,9 @@ def _class_loss(op: str, x: Tensor, loss: Tensor, rowweight: Tensor, count: int,
     if reduction == "mean" and weighted:
         wsum = rowweight.sum()
         total = total / wsum
+    elif reduction == "mean" and isinstance(count, Tensor):  # captured: the count lives on the device
+        recip = 1.0 / count  # float32(1 / count), as the host's scale below: the same bits
+        return record(total * recip, (x,), lambda g: (grad(g * recip, 1.0, 0),), op)
     elif reduction == "mean":
         scale = 1.0 / count if count else math.nan
         total = total * scale

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pyopencl.cltypes as cltypes
 
-from .. import kernels
+from .. import graphs, kernels
 from ..kernels import defines, launch_1d, real_scalar
 from ..tensor import Tensor
 
@@ -47,13 +47,24 @@ def advance() -> tuple[int, int]:
     return key
 
 
-def next_key(seed: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """(seed, offset) for one draw: an explicit ``seed`` starts at offset 0; else the global state advances."""
+def next_key(seed: int | None) -> tuple[np.void, np.void]:
+    """(seed, offset) for one draw: an explicit ``seed`` starts at offset 0; else the global state advances
+    (while a graph is captured, again at each of its replays: the pair is rewritten in place)."""
+    if seed is None and graphs.capturing() is not None:  # the draws are the replays': capture takes none
+        pair = tuple(_halves(v) for v in get_state())
+        graphs.each_replay(None, lambda: _rewrite(pair, *advance()))
+        return pair
     s, offset = (int(seed) & (2**64 - 1), 0) if seed is not None else advance()
-    return (
-        kernels.cl_vector(cltypes.uint2, s & 0xFFFFFFFF, s >> 32),
-        kernels.cl_vector(cltypes.uint2, offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF),
-    )
+    return _halves(s), _halves(offset)
+
+
+def _halves(value: int) -> np.void:
+    return kernels.cl_vector(cltypes.uint2, value & 0xFFFFFFFF, (value >> 32) & 0xFFFFFFFF)
+
+
+def _rewrite(pair: tuple[np.void, np.void], *values: int) -> None:
+    for vector, value in zip(pair, values):
+        vector["s0"], vector["s1"] = value & 0xFFFFFFFF, (value >> 32) & 0xFFFFFFFF
 
 
 def draw(kind: str, out: Tensor, seed: int | None = None) -> None:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import kernels, profiler
+from .. import graphs, kernels, profiler
 from ..device import Device
 from ..io import to_numpy
 from ..kernels import real_scalar
@@ -94,20 +94,26 @@ class Optimizer:
 
     def _step(self, unscale: float) -> None:
         """The update of every parameter that has a gradient, reading each gradient times ``unscale``
-        (``GradScaler.step``'s 1/scale, which so needs no pass of its own over the gradients)."""
+        (``GradScaler.step``'s 1/scale, which so needs no pass of its own over the gradients). While a graph is
+        captured, the update runs at each replay, on the gradients the parameters have now."""
+        grads = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.shape != p.shape or p.grad.dtype != p.dtype or p.grad.device is not p.device:
+                    raise ValueError(
+                        f"{type(self).__name__}: a gradient of shape {p.grad.shape}, {p.grad.dtype.name} on "
+                        f"{p.grad.device} does not match its parameter ({p.shape}, {p.dtype.name} on {p.device})"
+                    )
+                grads.append((p, p.grad, group))
+        graphs.each_replay(None, lambda: self._apply(grads, unscale))
+
+    def _apply(self, grads: list[tuple[Tensor, Tensor, dict[str, Any]]], unscale: float) -> None:
+        """Advance the state of each (parameter, gradient, group) of ``grads`` and launch their updates."""
         with profiler.scope(f"{type(self).__name__}.step"):
-            updates = []
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    if p.grad.shape != p.shape or p.grad.dtype != p.dtype or p.grad.device is not p.device:
-                        raise ValueError(
-                            f"{type(self).__name__}: a gradient of shape {p.grad.shape}, {p.grad.dtype.name} on "
-                            f"{p.grad.device} does not match its parameter ({p.shape}, {p.dtype.name} on {p.device})"
-                        )
-                    updates.append((p, self._update(p, group, self.state.setdefault(id(p), {}))))
-            for dev, (dtype, _), run in foreach.groups(updates, lambda u: (u[0].device, (u[0].dtype, u[1].key))):
+            updates = [(p, g, self._update(p, group, self.state.setdefault(id(p), {}))) for p, g, group in grads]
+            for dev, (dtype, _), run in foreach.groups(updates, lambda u: (u[0].device, (u[0].dtype, u[2].key))):
                 _launch(dev, dtype, run, unscale)
 
     def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> _Update:
@@ -213,14 +219,14 @@ class _Update(NamedTuple):
         return self.op, self.flags, self.lr, self.h, len(self.state)
 
 
-def _launch(dev: Device, dtype: np.dtype, run: list[tuple[Tensor, _Update]], unscale: float) -> None:
-    """One ``optim_multi`` launch updating the parameters of ``run`` (equal keys; ``foreach.groups``), reading
-    their gradients times ``unscale``."""
-    params, u = [p for p, _ in run], run[0][1]
-    states = [[u.state[j] if j < len(u.state) else p for p, u in run] for j in range(3)]  # unused: p, untouched
+def _launch(dev: Device, dtype: np.dtype, run: list[tuple[Tensor, Tensor, _Update]], unscale: float) -> None:
+    """One ``optim_multi`` launch updating the (parameter, gradient, update) of ``run`` (equal keys;
+    ``foreach.groups``), reading the gradients times ``unscale``."""
+    params, u = [p for p, _, _ in run], run[0][2]
+    states = [[u.state[j] if j < len(u.state) else p for p, _, u in run] for j in range(3)]  # unused: p, untouched
     built_in = {"STATIC_OP": _OPS[u.op], "STATIC_FLAGS": u.flags} if foreach.static(dev) else {}
     k = foreach.kernel(dev, "optim_multi", dtype, **built_in)
-    foreach.launch(dev, k, [params, [p.grad for p in params], *states],
+    foreach.launch(dev, k, [params, [g for _, g, _ in run], *states],
                    *(real_scalar(dtype, v) for v in (unscale, u.lr, *u.h) + (0.0,) * (6 - len(u.h))),
                    before=(np.int32(_OPS[u.op]), np.int32(u.flags)))
 
