@@ -7,7 +7,8 @@ with SGD) run with ``pyopencl.enqueue_nd_range_kernel`` replaced by a function t
 calling thread's CPU time (``time.thread_time``: the runtime's worker threads and the VM's neighbours do not count).
 What remains is clnn's own cost per launch; the enqueue itself comes on top (``run_all.py --only host`` times it
 raw). Set ``CLNN_LIMITS`` to a GPU pose (``scripts/run_tests.py``'s H100) for a GPU's launches: its multi-tensor
-optimizer launches and tiles.
+optimizer launches and tiles. A second table times both steps with real enqueues, eager against the replays of a
+``clnn.graph`` of the step (whose Python runs once, at capture), in the same thread CPU time.
 
     python benchmarks/bench_host.py [--steps 50] [--repeats 5] [--device SPEC]
 """
@@ -32,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from train_gpt import gpt  # noqa: E402
 
 
-def gpt_step() -> Callable[[], None]:
+def gpt_step(captured: bool = False) -> Callable[[], None]:
+    """The GPT example's step; ``captured``: device batches and one clnn.graph of the step, replayed."""
     vocab, block, width, layers, heads, batch = 65, 16, 32, 2, 2, 4
     clnn.manual_seed(0)
     model = gpt(clnn, vocab, block, width, layers, heads)
@@ -40,18 +42,20 @@ def gpt_step() -> Callable[[], None]:
     loss_fn = nn.CrossEntropyLoss()
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, vocab, (batch, block)), rng.integers(0, vocab, (batch, block))
+    if captured:
+        x, y = clnn.tensor(x), clnn.tensor(y)
 
     def step() -> None:  # NumPy targets: checked on the host (a device target's check reads back what no kernel wrote)
-        loss = loss_fn(model(clnn.tensor(x)).reshape(-1, vocab), y.reshape(-1))
+        loss = loss_fn(model(x if captured else clnn.tensor(x)).reshape(-1, vocab), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
         opt.step()
 
-    return step
+    return _replayed(step) if captured else step
 
 
-def mlp_step() -> Callable[[], None]:
+def mlp_step(captured: bool = False) -> Callable[[], None]:
     rng = np.random.default_rng(0)
     x, y = (clnn.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((8, 16), (8, 4)))
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
@@ -63,18 +67,31 @@ def mlp_step() -> Callable[[], None]:
         loss.backward()
         opt.step()
 
-    return step
+    return _replayed(step) if captured else step
 
 
-def host_time(step: Callable[[], None], steps: int, repeats: int) -> tuple[int, float]:
+def _replayed(step: Callable[[], None]) -> Callable[[], None]:
+    step()  # builds every kernel
+    g = clnn.Graph()
+    with clnn.graph(g):
+        step()
+    return g.replay
+
+
+def host_time(step: Callable[[], None], steps: int, repeats: int, stub: bool = True) -> tuple[int, float]:
     """(launches per step, the fewest thread CPU seconds per step over ``repeats`` runs of ``steps`` steps), with
-    the kernel enqueue stubbed out."""
+    the kernel enqueue stubbed out (``stub``) or real (its host work counted too)."""
     for _ in range(3):
         step()  # builds, plans, the optimizer's state
     clnn.device().synchronize()
     time.sleep(SETTLE_S)
     enqueue, launches = cl.enqueue_nd_range_kernel, []
-    cl.enqueue_nd_range_kernel = lambda *args, **kw: launches.append(1)
+
+    def counted(*args: object, **kw: object) -> object:
+        launches.append(1)
+        return enqueue(*args, **kw) if not stub else None
+
+    cl.enqueue_nd_range_kernel = counted
     try:
         step()
         per_step, best = len(launches), float("inf")
@@ -83,6 +100,7 @@ def host_time(step: Callable[[], None], steps: int, repeats: int) -> tuple[int, 
             for _ in range(steps):
                 step()
             best = min(best, (time.thread_time() - t0) / steps)
+            clnn.device().synchronize()
     finally:
         cl.enqueue_nd_range_kernel = enqueue
     return per_step, best
@@ -100,7 +118,12 @@ def main() -> None:
     for name, make in (("GPT example, 2x32, batch 4x16", gpt_step), ("MLP 16-32-32-4, batch 8", mlp_step)):
         launches, secs = host_time(make(), args.steps, args.repeats)
         print(f"| {name} | {launches} | {secs * 1e3:.2f} | {secs / launches * 1e6:.1f} |")
-
+    print("\nWith real enqueues, eager against replays of a clnn.graph of the same step (device batches):\n")
+    print("| step | launches | eager host ms | replay host ms | eager / replay |\n|---|---:|---:|---:|---:|")
+    for name, make in (("GPT example, 2x32, batch 4x16", gpt_step), ("MLP 16-32-32-4, batch 8", mlp_step)):
+        launches, eager = host_time(make(), args.steps, args.repeats, stub=False)
+        _, replay = host_time(make(captured=True), args.steps, args.repeats, stub=False)
+        print(f"| {name} | {launches} | {eager * 1e3:.2f} | {replay * 1e3:.2f} | {eager / replay:.1f} |")
 
 if __name__ == "__main__":
     main()
