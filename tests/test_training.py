@@ -344,3 +344,39 @@ def test_history_plot_saves_a_png(dev, digits, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError, match=r"History.plot needs matplotlib: pip install 'clnn\[plot\]'"):
         history.plot(path=tmp_path / "y.png")
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+def test_fit_with_jit_compile_equals_eager_fit(dev, digits, precision):
+    """Captured steps (one graph per batch shape: 200 samples in batches of 48 end with one of 8) train the
+    same weights and log the same history, bit for bit, as eager steps: dropout, batch norm, accuracy,
+    validation."""
+    (x, y), _ = digits
+    x, y = x[:200], y[:200]
+
+    def run(jit):
+        clnn.manual_seed(7)
+        model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                              nn.Dropout(0.3), nn.Linear(4 * 8 * 8, 10)).to(dev)
+        model.compile(optimizer="adam", loss="cross_entropy", metrics=["accuracy"], precision=precision,
+                      jit_compile=jit)
+        history = model.fit(x, y, epochs=2, batch_size=48, verbose=0, validation_split=0.2)
+        return history.history, model.state_dict()
+
+    eager, captured = run(False), run(True)
+    assert eager[0] == captured[0] and len(set(eager[0]["loss"])) == 2
+    assert eager[1].keys() == captured[1].keys()
+    for k, v in eager[1].items():
+        np.testing.assert_array_equal(captured[1][k].numpy(), v.numpy(), err_msg=k)
+
+
+def test_jit_compile_refuses_what_it_cannot_capture(dev):
+    model = _tiny_classifier(dev)
+    with pytest.raises(TypeError, match="compile: jit_compile expects a bool; got 'yes'"):
+        model.compile(jit_compile="yes")
+    with pytest.raises(ValueError, match="jit_compile=True cannot capture mixed_float16's loss scaling"):
+        model.compile(precision="mixed_float16", jit_compile=True)
+    model.compile(jit_compile=True)
+    x, y = np.ones((8, 1, 8, 8), np.float32), np.zeros(8, np.int64)
+    with pytest.raises(ValueError, match="fit: distributed=True cannot run a captured step"):
+        model.fit(x, y, verbose=0, distributed=True)

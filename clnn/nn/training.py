@@ -24,7 +24,8 @@ from .. import functional as F
 from .. import nn as _nn  # late binding: nn.parallel's DistributedDataParallel is a Module, which mixes this module in
 from ..data import DataLoader
 from ..device import default_device
-from ..ops.creation import tensor, zeros
+from ..graphs import Graph, graph
+from ..ops.creation import empty, tensor, zeros
 from ..tensor import FLOAT_DTYPES, HALF_DTYPES, Tensor, bfloat16, float16, no_grad
 from ..validation import require_choice
 from .callbacks import Callback, History, ModelCheckpoint
@@ -68,7 +69,8 @@ class TrainingMixin:
 
     # ---- compile ----------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "adam", loss: str | Callable[..., Tensor] = "cross_entropy",
-                metrics: Sequence[str | Callable[..., Tensor]] | None = None, precision: str = "float32") -> None:
+                metrics: Sequence[str | Callable[..., Tensor]] | None = None, precision: str = "float32",
+                jit_compile: bool = False) -> None:
         """Choose the optimizer, the loss and the metrics ``fit`` and ``evaluate`` report.
 
         Args:
@@ -80,11 +82,21 @@ class TrainingMixin:
                 ``fit``/``evaluate``/``predict`` run the forward under ``clnn.autocast`` of that half type
                 while the parameters stay float32 master weights; ``mixed_float16`` also scales the loss
                 with a ``clnn.amp.GradScaler`` (bfloat16 has float32's range and needs none).
+            jit_compile: ``fit`` captures its training step (forward, loss, backward, update) as a
+                :func:`clnn.graph` once per batch shape and replays it for every batch: the same results, bit
+                for bit, without the step's Python (a GPU's small models are bound by it). Not with
+                ``mixed_float16`` (its GradScaler reads the gradients' inf check on the host every step) nor
+                ``fit(distributed=True)``.
 
         Example:
             >>> model.compile(optimizer="adam", loss="cross_entropy", metrics=["accuracy"])
         """
         precision = require_choice("compile: precision", precision, tuple(_PRECISIONS))
+        if not isinstance(jit_compile, bool):
+            raise TypeError(f"compile: jit_compile expects a bool; got {jit_compile!r}")
+        if jit_compile and precision == "mixed_float16":
+            raise ValueError("compile: jit_compile=True cannot capture mixed_float16's loss scaling (its GradScaler "
+                             "reads the gradients' inf check on the host every step); use mixed_bfloat16 or float32")
         spec = (loss, list(metrics or []))
         if isinstance(optimizer, str):
             if optimizer.lower() not in _OPTIMIZERS:
@@ -112,7 +124,7 @@ class TrainingMixin:
             else:
                 raise ValueError(f"compile: metrics expects 'accuracy' or callables; got {m!r}")
         self.optimizer, self.loss_fn, self.metric_fns = optimizer, loss, named
-        self.precision = precision
+        self.precision, self.jit_compile = precision, jit_compile
         self._scaler = amp.GradScaler() if precision == "mixed_float16" else None
         self._compile_spec = spec  # what model.save records to compile the loaded model the same way
 
@@ -194,6 +206,9 @@ class TrainingMixin:
             raise ValueError(f"fit: epochs expects an int >= 1; got {epochs!r}")
         if not 0 <= validation_split < 1:
             raise ValueError(f"fit: validation_split expects a fraction in [0, 1); got {validation_split}")
+        if distributed and getattr(self, "jit_compile", False):
+            raise ValueError("fit: distributed=True cannot run a captured step (compile(jit_compile=True)): the "
+                             "all-reduce of its gradients runs on the host")
         x, y = self._checked("fit", x, y)
         if validation_data is None and validation_split > 0:
             cut = len(x) - int(len(x) * validation_split)
@@ -263,20 +278,14 @@ class TrainingMixin:
         self.train()
         sums = _Sums(self.metric_fns)
         last = time.monotonic()
+        captured: dict[tuple, tuple[Graph, Tensor, Tensor, Tensor, Tensor]] = {}  # by batch shapes: see _replay
         for step, (xb, yb) in enumerate(loader):
             for cb in cbs:
                 cb.on_train_batch_begin(step)
-            with self._autocast():
-                out = net(xb)
-                loss = self.loss_fn(out, yb)
-            self.optimizer.zero_grad()
-            if self._scaler is None:
-                loss.backward()
-                self.optimizer.step()
+            if getattr(self, "jit_compile", False):
+                loss, out = self._replay(captured, xb, yb)
             else:
-                self._scaler.scale(loss).backward()
-                self._scaler.step(self.optimizer)
-                self._scaler.update()
+                loss, out = self._train_step(net, xb, yb)
             sums.add(loss, out, yb)
             for cb in cbs:
                 cb.on_train_batch_end(step, {"size": len(xb)})
@@ -286,6 +295,39 @@ class TrainingMixin:
                     bar.set_postfix(sums.read(), refresh=False)  # this rank's running values
                     last = time.monotonic()
         return sums.read(across_ranks=net is not self)
+
+    def _train_step(self, net: Any, xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
+        """Forward, loss, backward and update on one batch: (loss, output)."""
+        with self._autocast():
+            out = net(xb)
+            loss = self.loss_fn(out, yb)
+        self.optimizer.zero_grad()
+        if self._scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self._scaler.scale(loss).backward()
+            self._scaler.step(self.optimizer)
+            self._scaler.update()
+        return loss, out
+
+    def _replay(self, captured: dict[tuple, tuple[Graph, Tensor, Tensor, Tensor, Tensor]], xb: Tensor,
+                yb: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`_train_step` on one batch by the replay of its capture for the batch's shapes (captured on first
+        sight, for this epoch: a later one may train a changed model): the batch is copied into the tensors the
+        capture read."""
+        key = (xb.shape, xb.dtype, yb.shape, yb.dtype)
+        if key not in captured:
+            g = Graph()
+            sx, sy = (empty(*b.shape, dtype=b.dtype, device=b.device) for b in (xb, yb))
+            with graph(g, xb.device):
+                loss, out = self._train_step(self, sx, sy)
+            captured[key] = g, sx, sy, loss, out
+        g, sx, sy, loss, out = captured[key]
+        sx.copy_(xb)
+        sy.copy_(yb)
+        g.replay()
+        return loss, out
 
     def _autocast(self) -> contextlib.AbstractContextManager[None]:
         """``clnn.autocast`` of the compiled precision policy (nothing for float32)."""
