@@ -19,13 +19,13 @@ usual, but what they enqueue (kernels, fills, device copies) is recorded in ``g`
 
 Tensors made while capturing take memory from the graph's own pool: they keep their places from replay to
 replay (reuse among them follows the captured order), and nothing made outside the graph can take it.
-What a step reads of the host is fixed at capture (shapes, scalar arguments), with three exceptions that
-replays evaluate afresh: random draws (dropout and the random fills take the next key of the global generator
-at every replay), the optimizers' updates (their Python runs at each replay: step counts, bias corrections and
-a scheduler's learning rate stay current) and the range checks of device indices and targets (read back after
-each replay, raising as the eager op would). Reading the device (``numpy``, ``item``), uploading host data and
-synchronizing are refused while capturing (:class:`GraphError`): a captured step cannot wait for its own
-results.
+What a step reads of the host is fixed at capture (shapes, scalar arguments), with exceptions that replays
+evaluate afresh: random draws (dropout and the random fills take the next key of the global generator at every
+replay), the optimizers' updates (their Python runs at each replay: step counts, bias corrections and a
+scheduler's learning rate stay current), batch norm's count of batches, and the range checks of device indices
+and targets (read back at their place in each replay, raising as the eager op would: a wait for the device).
+Reading the device (``numpy``, ``item``), uploading host data and synchronizing are refused while capturing
+(:class:`GraphError`): a captured step cannot wait for its own results.
 """
 
 from __future__ import annotations
@@ -57,7 +57,6 @@ class Graph:
     def __init__(self) -> None:
         self.device: Device | None = None
         self._work: list[tuple] = []
-        self._checks: list[Callable[[], None]] = []
         self._pool: cl_tools.MemoryPool | None = None
         self._own: dict[int, cl.Buffer] = {}  # pointer -> a reference of our own to a buffer of the graph's pool
 
@@ -67,16 +66,15 @@ class Graph:
         return sum(w[0] == RECORDED.kernel for w in self._work)
 
     def replay(self) -> None:
-        """Enqueue the captured work on the device's queue (it does not wait for it), then, if the step checked
-        device indices or targets, read those checks back and raise as the eager op would."""
+        """Enqueue the captured work on the device's queue. It does not wait for it, but where the step checks
+        device indices or targets: there it reads the check back and raises as the eager op would, before the
+        work that would read out of bounds is enqueued."""
         if _capturing is not None:
             raise GraphError("Graph.replay: a graph is being captured; replay it after its `with clnn.graph` block")
         if self.device is None:
             raise GraphError("Graph.replay: nothing captured yet; capture a step in `with clnn.graph(g):` first")
         prof = profiler._active
         self.device._replay(self._work, None if prof is None else prof._launched)
-        for check in self._checks:
-            check()
 
     # ---- recording (called by Device's methods and the ops while this graph is captured) ----------------------
     def _buffer(self, obj: Any) -> Any:
@@ -140,7 +138,7 @@ def graph(g: Graph, device: str | int | Device | None = None) -> Iterator[Graph]
             yield g
         g.device = dev
     except BaseException:
-        g._work, g._checks, g._own = [], [], {}
+        g._work, g._own = [], {}
         raise
     finally:
         _capturing = None
@@ -154,18 +152,10 @@ def capturing(dev: Device | None = None) -> Graph | None:
 
 def each_replay(dev: Device | None, fn: Callable[[], None]) -> None:
     """Run ``fn`` now, or where a graph is being captured on ``dev`` (None: on any device), at its place in every
-    replay: host work a step must redo each time (an optimizer's update, a random draw, a counter)."""
+    replay: host work a step must redo each time (an optimizer's update, a random draw, a counter, a check of
+    device values that may raise)."""
     g = capturing(dev)
     if g is None:
         fn()
     else:
         g._work.append((RECORDED.python, fn))
-
-
-def after_replay(dev: Device, check: Callable[[], None]) -> bool:
-    """Where a graph is being captured on ``dev``, make ``check`` (a read of device results that may raise) run
-    after each replay, and return True; else return False (the caller checks at once)."""
-    g = capturing(dev)
-    if g is not None:
-        g._checks.append(check)
-    return g is not None

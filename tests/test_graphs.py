@@ -1,6 +1,7 @@
 """Captured graphs (clnn.graph, Graph.replay): replays equal eager steps bit for bit (random draws, optimizer state,
 schedulers, batch-norm counters and device-target losses included), capture runs nothing, what a graph cannot
-replay is refused, checks of device values run after each replay, and a graph's memory is its own."""
+replay is refused, checks of device values run at each replay before the work they guard, and a graph's memory
+is its own."""
 
 import numpy as np
 import pytest
@@ -147,7 +148,7 @@ def test_replays_keep_their_memory(dev, rng):
     assert (g._pool.active_blocks, g._pool.held_blocks) == (1, 1)  # y's, and one that tmp and x + 1 took in turn
 
 
-def test_checks_of_device_values_run_after_each_replay(dev, rng):
+def test_checks_of_device_values_run_at_each_replay(dev, rng):
     emb = nn.Embedding(6, 3).to(dev)
     idx = clnn.tensor(rng.integers(0, 6, (2, 4)), device=dev)
     target = clnn.tensor(rng.integers(0, 3, 2), device=dev)
@@ -155,15 +156,17 @@ def test_checks_of_device_values_run_after_each_replay(dev, rng):
     with clnn.graph(g, dev):
         loss = F.cross_entropy(emb(idx).sum(axis=1), target)
     g.replay()
-    want = F.cross_entropy(emb(idx).sum(axis=1), target).item()
-    assert loss.item() == pytest.approx(want, rel=1e-6)
-    idx.copy_(np.array([[0, 1, 2, 3], [4, 5, 6, 0]]))
-    with pytest.raises(IndexError, match=r"embedding: input\[\(1, 2\)\] is 6, out of range"):
+    before = loss.item()
+    assert before == F.cross_entropy(emb(idx).sum(axis=1), target).item()
+    idx.copy_(np.array([[0, 1, 2, 3], [4, 5, 2**40, 0]]))
+    with pytest.raises(IndexError, match=r"embedding: input\[\(1, 2\)\] is 1099511627776, out of range"):
         g.replay()
+    assert loss.item() == before  # the replay stopped at the check: nothing after it ran
     idx.copy_(np.zeros((2, 4), np.int64))
     target.copy_(np.array([1, 3]))
     with pytest.raises(ValueError, match=r"cross_entropy: target values must be class indices in \[0, 2\]; got 3"):
         g.replay()
+    assert loss.item() == before
 
 
 def _sync(dev, x):

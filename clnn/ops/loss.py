@@ -71,8 +71,8 @@ def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int,
     targets on the host; device targets by one work-group's min/max/count (``target_range``) whose three
     values are read back. That read waits for the queue, the price of an error raised at the call rather
     than a NaN or an out-of-bounds read later; the count it brings makes the unweighted mean a scale on
-    the host instead of a second reduction on the device. While a graph is captured, the values are read
-    after each replay and the count stays on the device (a 0-d tensor of ``x``'s dtype) to divide by.
+    the host instead of a second reduction on the device. While a graph is captured, the values are read at
+    each replay and the count stays on the device (a 0-d tensor of ``x``'s dtype) to divide by.
     """
     if isinstance(target, Tensor):
         if target.dtype not in (np.int32, np.int64):
@@ -104,9 +104,10 @@ def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int,
         _check_targets(op, lo, hi, count, classes, ignore_index)
         return count
 
-    if graphs.after_replay(x.device, check):
-        return t, found[2].astype(x.dtype)
-    return t, check()
+    if graphs.capturing(x.device) is None:
+        return t, check()
+    graphs.each_replay(x.device, check)
+    return t, found[2].astype(x.dtype)
 
 
 def _check_targets(op: str, lo: int, hi: int, count: int, classes: int, ignore_index: int) -> None:
