@@ -260,26 +260,26 @@ class Device:
         """Enqueue ``work``, commands recorded by a graph (:data:`RECORDED` kinds), in order; ``launched(self,
         kernel, size, local, event)`` hears of each kernel (the profiler's hook)."""
         with self._lock:
+            queue = self.queue
             for command in work:
                 kind = command[0]
                 if kind == RECORDED.kernel:
                     _, k, size, local, args, offset = command
                     k.set_args(*args)
-                    event = cl.enqueue_nd_range_kernel(self.queue, k, size, local, global_work_offset=offset)
+                    event = cl.enqueue_nd_range_kernel(queue, k, size, local, global_work_offset=offset)
                     if launched is not None:
                         launched(self, k, size, local, event)
                 elif kind == RECORDED.python:
                     command[1]()
                 elif kind == RECORDED.fill:
-                    cl.enqueue_fill_buffer(self.queue, command[1], command[2], 0, command[3])
+                    cl.enqueue_fill_buffer(queue, command[1], command[2], 0, command[3])
                 elif kind == RECORDED.copy:
                     _, dst, src, nbytes, dst_offset, src_offset = command
-                    cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, dst_offset=dst_offset,
-                                    src_offset=src_offset)
+                    cl.enqueue_copy(queue, dst, src, byte_count=nbytes, dst_offset=dst_offset, src_offset=src_offset)
                 else:
                     _, dst, src, region, dst_origin, src_origin, dst_pitches, src_pitches = command
-                    cl.enqueue_copy(self.queue, dst, src, region=region, src_origin=src_origin,
-                                    dst_origin=dst_origin, src_pitches=src_pitches, dst_pitches=dst_pitches)
+                    cl.enqueue_copy(queue, dst, src, region=region, src_origin=src_origin, dst_origin=dst_origin,
+                                    src_pitches=src_pitches, dst_pitches=dst_pitches)
 
     def prefetch(self, copies: Sequence[tuple[cl.Buffer, np.ndarray]]) -> list[cl.Event]:
         """Start non-blocking ``host -> buf`` copies on a second queue, each after all work queued so far.

@@ -62,7 +62,7 @@ def as_index(label: str, index: Any, dev: Device) -> Tensor:
 
 def check_range(op: str, label: str, idx: Tensor, lo: int, hi: int) -> None:
     """IndexError unless every element of ``idx`` lies in ``[lo, hi)`` (one int read back; while a graph is
-    captured, after each of its replays)."""
+    captured, at each of its replays)."""
     if idx.size == 0:
         return
     dev = idx.device
@@ -77,8 +77,7 @@ def check_range(op: str, label: str, idx: Tensor, lo: int, hi: int) -> None:
             bad = basic_getitem(reshape(idx, (idx.size,)), p).item()
             raise IndexError(f"{op}: {label}[{at}] is {bad}, out of range for a dimension of size {hi}")
 
-    if not graphs.after_replay(dev, check):
-        check()
+    graphs.each_replay(dev, check)
 
 
 def _around(shape: tuple[int, ...], dim: int) -> tuple[int, int, int]:

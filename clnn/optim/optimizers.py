@@ -107,7 +107,7 @@ class Optimizer:
                         f"{p.grad.device} does not match its parameter ({p.shape}, {p.dtype.name} on {p.device})"
                     )
                 grads.append((p, p.grad, group))
-        graphs.each_replay(None, lambda: self._apply(grads, unscale))
+        graphs.each_replay(grads[0][0].device if grads else None, lambda: self._apply(grads, unscale))
 
     def _apply(self, grads: list[tuple[Tensor, Tensor, dict[str, Any]]], unscale: float) -> None:
         """Advance the state of each (parameter, gradient, group) of ``grads`` and launch their updates."""
