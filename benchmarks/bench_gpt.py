@@ -1,12 +1,14 @@
 """The character-level GPT of ``examples/train_gpt.py`` trained by clnn and by a PyTorch twin side by side.
 
-Usage: ``python benchmarks/bench_gpt.py [--steps 1500] [--device SPEC]``
+Usage: ``python benchmarks/bench_gpt.py [--steps 1500] [--device SPEC] [--graph]``
 
 The twin is the same model code built from ``torch`` (``train_gpt.gpt``) holding clnn's initial weights; both
 take the same batches (one window sampler) and the same warm-up + cosine schedule. Printed: the step time of
 each (median over the run), clnn's device memory pool at the end (its high-water mark), and both validation
 losses on the same held-out windows at the end. Issue 12's bound: the twin ends within 0.05 nats of clnn's
 loss. PyTorch runs on CUDA (TF32 off) when the clnn device is NVIDIA and PyTorch has CUDA, else on the CPU.
+``--graph``: clnn's step is captured once (``clnn.graph``) and replayed on each batch, copied into its inputs
+(the same losses as eager steps; PyTorch's stay eager).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=CONFIG["steps"])
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--graph", action="store_true", help="replay a clnn.graph of clnn's step")
     args = parser.parse_args()
     cfg = dict(CONFIG, steps=args.steps)
     dev = clnn.set_default_device(clnn.device(args.device))
@@ -53,12 +56,26 @@ def main() -> None:
     sched, tsched = clnn.optim.LambdaLR(opt, lam), torch.optim.lr_scheduler.LambdaLR(topt, lam)
     loss_fn, tloss_fn = clnn.nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
 
-    def clnn_step(x: np.ndarray, y: np.ndarray) -> None:
-        loss = loss_fn(model(clnn.tensor(x)).reshape(-1, v), clnn.tensor(y.reshape(-1)))
+    def learn(x: clnn.Tensor, y: clnn.Tensor) -> None:
+        loss = loss_fn(model(x).reshape(-1, v), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         clnn.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
         opt.step()
+
+    inputs = [clnn.empty(cfg["batch"], cfg["block"], dtype=np.int64) for _ in range(2)]
+    if args.graph:
+        g = clnn.Graph()
+        with clnn.graph(g):
+            learn(*inputs)
+
+    def clnn_step(x: np.ndarray, y: np.ndarray) -> None:
+        if args.graph:
+            inputs[0].copy_(x)
+            inputs[1].copy_(y)
+            g.replay()
+        else:
+            learn(clnn.tensor(x), clnn.tensor(y))
         sched.step()
         dev.synchronize()
 

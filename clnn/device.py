@@ -11,6 +11,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -83,6 +84,7 @@ class Device:
     _side_queue: cl.CommandQueue | None = field(default=None, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _graph: Any = field(default=None, repr=False)  # the clnn.Graph recording this device's work, if any
+    _graphs: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)  # graphs with pools of their own
     revision: int = field(default=0, repr=False)  # counts changes of what kernels are sized by: see __setattr__
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -250,6 +252,7 @@ class Device:
         """Inside the block, enqueues are recorded in ``graph`` and tensors take memory from ``pool``."""
         with self._lock:
             outer, self._pool, self._graph = self.pool, pool, graph
+            self._graphs.add(graph)
         try:
             yield
         finally:
@@ -615,13 +618,15 @@ def use_device(spec: str | int | Device) -> Iterator[Device]:
 
 
 def memory_stats(dev: str | int | Device | None = None) -> dict[str, int]:
-    """Bytes in use by live tensors and bytes held by the allocator's pool on ``dev``."""
-    pool = device(dev).pool
+    """Bytes in use by live tensors and bytes held by the allocator's pools on ``dev`` (the device's, and those of
+    its live captured graphs)."""
+    d = device(dev)
+    pools = [d.pool, *(g._pool for g in list(d._graphs))]
     return {
-        "bytes_in_use": int(pool.active_bytes),
-        "bytes_held": int(pool.managed_bytes - pool.active_bytes),
-        "blocks_in_use": int(pool.active_blocks),
-        "blocks_held": int(pool.held_blocks),
+        "bytes_in_use": sum(int(p.active_bytes) for p in pools),
+        "bytes_held": sum(int(p.managed_bytes - p.active_bytes) for p in pools),
+        "blocks_in_use": sum(int(p.active_blocks) for p in pools),
+        "blocks_held": sum(int(p.held_blocks) for p in pools),
     }
 
 

@@ -146,6 +146,11 @@ def test_replays_keep_their_memory(dev, rng):
     for o in others:
         np.testing.assert_array_equal(o.numpy(), np.full(1000, 7.0, np.float32))
     assert (g._pool.active_blocks, g._pool.held_blocks) == (1, 1)  # y's, and one that tmp and x + 1 took in turn
+    stats = clnn.memory_stats(dev)
+    assert stats["bytes_in_use"] >= sum(o.nbytes for o in others) + y.nbytes and stats["blocks_held"] >= 1
+    in_use = stats["bytes_in_use"]
+    del y
+    assert clnn.memory_stats(dev)["bytes_in_use"] == in_use - 4000  # y's block was the graph's
 
 
 def test_checks_of_device_values_run_at_each_replay(dev, rng):
