@@ -82,6 +82,7 @@ def _quiet(fn: Callable, *args: Any) -> Any:
 T = TypeError
 V = ValueError
 CASES: list[Case] = [
+    Case("graph of an int", lambda c: clnn.graph(1).__enter__(), T, "clnn.graph: g expects a clnn.Graph; got int"),
     Case("cat along axis 1", lambda c: clnn.cat([c.x(2, 3), c.x(2, 1)], axis=1),
          expect=lambda c: np.concatenate([c.a(2, 3), c.a(2, 1)], axis=1)),
     Case("cat a bare tensor", lambda c: clnn.cat(c.x(2, 3)), T, "cat: tensors expects a non-empty sequence"),
