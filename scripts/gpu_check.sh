@@ -72,7 +72,8 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
     conv) for layer in 0 1 2; do run python3 benchmarks/bench_conv.py --layer $layer; done ;;
     steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5 ;;
     precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
-    gpt) run python3 benchmarks/bench_gpt.py --steps 100 ;;
+    gpt) run python3 benchmarks/bench_gpt.py --steps 100
+         run python3 benchmarks/bench_gpt.py --steps 100 --graph ;;
     host) run python3 benchmarks/run_all.py --only host
           run python3 benchmarks/bench_host.py ;;
     profile) run python3 benchmarks/profile_steps.py --batch 128 ${PROFILE_ARGS:-} ;;
