@@ -115,7 +115,8 @@ class Graph:
 @contextlib.contextmanager
 def graph(g: Graph, device: str | int | Device | None = None) -> Iterator[Graph]:
     """``with clnn.graph(g):`` records into ``g`` the work that the block's ops enqueue on ``device`` (default:
-    the default device) instead of running it; ``g.replay()`` runs it. A graph is captured once.
+    the default device) instead of running it; ``g.replay()`` runs it. A graph is captured once. What other
+    threads enqueue on ``device`` meanwhile is recorded too; work on other devices runs at once.
 
     Raises:
         GraphError: ``g`` was captured already, another capture or a profile is active, or the block did

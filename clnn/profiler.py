@@ -237,7 +237,7 @@ def profile(device: str | int | Device | None = None) -> Iterator[Profile]:
         device: the device to profile (anything :func:`clnn.device` accepts; default: the default device).
 
     Raises:
-        RuntimeError: a profile is already active (profiles do not nest).
+        RuntimeError: a profile is already active (profiles do not nest), or a graph is being captured.
 
     Example:
         >>> with clnn.profiler.profile() as prof:
@@ -251,6 +251,8 @@ def profile(device: str | int | Device | None = None) -> Iterator[Profile]:
     with _lock:
         if _active is not None:
             raise RuntimeError(f"a profile of {_active.device} is already active; profiles do not nest")
+        if dev._graph is not None:
+            raise RuntimeError(f"a graph is being captured on {dev}; profile its replays instead")
         queue = cl.CommandQueue(dev.context, dev.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         prof._base_queue = dev._swap_queue(queue)  # a launch before the hooks turn on goes unrecorded
         prof._t0 = time.perf_counter_ns()

@@ -83,6 +83,9 @@ T = TypeError
 V = ValueError
 CASES: list[Case] = [
     Case("graph of an int", lambda c: clnn.graph(1).__enter__(), T, "clnn.graph: g expects a clnn.Graph; got int"),
+    Case("copy_ across devices", lambda c: c.x(2, 3).copy_(c.other(2, 3)), V, "copy_: x is on .* but src is on"),
+    Case("copy_ a bad shape", lambda c: c.x(2, 3).copy_(c.a(3, 2)), V,
+         r"copy_: cannot broadcast src of shape \(3, 2\) to x's shape \(2, 3\)"),
     Case("cat along axis 1", lambda c: clnn.cat([c.x(2, 3), c.x(2, 1)], axis=1),
          expect=lambda c: np.concatenate([c.a(2, 3), c.a(2, 1)], axis=1)),
     Case("cat a bare tensor", lambda c: clnn.cat(c.x(2, 3)), T, "cat: tensors expects a non-empty sequence"),

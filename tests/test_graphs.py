@@ -217,6 +217,9 @@ def test_graphs_are_used_in_turn(dev):
             pass
         g.replay()
     assert len(prof.kernels) == g.launches == 1
+    busy = "a graph is being captured on .*; profile its replays instead"
+    with clnn.graph(clnn.Graph(), dev), pytest.raises(RuntimeError, match=busy), profiler.profile(dev):
+        pass
 
 
 def test_copy_matches_numpy(dev, rng):

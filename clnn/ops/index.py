@@ -357,10 +357,11 @@ def copy_(x: Tensor, src: Any) -> Tensor:
     """Copy ``src`` (a tensor on ``x``'s device, or host data), broadcast to ``x``'s shape and converted to its
     dtype, into ``x`` in place, as ``torch.Tensor.copy_``; returns ``x``. Host data goes straight into ``x``'s
     memory: one upload (the way to feed new batches to a captured graph's input tensors)."""
+    require_tensor("copy_: x", x)
     if isinstance(src, Tensor):
+        same_device("copy_", x=x, src=src)
         setitem(x, Ellipsis, src)
         return x
-    require_tensor("copy_: x", x)
     arr = np.asarray(src)
     try:
         host = np.ascontiguousarray(np.broadcast_to(arr, x.shape), dtype=x.dtype)
