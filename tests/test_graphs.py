@@ -174,6 +174,20 @@ def test_checks_of_device_values_run_at_each_replay(dev, rng):
     assert loss.item() == before
 
 
+@pytest.mark.parametrize("dtype", [np.float16, clnn.bfloat16])
+def test_half_losses_by_replay_match_eager(dev, rng, dtype):
+    """A half loss's mean divides by a device count in a replay: its 1/count rounds to the half type first."""
+    x = clnn.tensor(rng.standard_normal((37, 5)), dtype=dtype, device=dev)
+    y = clnn.tensor(rng.integers(0, 5, 37), device=dev)
+    g = clnn.Graph()
+    with clnn.graph(g, dev):
+        loss = F.cross_entropy(x, y)
+    g.replay()
+    want = F.cross_entropy(x, y)
+    assert loss.dtype == want.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(loss.astype(np.float32).item(), want.astype(np.float32).item(), rtol=1e-2)
+
+
 def _sync(dev, x):
     dev.synchronize()
 

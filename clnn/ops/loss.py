@@ -72,7 +72,7 @@ def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int,
     values are read back. That read waits for the queue, the price of an error raised at the call rather
     than a NaN or an out-of-bounds read later; the count it brings makes the unweighted mean a scale on
     the host instead of a second reduction on the device. While a graph is captured, the values are read at
-    each replay and the count stays on the device (a 0-d tensor of ``x``'s dtype) to divide by.
+    each replay and the count stays on the device (a 0-d tensor of ``x``'s ``real`` type) to divide by.
     """
     if isinstance(target, Tensor):
         if target.dtype not in (np.int32, np.int64):
@@ -107,7 +107,7 @@ def _targets(op: str, target: Any, x: Tensor, classes: int, expected: tuple[int,
     if graphs.capturing(x.device) is None:
         return t, check()
     graphs.each_replay(x.device, check)
-    return t, found[2].astype(x.dtype)
+    return t, found[2].astype(kernels.real_dtype(x.dtype))
 
 
 def _check_targets(op: str, lo: int, hi: int, count: int, classes: int, ignore_index: int) -> None:
@@ -156,6 +156,7 @@ def _class_loss(op: str, x: Tensor, loss: Tensor, rowweight: Tensor, count: int 
         total = total / wsum
     elif reduction == "mean" and isinstance(count, Tensor):  # captured: the count lives on the device
         recip = 1.0 / count  # float32(1 / count), as the host's scale below: the same bits
+        recip = recip if recip.dtype == total.dtype else recip.astype(total.dtype)  # half losses: rounded to half
         return record(total * recip, (x,), lambda g: (grad(g * recip, 1.0, 0),), op)
     elif reduction == "mean":
         scale = 1.0 / count if count else math.nan
