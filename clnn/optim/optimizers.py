@@ -95,7 +95,7 @@ class Optimizer:
     def _step(self, unscale: float) -> None:
         """The update of every parameter that has a gradient, reading each gradient times ``unscale``
         (``GradScaler.step``'s 1/scale, which so needs no pass of its own over the gradients). While a graph is
-        captured, the update runs at each replay, on the gradients the parameters have now."""
+        captured, the update runs at each replay, on the gradient tensors the parameters have at capture."""
         grads = []
         for group in self.param_groups:
             for p in group["params"]:
