@@ -41,7 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from .ops import foreach, zeros
+from . import graphs
+from .device import Device
+from .ops import empty, foreach, zeros
 from .optim import Optimizer
 from .tensor import HALF_DTYPES, Tensor, autocast_mode, float16
 from .validation import require_instance, require_int, require_number
@@ -121,12 +123,22 @@ class GradScaler:
         return float(self._scale) if self._enabled else 1.0
 
     def scale(self, outputs: Tensor) -> Tensor:
-        """``outputs * scale``, in ``outputs``' dtype (as torch); unchanged when disabled."""
+        """``outputs * scale``, in ``outputs``' dtype (as torch); unchanged when disabled. While a graph is
+        captured, the product reads the scale from a device scalar that each replay sets to the current scale."""
         require_instance("GradScaler.scale: outputs", outputs, Tensor, "a clnn.Tensor")
-        return outputs * float(self._scale) if self._enabled else outputs
+        if not self._enabled:
+            return outputs
+        dev = outputs.device
+        if graphs.capturing(dev) is None:
+            return outputs * float(self._scale)
+        factor = empty(dtype=np.float32, device=dev)
+        graphs.each_replay(dev, lambda: dev.fill(factor.data, np.array(self._scale, np.float32), 4))
+        scaled = outputs * factor  # float32 products, as the scalar's: the same bits
+        return scaled if scaled.dtype == outputs.dtype else scaled.astype(outputs.dtype)
 
     def unscale_(self, optimizer: Optimizer) -> None:
-        """Divide ``optimizer``'s gradients by the scale in place and note whether any is inf or NaN.
+        """Divide ``optimizer``'s gradients by the scale in place and note whether any is inf or NaN. While a
+        graph is captured, this (as :meth:`step` and :meth:`update`) runs at each replay, with its one read.
 
         Raises:
             RuntimeError: called twice for ``optimizer`` since the last ``update()``, or after its ``step``.
@@ -134,8 +146,10 @@ class GradScaler:
                 master weights: autocast's casts give float32 parameters float32 gradients).
         """
         require_instance("GradScaler.unscale_: optimizer", optimizer, Optimizer, "a clnn.optim.Optimizer")
-        if not self._enabled:
-            return
+        if self._enabled:
+            graphs.each_replay(_device_of(optimizer), lambda: self._unscale(optimizer))
+
+    def _unscale(self, optimizer: Optimizer) -> None:
         params = self._scaled_params(optimizer, "unscale_")
         seen = set()
         for p in params:  # gradients sharing memory (autograd hands one to several leaves) get their own copy
@@ -161,6 +175,10 @@ class GradScaler:
         if args or kwargs:
             raise RuntimeError("GradScaler.step: a closure is not supported (as torch.amp.GradScaler): run the "
                                "forward and scaler.scale(loss).backward() before step()")
+        graphs.each_replay(_device_of(optimizer), lambda: self._step(optimizer))
+        return None
+
+    def _step(self, optimizer: Optimizer) -> None:
         key = id(optimizer)
         if key in self._stepped:
             raise RuntimeError("GradScaler.step: already called on this optimizer since the last update()")
@@ -172,7 +190,6 @@ class GradScaler:
         self._stepped.add(key)
         if not self._found_inf[key]:
             optimizer._step(unscale)
-        return None
 
     def _scaled_params(self, optimizer: Optimizer, caller: str) -> list[Tensor]:
         """``optimizer``'s parameters that have a gradient, checked for ``caller`` (unscale_ or step)."""
@@ -214,7 +231,12 @@ class GradScaler:
         if not self._enabled:
             return
         if new_scale is not None:
-            self._scale = np.float32(require_number("GradScaler.update: new_scale", new_scale, 2.0**-126))
+            require_number("GradScaler.update: new_scale", new_scale, 2.0**-126)
+        graphs.each_replay(None, lambda: self._update(new_scale))
+
+    def _update(self, new_scale: float | None) -> None:
+        if new_scale is not None:
+            self._scale = np.float32(new_scale)
         elif not self._found_inf:
             raise RuntimeError("GradScaler.update: no inf checks were recorded; call step(optimizer) first")
         elif any(self._found_inf.values()):
@@ -256,3 +278,8 @@ class GradScaler:
         self._backoff_factor = np.float32(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+def _device_of(optimizer: Optimizer) -> Device | None:
+    """The device of ``optimizer``'s first parameter (where a capture would record its gradients' work)."""
+    return next((p.device for g in optimizer.param_groups for p in g["params"]), None)

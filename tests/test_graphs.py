@@ -107,6 +107,56 @@ def test_replays_equal_eager_steps(dev, model, optimizer):
         np.testing.assert_array_equal(replayed[2][k], eager[2][k], err_msg=k)
 
 
+@pytest.mark.parametrize("unscale_first", [False, True])
+def test_grad_scaler_replays_equal_eager_steps(dev, unscale_first):
+    """GradScaler's scale, skipped steps (batches with inf) and backoff/growth by replays as by eager steps."""
+    batches = [np.random.default_rng(i).standard_normal((6, 13)).astype(np.float32) for i in range(6)]
+    batches[2][1, 3] = np.inf  # a skipped step, and the scale backs off
+    batches[4][0, 0] = np.nan
+
+    def run(captured):
+        clnn.manual_seed(2)
+        model = nn.Sequential(nn.Linear(13, 8), nn.ReLU(), nn.Linear(8, 1)).to(dev)
+        opt = clnn.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        scaler = clnn.amp.GradScaler(init_scale=2.0**10, growth_interval=2)
+        x = clnn.tensor(batches[0], device=dev)
+
+        def step():
+            with clnn.autocast(clnn.float16):
+                out = model(x).astype(np.float32)
+                loss = (out * out).mean()
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            if unscale_first:
+                scaler.unscale_(opt)
+                nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+            scaler.step(opt)
+            scaler.update()
+            return loss
+
+        if captured:
+            g = clnn.Graph()
+            with clnn.graph(g, dev):
+                loss = step()
+        scales, losses = [], []
+        for b in batches:
+            x.copy_(b)
+            if captured:
+                g.replay()
+            else:
+                loss = step()
+            scales.append(scaler.get_scale())
+            losses.append(loss.item())
+        return scales, losses, [p.numpy() for p in model.parameters()], scaler.state_dict()
+
+    eager, replayed = run(False), run(True)
+    assert eager[0] == replayed[0] and len(set(eager[0])) > 2  # backed off twice, grew
+    np.testing.assert_array_equal(replayed[1], eager[1])
+    for got, want in zip(replayed[2], eager[2]):
+        np.testing.assert_array_equal(got, want)
+    assert replayed[3] == eager[3]
+
+
 def test_capture_runs_nothing(dev, rng):
     model = _mlp(dev)
     opt = clnn.optim.Adam(model.parameters())

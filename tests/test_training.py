@@ -346,7 +346,7 @@ def test_history_plot_saves_a_png(dev, digits, tmp_path, monkeypatch):
         history.plot(path=tmp_path / "y.png")
 
 
-@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16", "mixed_float16"])
 def test_fit_with_jit_compile_equals_eager_fit(dev, digits, precision):
     """Captured steps (one graph per batch shape: 200 samples in batches of 48 end with one of 8) train the
     same weights and log the same history, bit for bit, as eager steps: dropout, batch norm, accuracy,
@@ -374,8 +374,6 @@ def test_jit_compile_refuses_what_it_cannot_capture(dev):
     model = _tiny_classifier(dev)
     with pytest.raises(TypeError, match="compile: jit_compile expects a bool; got 'yes'"):
         model.compile(jit_compile="yes")
-    with pytest.raises(ValueError, match="jit_compile=True cannot capture mixed_float16's loss scaling"):
-        model.compile(precision="mixed_float16", jit_compile=True)
     model.compile(jit_compile=True)
     x, y = np.ones((8, 1, 8, 8), np.float32), np.zeros(8, np.int64)
     with pytest.raises(ValueError, match="fit: distributed=True cannot run a captured step"):

@@ -85,7 +85,6 @@ class TrainingMixin:
             jit_compile: ``fit`` captures its training step (forward, loss, backward, update) as a
                 :func:`clnn.graph` once per batch shape and replays it for every batch: the same results, bit
                 for bit, without the step's Python (a GPU's small models are bound by it). Not with
-                ``mixed_float16`` (its GradScaler reads the gradients' inf check on the host every step) nor
                 ``fit(distributed=True)``.
 
         Example:
@@ -94,9 +93,6 @@ class TrainingMixin:
         precision = require_choice("compile: precision", precision, tuple(_PRECISIONS))
         if not isinstance(jit_compile, bool):
             raise TypeError(f"compile: jit_compile expects a bool; got {jit_compile!r}")
-        if jit_compile and precision == "mixed_float16":
-            raise ValueError("compile: jit_compile=True cannot capture mixed_float16's loss scaling (its GradScaler "
-                             "reads the gradients' inf check on the host every step); use mixed_bfloat16 or float32")
         spec = (loss, list(metrics or []))
         if isinstance(optimizer, str):
             if optimizer.lower() not in _OPTIMIZERS:
