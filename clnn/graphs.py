@@ -22,7 +22,8 @@ replay (reuse among them follows the captured order), and nothing made outside t
 What a step reads of the host is fixed at capture (shapes, scalar arguments), with exceptions that replays
 evaluate afresh: random draws (dropout and the random fills take the next key of the global generator at every
 replay), the optimizers' updates (their Python runs at each replay: step counts, bias corrections and a
-scheduler's learning rate stay current), batch norm's count of batches, and the range checks of device indices
+scheduler's learning rate stay current), a GradScaler's scale, inf checks, skipped steps and updates, batch
+norm's count of batches, and the range checks of device indices
 and targets (read back at their place in each replay, raising as the eager op would: a wait for the device).
 Reading the device (``numpy``, ``item``), uploading host data and synchronizing are refused while capturing
 (:class:`GraphError`): a captured step cannot wait for its own results.
