@@ -350,7 +350,7 @@ def test_history_plot_saves_a_png(dev, digits, tmp_path, monkeypatch):
 def test_fit_with_jit_compile_equals_eager_fit(dev, digits, precision):
     """Captured steps (one graph per batch shape: 200 samples in batches of 48 end with one of 8) train the
     same weights and log the same history, bit for bit, as eager steps: dropout, batch norm, accuracy,
-    validation."""
+    validation; evaluate and predict by replays give eager's values too."""
     (x, y), _ = digits
     x, y = x[:200], y[:200]
 
@@ -361,13 +361,16 @@ def test_fit_with_jit_compile_equals_eager_fit(dev, digits, precision):
         model.compile(optimizer="adam", loss="cross_entropy", metrics=["accuracy"], precision=precision,
                       jit_compile=jit)
         history = model.fit(x, y, epochs=2, batch_size=48, verbose=0, validation_split=0.2)
-        return history.history, model.state_dict()
+        return (history.history, model.state_dict(), model.evaluate(x[:50], y[:50], batch_size=16),
+                model.predict(x[:50], batch_size=16))
 
     eager, captured = run(False), run(True)
     assert eager[0] == captured[0] and len(set(eager[0]["loss"])) == 2
     assert eager[1].keys() == captured[1].keys()
     for k, v in eager[1].items():
         np.testing.assert_array_equal(captured[1][k].numpy(), v.numpy(), err_msg=k)
+    assert eager[2] == captured[2]
+    np.testing.assert_array_equal(captured[3], eager[3])
 
 
 def test_jit_compile_refuses_what_it_cannot_capture(dev):

@@ -66,6 +66,7 @@ class TrainingMixin:
     """Keras-style methods mixed into ``Module``."""
 
     next_epoch: int = 0  # one past the last epoch fit completed: fit(initial_epoch=model.next_epoch) resumes
+    jit_compile: bool = False  # compile's: fit, evaluate and predict replay captured graphs
 
     # ---- compile ----------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "adam", loss: str | Callable[..., Tensor] = "cross_entropy",
@@ -82,10 +83,10 @@ class TrainingMixin:
                 ``fit``/``evaluate``/``predict`` run the forward under ``clnn.autocast`` of that half type
                 while the parameters stay float32 master weights; ``mixed_float16`` also scales the loss
                 with a ``clnn.amp.GradScaler`` (bfloat16 has float32's range and needs none).
-            jit_compile: ``fit`` captures its training step (forward, loss, backward, update) as a
-                :func:`clnn.graph` once per batch shape and replays it for every batch: the same results, bit
-                for bit, without the step's Python (a GPU's small models are bound by it). Not with
-                ``fit(distributed=True)``.
+            jit_compile: ``fit`` captures its training step (forward, loss, backward, update), ``evaluate``
+                and ``predict`` their forward, as a :func:`clnn.graph` once per batch shape (and epoch) and
+                replay it for every batch: the same results, bit for bit, without the step's Python (a GPU's
+                small models are bound by it). Not with ``fit(distributed=True)``.
 
         Example:
             >>> model.compile(optimizer="adam", loss="cross_entropy", metrics=["accuracy"])
@@ -202,7 +203,7 @@ class TrainingMixin:
             raise ValueError(f"fit: epochs expects an int >= 1; got {epochs!r}")
         if not 0 <= validation_split < 1:
             raise ValueError(f"fit: validation_split expects a fraction in [0, 1); got {validation_split}")
-        if distributed and getattr(self, "jit_compile", False):
+        if distributed and self.jit_compile:
             raise ValueError("fit: distributed=True cannot run a captured step (compile(jit_compile=True)): the "
                              "all-reduce of its gradients runs on the host")
         x, y = self._checked("fit", x, y)
@@ -274,12 +275,12 @@ class TrainingMixin:
         self.train()
         sums = _Sums(self.metric_fns)
         last = time.monotonic()
-        captured: dict[tuple, tuple[Graph, Tensor, Tensor, Tensor, Tensor]] = {}  # by batch shapes: see _replay
+        captured: dict[tuple, Any] = {}  # graphs by batch shapes, for this epoch: see _replayed
         for step, (xb, yb) in enumerate(loader):
             for cb in cbs:
                 cb.on_train_batch_begin(step)
-            if getattr(self, "jit_compile", False):
-                loss, out = self._replay(captured, xb, yb)
+            if self.jit_compile:
+                loss, out = _replayed(captured, (xb, yb), lambda x, y: self._train_step(self, x, y))
             else:
                 loss, out = self._train_step(net, xb, yb)
             sums.add(loss, out, yb)
@@ -307,24 +308,6 @@ class TrainingMixin:
             self._scaler.update()
         return loss, out
 
-    def _replay(self, captured: dict[tuple, tuple[Graph, Tensor, Tensor, Tensor, Tensor]], xb: Tensor,
-                yb: Tensor) -> tuple[Tensor, Tensor]:
-        """:meth:`_train_step` on one batch by the replay of its capture for the batch's shapes (captured on first
-        sight, for this epoch: a later one may train a changed model): the batch is copied into the tensors the
-        capture read."""
-        key = (xb.shape, xb.dtype, yb.shape, yb.dtype)
-        if key not in captured:
-            g = Graph()
-            sx, sy = (empty(*b.shape, dtype=b.dtype, device=b.device) for b in (xb, yb))
-            with graph(g, xb.device):
-                loss, out = self._train_step(self, sx, sy)
-            captured[key] = g, sx, sy, loss, out
-        g, sx, sy, loss, out = captured[key]
-        sx.copy_(xb)
-        sy.copy_(yb)
-        g.replay()
-        return loss, out
-
     def _autocast(self) -> contextlib.AbstractContextManager[None]:
         """``clnn.autocast`` of the compiled precision policy (nothing for float32)."""
         half = _PRECISIONS[getattr(self, "precision", "float32")]
@@ -340,11 +323,17 @@ class TrainingMixin:
         self.eval()
         sums = _Sums(self.metric_fns)
         loader = DataLoader(x, y, batch_size=batch_size, device=self._device())
+        captured: dict[tuple, Any] = {}
+
+        def run(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
+            out = self(xb)
+            return self.loss_fn(out, yb), out
+
         try:
             with no_grad(), self._autocast():
                 for xb, yb in _maybe_bar(loader, verbose, "evaluate"):
-                    out = self(xb)
-                    sums.add(self.loss_fn(out, yb), out, yb)
+                    loss, out = _replayed(captured, (xb, yb), run) if self.jit_compile else run(xb, yb)
+                    sums.add(loss, out, yb)
         finally:
             self.train(was_training)
         return sums.read()
@@ -355,10 +344,11 @@ class TrainingMixin:
         was_training = self.training
         self.eval()
         outs: list[np.ndarray] = []
+        captured: dict[tuple, Any] = {}
         try:
             with no_grad(), self._autocast():
                 for xb in _maybe_bar(DataLoader(x, batch_size=batch_size, device=self._device()), verbose, "predict"):
-                    out = self(xb)
+                    out = _replayed(captured, (xb,), self) if self.jit_compile else self(xb)
                     outs.append((out.astype(np.float32) if out.dtype in HALF_DTYPES else out).numpy())
         finally:
             self.train(was_training)
@@ -435,6 +425,23 @@ class _Sums:
         if across_ranks:
             values = dist.allreduce_host(values)
         return {k: float(v) / max(values[0], 1) for k, v in zip(self.sums, values[1:])}
+
+
+def _replayed(captured: dict[tuple, Any], batch: tuple[Tensor, ...], run: Callable[..., Any]) -> Any:
+    """``run(*batch)`` by the replay of a graph captured on first sight of the batch's shapes and dtypes (kept in
+    ``captured``): the batch is copied into the tensors the capture read, and the capture's outputs, which the
+    replay rewrites, are returned."""
+    key = tuple((b.shape, b.dtype) for b in batch)
+    if key not in captured:
+        g, static = Graph(), [empty(*b.shape, dtype=b.dtype, device=b.device) for b in batch]
+        with graph(g, batch[0].device):
+            outputs = run(*static)
+        captured[key] = g, static, outputs
+    g, static, outputs = captured[key]
+    for s, b in zip(static, batch):
+        s.copy_(b)
+    g.replay()
+    return outputs
 
 
 def _batch_sum(metric: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Tensor, Tensor], Tensor]:
