@@ -95,6 +95,19 @@ def test_loaded_model_is_compiled_with_its_optimizer_state(dev, rng, tmp_path):
     assert not hasattr(nn.load(tmp_path / "m.safetensors", compile=False), "optimizer")
 
 
+def test_loaded_model_keeps_its_precision_policy_scaler_and_jit_compile(dev, rng, tmp_path):
+    model = nn.Sequential(nn.Linear(6, 4)).to(dev)
+    model.compile(optimizer="sgd", loss="cross_entropy", precision="mixed_float16", jit_compile=True)
+    x, y = rng.standard_normal((24, 6)).astype(np.float32), rng.integers(0, 4, 24)
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    model._scaler.update(new_scale=1024.0)
+    model.save(tmp_path / "m.safetensors")
+    again = nn.load(tmp_path / "m.safetensors", device=dev)
+    assert (again.precision, again.jit_compile) == ("mixed_float16", True)
+    assert again._scaler.state_dict() == model._scaler.state_dict() and again._scaler.get_scale() == 1024.0
+    assert again.evaluate(x, y) == model.evaluate(x, y)
+
+
 def test_unstorable_loss_saves_the_model_without_training_state(dev, tmp_path):
     model = nn.Sequential(nn.Linear(3, 2)).to(dev)
     model.compile(optimizer="sgd", loss=lambda out, y: ((out - y) * (out - y)).mean())

@@ -186,7 +186,11 @@ def _training_state(model: Any) -> tuple[dict[str, Any], dict[str, Tensor]]:
         "metrics": [_ref(m, "metric") for m in metrics],
         "next_epoch": int(model.next_epoch),
         "rng": list(random.get_state()),
+        "precision": model.precision,
+        "jit_compile": model.jit_compile,
     }
+    if model._scaler is not None:
+        config["scaler"] = model._scaler.state_dict()
     return config, tensors
 
 
@@ -207,6 +211,9 @@ def _restore_training(model: Any, config: dict[str, Any], tensors: dict[str, np.
         return _imported(ref, callable, "function") if ":" in ref else ref
 
     model.compile(optimizer=opt, loss=callable_or_name(config["loss"]),
-                  metrics=[callable_or_name(m) for m in config["metrics"]])
+                  metrics=[callable_or_name(m) for m in config["metrics"]],
+                  precision=config.get("precision", "float32"), jit_compile=config.get("jit_compile", False))
+    if "scaler" in config:
+        model._scaler.load_state_dict(config["scaler"])
     model.next_epoch = config["next_epoch"]
     random.set_state(tuple(config["rng"]))
