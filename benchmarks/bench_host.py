@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
-from common import SETTLE_S, header
+from common import SETTLE_S, header, replayed
 
 import clnn
 import clnn.functional as F
@@ -52,7 +52,7 @@ def gpt_step(captured: bool = False) -> Callable[[], None]:
         nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
         opt.step()
 
-    return _replayed(step) if captured else step
+    return replayed(step) if captured else step
 
 
 def mlp_step(captured: bool = False) -> Callable[[], None]:
@@ -67,15 +67,7 @@ def mlp_step(captured: bool = False) -> Callable[[], None]:
         loss.backward()
         opt.step()
 
-    return _replayed(step) if captured else step
-
-
-def _replayed(step: Callable[[], None]) -> Callable[[], None]:
-    step()  # builds every kernel
-    g = clnn.Graph()
-    with clnn.graph(g):
-        step()
-    return g.replay
+    return replayed(step) if captured else step
 
 
 def host_time(step: Callable[[], None], steps: int, repeats: int, stub: bool = True) -> tuple[int, float]:

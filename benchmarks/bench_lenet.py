@@ -6,9 +6,10 @@ each step ends with a device synchronization. PyTorch runs on CUDA (TF32 off) wh
 and PyTorch has CUDA, else on the CPU. Prints the median step times, the ratio and a Markdown row for
 BENCHMARKS.md. Targets: within 2x of PyTorch CPU's step time (issue 10), 1.5x of PyTorch CUDA's (issue 9).
 
-    python benchmarks/bench_lenet.py [--steps 10] [--device cpu] [--threads N] [--profile]
+    python benchmarks/bench_lenet.py [--steps 10] [--device cpu] [--threads N] [--profile] [--graph]
 
-With ``--profile`` it also profiles one clnn step and prints the profiler's table.
+With ``--profile`` it also profiles one clnn step and prints the profiler's table; with ``--graph`` clnn's step
+replays a ``clnn.graph`` of it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 
 import numpy as np
 import torch
-from common import header, median_time, peer_name, torch_peer, torch_sync
+from common import header, median_time, peer_name, replayed, torch_peer, torch_sync
 
 import clnn
 import clnn.functional as F
@@ -41,6 +42,7 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--threads", type=int, default=None, help="PyTorch threads (default: all cores)")
     parser.add_argument("--profile", action="store_true", help="profile one clnn step and print the table")
+    parser.add_argument("--graph", action="store_true", help="replay a clnn.graph of clnn's step")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -67,11 +69,16 @@ def main() -> None:
         topt.step()
         torch_sync(tdev)
 
-    def clnn_step() -> None:
+    def train() -> None:
         loss = F.cross_entropy(model(xc), yc)
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+    run = replayed(train, dev) if args.graph else train
+
+    def clnn_step() -> None:
+        run()
         dev.synchronize()
 
     ours = median_time(clnn_step, args.steps, args.warmup) * 1e3

@@ -108,6 +108,14 @@ def image_step(dev: clnn.Device, model: clnn.nn.Module, shape: tuple[int, ...], 
     return step
 
 
+def replayed(step: Callable[[], object], dev: clnn.Device | None = None) -> Callable[[], None]:
+    """``step`` captured once as a :func:`clnn.graph` (on ``dev``, default the default device): its replay."""
+    g = clnn.Graph()
+    with clnn.graph(g, dev):
+        step()
+    return g.replay
+
+
 TILE_KINDS = (*GEMM_TILE_KINDS, "winograd")  # tuning kinds holding gemm.h tiles
 
 

@@ -23,7 +23,16 @@ import numpy as np
 import pyopencl as cl
 import torch
 from bench_lenet import lenet
-from common import add_tile_option, header, median_time, override_tiles, peer_name, torch_peer, torch_sync
+from common import (
+    add_tile_option,
+    header,
+    median_time,
+    override_tiles,
+    peer_name,
+    replayed,
+    torch_peer,
+    torch_sync,
+)
 
 import clnn
 import clnn.functional as F
@@ -213,7 +222,9 @@ def _launches_of(op: Callable[[], object]) -> list[tuple]:
     return captured
 
 
-def training_rows(dev: clnn.Device, tdev: torch.device, full: bool, reps: int, only: set[str] | None) -> list[Row]:
+def training_rows(dev: clnn.Device, tdev: torch.device, full: bool, reps: int, only: set[str] | None,
+                  graph: bool = False) -> list[Row]:
+    """LeNet and AlexNet-style Adam steps against PyTorch's; ``graph``: clnn's step replays a clnn.graph of it."""
     rows: list[Row] = []
     models = []
     if only is None or "lenet" in only:
@@ -244,7 +255,8 @@ def training_rows(dev: clnn.Device, tdev: torch.device, full: bool, reps: int, o
             loss.backward()
             topt.step()
 
-        rows.append(_compare(f"{name} training step, batch {batch}", ours, theirs, dev, tdev, reps))
+        label = f"{name} training step, batch {batch}" + (", replayed graph" if graph else "")
+        rows.append(_compare(label, replayed(ours, dev) if graph else ours, theirs, dev, tdev, reps))
     return rows
 
 
@@ -257,6 +269,7 @@ def main() -> None:
     parser.add_argument("--only", default=None,
                         help="comma-separated subset of sum,softmax,batch_norm,max_pool,transpose,elementwise,host,"
                              "lenet,alexnet")
+    parser.add_argument("--graph", action="store_true", help="training steps replay a clnn.graph of clnn's step")
     add_tile_option(parser)
     args = parser.parse_args()
     dev = clnn.device(args.device)
@@ -265,7 +278,8 @@ def main() -> None:
     full = (args.size or ("full" if dev.type == "gpu" else "small")) == "full"
     only = None if args.only is None else {s.strip() for s in args.only.split(",")}
     training_reps = max(3, args.reps // 3)
-    rows = kernel_rows(dev, tdev, full, args.reps, only) + training_rows(dev, tdev, full, training_reps, only)
+    rows = kernel_rows(dev, tdev, full, args.reps, only)
+    rows += training_rows(dev, tdev, full, training_reps, only, args.graph)
 
     print(header(dev))
     print(f"peer: {peer_name(tdev)}; sizes: {'full' if full else 'small'}; medians of {args.reps} "

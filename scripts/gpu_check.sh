@@ -70,7 +70,8 @@ for step in ${STEPS:-tests gemm conv steps precision gpt}; do
                 done
               done ;;
     conv) for layer in 0 1 2; do run python3 benchmarks/bench_conv.py --layer $layer; done ;;
-    steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5 ;;
+    steps) run python3 benchmarks/run_all.py --only alexnet,lenet --reps 5
+           run python3 benchmarks/run_all.py --only lenet --reps 5 --graph ;;
     precision) run python3 benchmarks/bench_precision.py --batch 64 ;;
     gpt) run python3 benchmarks/bench_gpt.py --steps 100
          run python3 benchmarks/bench_gpt.py --steps 100 --graph ;;
