@@ -279,11 +279,11 @@ class TrainingMixin:
         for step, (xb, yb) in enumerate(loader):
             for cb in cbs:
                 cb.on_train_batch_begin(step)
-            if self.jit_compile:
-                loss, out = _replayed(captured, (xb, yb), lambda x, y: self._train_step(self, x, y))
+            if self.jit_compile:  # the step and its sums of the loss and metrics, replayed
+                sums.add_parts(_replayed(captured, (xb, yb), lambda x, y: sums.parts(*self._train_step(self, x, y), y)),
+                               len(yb))
             else:
-                loss, out = self._train_step(net, xb, yb)
-            sums.add(loss, out, yb)
+                sums.add(*self._train_step(net, xb, yb), yb)
             for cb in cbs:
                 cb.on_train_batch_end(step, {"size": len(xb)})
             if bar is not None:
@@ -325,15 +325,14 @@ class TrainingMixin:
         loader = DataLoader(x, y, batch_size=batch_size, device=self._device())
         captured: dict[tuple, Any] = {}
 
-        def run(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
+        def run(xb: Tensor, yb: Tensor) -> dict[str, Tensor]:
             out = self(xb)
-            return self.loss_fn(out, yb), out
+            return sums.parts(self.loss_fn(out, yb), out, yb)
 
         try:
             with no_grad(), self._autocast():
                 for xb, yb in _maybe_bar(loader, verbose, "evaluate"):
-                    loss, out = _replayed(captured, (xb, yb), run) if self.jit_compile else run(xb, yb)
-                    sums.add(loss, out, yb)
+                    sums.add_parts(_replayed(captured, (xb, yb), run) if self.jit_compile else run(xb, yb), len(yb))
         finally:
             self.train(was_training)
         return sums.read()
@@ -411,12 +410,20 @@ class _Sums:
         self.count = 0
 
     def add(self, loss: Tensor, out: Tensor, y: Tensor) -> None:
-        n = len(y)
+        self.add_parts(self.parts(loss, out, y), len(y))
+
+    def parts(self, loss: Tensor, out: Tensor, y: Tensor) -> dict[str, Tensor]:
+        """One batch's sums of the loss and of each metric (what a captured step computes with it)."""
         with no_grad():
-            parts = {"loss": loss.detach() * float(n)}
+            parts = {"loss": loss.detach() * float(len(y))}
             parts.update({k: fn(out.detach(), y) for k, fn in self.fns.items()})
+        return parts
+
+    def add_parts(self, parts: dict[str, Tensor], n: int) -> None:
+        """Add a batch of ``n`` samples' :meth:`parts` (copied first: a replay rewrites a captured step's)."""
+        with no_grad():
             for k, v in parts.items():
-                self.sums[k] = v if k not in self.sums else self.sums[k] + v
+                self.sums[k] = v.clone() if k not in self.sums else self.sums[k] + v
         self.count += n
 
     def read(self, across_ranks: bool = False) -> dict[str, float]:
