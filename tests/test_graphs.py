@@ -57,6 +57,21 @@ def _loss(model, x, y):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
+def _stepper(dev, step, captured):
+    """``step`` (returning its loss) as a callable that runs it eagerly, or replays one capture of it."""
+    if not captured:
+        return step
+    g = clnn.Graph()
+    with clnn.graph(g, dev):
+        loss = step()
+
+    def replay():
+        g.replay()
+        return loss
+
+    return replay
+
+
 def _train(dev, make, optimizer, batches, captured):
     """(losses, parameters, buffers) after STEPS steps of ``make``'s model, eager or by replays of one capture;
     the scheduler steps between steps and the gradients are clipped, as a training loop does."""
@@ -75,19 +90,12 @@ def _train(dev, make, optimizer, batches, captured):
         opt.step()
         return loss
 
-    if captured:
-        g = clnn.Graph()
-        with clnn.graph(g, dev):
-            loss = step()
+    run = _stepper(dev, step, captured)
     losses = []
     for bx, by in batches:
         x.copy_(bx)
         y.copy_(by)
-        if captured:
-            g.replay()
-        else:
-            loss = step()
-        losses.append(loss.item())
+        losses.append(run().item())
         sched.step()
     return losses, [p.numpy() for p in model.parameters()], {k: v.numpy() for k, v in model.state_dict().items()}
 
@@ -134,19 +142,12 @@ def test_grad_scaler_replays_equal_eager_steps(dev, unscale_first):
             scaler.update()
             return loss
 
-        if captured:
-            g = clnn.Graph()
-            with clnn.graph(g, dev):
-                loss = step()
+        run = _stepper(dev, step, captured)
         scales, losses = [], []
         for b in batches:
             x.copy_(b)
-            if captured:
-                g.replay()
-            else:
-                loss = step()
+            losses.append(run().item())
             scales.append(scaler.get_scale())
-            losses.append(loss.item())
         return scales, losses, [p.numpy() for p in model.parameters()], scaler.state_dict()
 
     eager, replayed = run(False), run(True)
