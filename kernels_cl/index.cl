@@ -14,6 +14,12 @@
  *                increasing j (without SX_BASE the base is 0), or with SX_ASSIGN src of the last such
  *                j, else the base. Row v == skip gets no contribution (embedding's padding_idx). One
  *                work-item per output walks the J indices: a fixed order, no atomics, bit-identical reruns.
+ *   scatter_cols: scatter with one index list (strides (0, 1, 0)) on CPUs, for types computed in their own
+ *                type (not half): a work-item per column (o, i) sets out[o, :, i] to base (or 0), then walks
+ *                the J indices in order, adding (assigning) src[o, j, i] into out[o, idx[j], i]; neighbouring
+ *                work-items take neighbouring columns. The same order and bits as scatter, O(V + J) steps a
+ *                work-item where scatter takes O(J) an output and the sorted path a dozen launches: PoCL's
+ *                embedding backward of 2048 tokens into 128 rows of 128, 0.97 ms sorted.
  *   scatter_sorted: the same result as scatter from a sorted index: order[lo[s]..hi[s]) are the index
  *                positions q that point at segment s (s = v for one index list, s = (o * I + i) * V + v
  *                for a per-element one), in increasing q; each output walks only its own segment, in
@@ -121,6 +127,22 @@ __kernel void scatter(int n, int flags, int V, int J, int I, int so, int sj, int
         }
     }
     STORE(out, p, acc);
+}
+
+__kernel void scatter_cols(int cols, int flags, int V, int J, int I, int skip, __global const long *idx,
+                           __global const store_t *base, __global const store_t *src, __global store_t *out) {
+    int p = get_global_id(0);
+    if (p >= cols) return;
+    int i = p % I, o = p / I;
+    __global store_t *col = out + (size_t)o * V * I + i;
+    for (int v = 0; v < V; ++v)
+        col[(size_t)v * I] = (flags & SX_BASE) ? base[((size_t)o * V + v) * I + i] : (store_t)0;
+    for (int j = 0; j < J; ++j) {
+        int v = wrap(idx[j], V);
+        if (v == skip) continue;
+        store_t s = src[((size_t)o * J + j) * I + i];
+        col[(size_t)v * I] = (flags & SX_ASSIGN) ? s : col[(size_t)v * I] + s;
+    }
 }
 
 __kernel void scatter_sorted(int n, int flags, int V, int J, int I, int per_element, int skip,

@@ -358,12 +358,15 @@ def test_split_chunk_match_torch():
         assert [g.tolist() for g in got] == [w.tolist() for w in want]
 
 
-@pytest.fixture(params=["walk", "sort"])
+@pytest.fixture(params=["walk", "sort", "columns"])
 def scatter_path(request, monkeypatch):
-    """Runs a test with every scatter walking its index list, or with every scatter sorted first."""
+    """Runs a test with every scatter walking its index list, or with every scatter sorted first, or with one
+    index list walked per column (scatter_cols) on any device."""
     import clnn.ops.index as index_ops
 
     monkeypatch.setattr(index_ops, "WALK_MAX", 1 << 62 if request.param == "walk" else -1)
+    monkeypatch.setattr(index_ops, "COLUMNS_ON", frozenset({"cpu", "gpu", "accelerator", "other"})
+                        if request.param == "columns" else frozenset())
     return request.param
 
 

@@ -21,7 +21,7 @@ from .. import graphs, kernels
 from ..device import Device
 from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
 from ..profiler import profiled
-from ..tensor import FLOAT_DTYPES, Tensor, is_grad_enabled
+from ..tensor import FLOAT_DTYPES, HALF_DTYPES, Tensor, is_grad_enabled
 from ..validation import (
     broadcast_shapes,
     normalize_axis,
@@ -44,6 +44,9 @@ INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 # WALK_MAX steps (outputs x index list length) in all. Measured on Intel's CPU runtime (BENCHMARKS.md,
 # "Embedding backward"): the walk wins below ~2**18 steps, where the sort's dozen launches dominate.
 WALK_MAX = 1 << 18
+# Device types whose scatters with one index list walk it per column (index.cl's scatter_cols, not for half
+# types): CPUs, where it beat both other paths at every size measured (BENCHMARKS.md, thirty-fourth session).
+COLUMNS_ON = frozenset({"cpu"})
 
 
 def as_index(label: str, index: Any, dev: Device) -> Tensor:
@@ -105,14 +108,20 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
              strides: tuple[int, int, int], base: Tensor | None = None, flags: int = 0, skip: int = -1,
              out: Tensor | None = None) -> Tensor:
     """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx``: either one index list
-    (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). Short index lists are walked
-    by every output (``index.cl``'s scatter); longer ones are sorted by destination first, so each output
-    reads only its own contributions (scatter_sorted). Both add in increasing index position: same bits."""
+    (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). On the device types of
+    ``COLUMNS_ON`` (CPUs) one index list is walked once per column (``scatter_cols``). Otherwise short index
+    lists are walked by every output (``index.cl``'s scatter); longer ones are sorted by destination first, so
+    each output reads only its own contributions (scatter_sorted). All add in increasing index position: the
+    same bits."""
     out = empty(shape, src.dtype, src.device) if out is None else out
     o, v, i = ovi
     flags |= SX_BASE if base is not None else 0
     base_data = (base if base is not None else src).data
     dev = src.device
+    if dev.type in COLUMNS_ON and strides == (0, 1, 0) and src.dtype not in HALF_DTYPES:
+        launch_1d(dev, _kernel(dev, src.dtype, "scatter_cols"), o * i, np.int32(o * i), np.int32(flags),
+                  np.int32(v), np.int32(j), np.int32(i), np.int32(skip), idx.data, base_data, src.data, out.data)
+        return out
     if out.size * j <= WALK_MAX:
         launch_1d(dev, _kernel(dev, src.dtype, "scatter"), out.size, np.int32(out.size), np.int32(flags),
                   np.int32(v), np.int32(j), np.int32(i), *(np.int32(s) for s in strides), np.int32(skip),
