@@ -14,12 +14,12 @@
  *                increasing j (without SX_BASE the base is 0), or with SX_ASSIGN src of the last such
  *                j, else the base. Row v == skip gets no contribution (embedding's padding_idx). One
  *                work-item per output walks the J indices: a fixed order, no atomics, bit-identical reruns.
- *   scatter_cols: scatter with one index list (strides (0, 1, 0)) on CPUs, for types computed in their own
- *                type (not half): a work-item per column (o, i) sets out[o, :, i] to base (or 0), then walks
- *                the J indices in order, adding (assigning) src[o, j, i] into out[o, idx[j], i]; neighbouring
- *                work-items take neighbouring columns. The same order and bits as scatter, O(V + J) steps a
- *                work-item where scatter takes O(J) an output and the sorted path a dozen launches: PoCL's
- *                embedding backward of 2048 tokens into 128 rows of 128, 0.97 ms sorted.
+ *   scatter_cols: (CPUs, ROW_VW defined: rowvec.h; float32/64) scatter with one index list (strides (0, 1, 0))
+ *                into out already holding base (or 0): a work-item per (o, chunk of ROW_VW columns) walks the J
+ *                indices in order, adding (with SX_ASSIGN assigning) src[o, j, chunk] into out[o, idx[j], chunk]
+ *                in vectors (the last chunk of a row lane by lane). The same order and bits as scatter, in
+ *                O(J) vector steps a work-item, where scatter takes O(J) an output element and the sorted path a
+ *                dozen launches.
  *   scatter_sorted: the same result as scatter from a sorted index: order[lo[s]..hi[s]) are the index
  *                positions q that point at segment s (s = v for one index list, s = (o * I + i) * V + v
  *                for a per-element one), in increasing q; each output walks only its own segment, in
@@ -127,22 +127,6 @@ __kernel void scatter(int n, int flags, int V, int J, int I, int so, int sj, int
         }
     }
     STORE(out, p, acc);
-}
-
-__kernel void scatter_cols(int cols, int flags, int V, int J, int I, int skip, __global const long *idx,
-                           __global const store_t *base, __global const store_t *src, __global store_t *out) {
-    int p = get_global_id(0);
-    if (p >= cols) return;
-    int i = p % I, o = p / I;
-    __global store_t *col = out + (size_t)o * V * I + i;
-    for (int v = 0; v < V; ++v)
-        col[(size_t)v * I] = (flags & SX_BASE) ? base[((size_t)o * V + v) * I + i] : (store_t)0;
-    for (int j = 0; j < J; ++j) {
-        int v = wrap(idx[j], V);
-        if (v == skip) continue;
-        store_t s = src[((size_t)o * J + j) * I + i];
-        col[(size_t)v * I] = (flags & SX_ASSIGN) ? s : col[(size_t)v * I] + s;
-    }
 }
 
 __kernel void scatter_sorted(int n, int flags, int V, int J, int I, int per_element, int skip,
@@ -352,3 +336,29 @@ void topk(int L, int I, int k, int largest, __global const store_t *x, __global 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
+
+#ifdef ROW_VW
+#include "rowvec.h"
+
+__kernel void scatter_cols(int chunks, int flags, int V, int J, int I, int skip, __global const long *idx,
+                           __global const real *src, __global real *out) {
+    const int p = get_global_id(0);
+    if (p >= chunks) return;
+    const int per_row = (I + ROW_VW - 1) / ROW_VW, c0 = p % per_row * ROW_VW, o = p / per_row;
+    __global real *rows = out + (size_t)o * V * I + c0;
+    __global const real *from = src + (size_t)o * J * I + c0;
+    const int lanes = min(ROW_VW, I - c0);
+    for (int j = 0; j < J; ++j) {
+        const int v = wrap(idx[j], V);
+        if (v == skip) continue;
+        __global real *at = rows + (size_t)v * I;
+        __global const real *s = from + (size_t)j * I;
+        if (lanes == ROW_VW) {
+            const realrv x = RV_LOAD(0, s);
+            RV_STORE((flags & SX_ASSIGN) ? x : RV_LOAD(0, at) + x, 0, at);
+        } else {
+            for (int r = 0; r < lanes; ++r) at[r] = (flags & SX_ASSIGN) ? s[r] : at[r] + s[r];
+        }
+    }
+}
+#endif

@@ -19,9 +19,9 @@ import numpy as np
 
 from .. import graphs, kernels
 from ..device import Device
-from ..kernels import broadcast_strides, contiguous_strides, descriptor, launch_1d
+from ..kernels import broadcast_strides, contiguous_strides, defines, descriptor, group_size, launch_1d
 from ..profiler import profiled
-from ..tensor import FLOAT_DTYPES, HALF_DTYPES, Tensor, is_grad_enabled
+from ..tensor import FLOAT_DTYPES, Tensor, is_grad_enabled
 from ..validation import (
     broadcast_shapes,
     normalize_axis,
@@ -40,12 +40,13 @@ from .sort import kernel as _kernel
 
 SX_ASSIGN, SX_BASE = (kernels.op_codes("index.cl", "SX_")[k] for k in ("assign", "base"))
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+REAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # scatter_cols' types (rowvec.h's rows of `real`)
 # A scatter walks the whole index list per output while that is cheaper than sorting it first: under
 # WALK_MAX steps (outputs x index list length) in all. Measured on Intel's CPU runtime (BENCHMARKS.md,
 # "Embedding backward"): the walk wins below ~2**18 steps, where the sort's dozen launches dominate.
 WALK_MAX = 1 << 18
-# Device types whose scatters with one index list walk it per column (index.cl's scatter_cols, not for half
-# types): CPUs, where it beat both other paths at every size measured (BENCHMARKS.md, thirty-fourth session).
+# Device types whose float32/64 scatters with one index list walk it per chunk of columns (index.cl's
+# scatter_cols): CPUs, where it beat both other paths at every size measured (BENCHMARKS.md, thirty-fourth session).
 COLUMNS_ON = frozenset({"cpu"})
 
 
@@ -109,7 +110,8 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
              out: Tensor | None = None) -> Tensor:
     """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx``: either one index list
     (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). On the device types of
-    ``COLUMNS_ON`` (CPUs) one index list is walked once per column (``scatter_cols``). Otherwise short index
+    ``COLUMNS_ON`` (CPUs) one index list of float32/64 is walked once per chunk of columns (``scatter_cols``,
+    after ``out`` is set to the base or 0). Otherwise short index
     lists are walked by every output (``index.cl``'s scatter); longer ones are sorted by destination first, so
     each output reads only its own contributions (scatter_sorted). All add in increasing index position: the
     same bits."""
@@ -118,9 +120,16 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
     flags |= SX_BASE if base is not None else 0
     base_data = (base if base is not None else src).data
     dev = src.device
-    if dev.type in COLUMNS_ON and strides == (0, 1, 0) and src.dtype not in HALF_DTYPES:
-        launch_1d(dev, _kernel(dev, src.dtype, "scatter_cols"), o * i, np.int32(o * i), np.int32(flags),
-                  np.int32(v), np.int32(j), np.int32(i), np.int32(skip), idx.data, base_data, src.data, out.data)
+    vw = min(dev.vector_width, 16)
+    if dev.type in COLUMNS_ON and strides == (0, 1, 0) and src.dtype in REAL_DTYPES and vw >= 4:
+        if base is None:
+            dev.fill(out.data, np.zeros((), src.dtype), out.nbytes)
+        elif base.data is not out.data:
+            dev.copy(out.data, base.data, out.nbytes)
+        chunks = o * -(-i // vw)
+        k = kernels.kernel(dev, "index.cl", "scatter_cols", defines(src.dtype, IDX_WG=group_size(dev), ROW_VW=vw))
+        launch_1d(dev, k, chunks, np.int32(chunks), np.int32(flags & SX_ASSIGN), np.int32(v), np.int32(j),
+                  np.int32(i), np.int32(skip), idx.data, src.data, out.data)
         return out
     if out.size * j <= WALK_MAX:
         launch_1d(dev, _kernel(dev, src.dtype, "scatter"), out.size, np.int32(out.size), np.int32(flags),
