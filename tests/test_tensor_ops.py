@@ -18,7 +18,7 @@ from torch_ref import check_against_torch
 
 import clnn
 import clnn.functional as F
-from clnn import nn
+from clnn import nn, tuning
 
 T = torch.tensor
 
@@ -365,9 +365,8 @@ def scatter_path(request, monkeypatch):
     import clnn.ops.index as index_ops
 
     monkeypatch.setattr(index_ops, "WALK_MAX", 1 << 62 if request.param == "walk" else -1)
-    monkeypatch.setattr(index_ops, "COLUMNS_ON", frozenset({"cpu", "gpu", "accelerator", "other"})
-                        if request.param == "columns" else frozenset())
-    return request.param
+    with tuning.override("scatter", COLS_VW=4 if request.param == "columns" else 0):  # 4: rows of 5 have tails
+        yield request.param
 
 
 @pytest.mark.parametrize(("vocab", "tokens", "dim", "pad"), [(1, 7, 3, None), (11, 300, 5, 3), (97, 1031, 2, -1),

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import graphs, kernels
+from .. import graphs, kernels, tuning
 from ..device import Device
 from ..kernels import broadcast_strides, contiguous_strides, defines, descriptor, group_size, launch_1d
 from ..profiler import profiled
@@ -45,9 +45,6 @@ REAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # scatter_cols' type
 # WALK_MAX steps (outputs x index list length) in all. Measured on Intel's CPU runtime (BENCHMARKS.md,
 # "Embedding backward"): the walk wins below ~2**18 steps, where the sort's dozen launches dominate.
 WALK_MAX = 1 << 18
-# Device types whose float32/64 scatters with one index list walk it per chunk of columns (index.cl's
-# scatter_cols): CPUs, where it beat both other paths at every size measured (BENCHMARKS.md, thirty-fourth session).
-COLUMNS_ON = frozenset({"cpu"})
 
 
 def as_index(label: str, index: Any, dev: Device) -> Tensor:
@@ -110,8 +107,8 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
              out: Tensor | None = None) -> Tensor:
     """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx``: either one index list
     (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). On the device types of
-    ``COLUMNS_ON`` (CPUs) one index list of float32/64 is walked once per chunk of columns (``scatter_cols``,
-    after ``out`` is set to the base or 0). Otherwise short index
+    tuning's ``scatter`` COLS_VW (CPUs) one index list of float32/64 is walked once per chunk of columns
+    (``scatter_cols``, after ``out`` is set to the base or 0). Otherwise short index
     lists are walked by every output (``index.cl``'s scatter); longer ones are sorted by destination first, so
     each output reads only its own contributions (scatter_sorted). All add in increasing index position: the
     same bits."""
@@ -120,8 +117,8 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
     flags |= SX_BASE if base is not None else 0
     base_data = (base if base is not None else src).data
     dev = src.device
-    vw = min(dev.vector_width, 16)
-    if dev.type in COLUMNS_ON and strides == (0, 1, 0) and src.dtype in REAL_DTYPES and vw >= 4:
+    vw = tuning.memoized(dev, ("scatter cols", id(dev)), lambda: int(tuning.params(dev, "scatter")["COLS_VW"]))
+    if vw and strides == (0, 1, 0) and src.dtype in REAL_DTYPES:
         if base is None:
             dev.fill(out.data, np.zeros((), src.dtype), out.nbytes)
         elif base.data is not out.data:

@@ -258,6 +258,14 @@ def index(dt: np.dtype, rng: np.random.Generator) -> None:
     check("where", clnn.where(clnn.tensor(m), x, 0.0), np.where(m, xn, 0), dt)
     check("triu", x.triu(1), np.triu(xn, 1), dt)
     check("mask getitem (scan, mask_positions)", x[clnn.tensor(m[:, 0])], xn[m[:, 0]], dt)
+    with tuning.override("scatter", COLS_VW=4):  # one index list walked per chunk of 4 columns (rows of 5: tails)
+        x.grad = None
+        e = clnn.functional.embedding(clnn.tensor(rows), x, padding_idx=0)
+        e.backward(clnn.ones(*e.shape, dtype=dt))
+        check("embedding backward by columns", x.grad, np.array([[0] * 5, [0] * 5, [0] * 5, [2] * 5]), dt)
+        y = clnn.tensor(xn)
+        y[[2, -1]] = clnn.tensor(src[:2, :1])
+        check("setitem by columns", y, want, dt)
     _lower_wg(16)
     index_ops.WALK_MAX = -1  # every scatter below sorts first (2 radix tiles of 16 x RADIX_K keys)
     x.grad = None
