@@ -15,7 +15,7 @@
  *                j, else the base. Row v == skip gets no contribution (embedding's padding_idx). One
  *                work-item per output walks the J indices: a fixed order, no atomics, bit-identical reruns.
  *   scatter_cols: (CPUs, ROW_VW defined: rowvec.h; float32/64) scatter with one index list (strides (0, 1, 0))
- *                into out already holding base (or 0): a work-item per (o, chunk of ROW_VW columns) walks the J
+ *                into out already holding its base (the host zeroes it, or out is the base): a work-item per (o, chunk of ROW_VW columns) walks the J
  *                indices in order, adding (with SX_ASSIGN assigning) src[o, j, chunk] into out[o, idx[j], chunk]
  *                in vectors (the last chunk of a row lane by lane). The same order and bits as scatter, in
  *                O(J) vector steps a work-item, where scatter takes O(J) an output element and the sorted path a

@@ -107,8 +107,8 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
              out: Tensor | None = None) -> Tensor:
     """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx``: either one index list
     (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). On the device types of
-    tuning's ``scatter`` COLS_VW (CPUs) one index list of float32/64 is walked once per chunk of columns
-    (``scatter_cols``, after ``out`` is set to the base or 0). Otherwise short index
+    tuning's ``scatter`` COLS_VW (CPUs) one index list of float32/64 into zeros or in place (``out`` is the base)
+    is walked once per chunk of columns (``scatter_cols``). Otherwise short index
     lists are walked by every output (``index.cl``'s scatter); longer ones are sorted by destination first, so
     each output reads only its own contributions (scatter_sorted). All add in increasing index position: the
     same bits."""
@@ -118,11 +118,9 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
     base_data = (base if base is not None else src).data
     dev = src.device
     vw = tuning.memoized(dev, ("scatter cols", id(dev)), lambda: int(tuning.params(dev, "scatter")["COLS_VW"]))
-    if vw and strides == (0, 1, 0) and src.dtype in REAL_DTYPES:
+    if vw and strides == (0, 1, 0) and src.dtype in REAL_DTYPES and (base is None or base.data is out.data):
         if base is None:
             dev.fill(out.data, np.zeros((), src.dtype), out.nbytes)
-        elif base.data is not out.data:
-            dev.copy(out.data, base.data, out.nbytes)
         chunks = o * -(-i // vw)
         k = kernels.kernel(dev, "index.cl", "scatter_cols", defines(src.dtype, IDX_WG=group_size(dev), ROW_VW=vw))
         launch_1d(dev, k, chunks, np.int32(chunks), np.int32(flags & SX_ASSIGN), np.int32(v), np.int32(j),
