@@ -119,11 +119,9 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
     dev = src.device
     vw = tuning.memoized(dev, ("scatter cols", id(dev)), lambda: int(tuning.params(dev, "scatter")["COLS_VW"]))
     if vw and strides == (0, 1, 0) and src.dtype in REAL_DTYPES and (base is None or base.data is out.data):
-        if base is None:
-            dev.fill(out.data, np.zeros((), src.dtype), out.nbytes)
         chunks = o * -(-i // vw)
         k = kernels.kernel(dev, "index.cl", "scatter_cols", defines(src.dtype, IDX_WG=group_size(dev), ROW_VW=vw))
-        launch_1d(dev, k, chunks, np.int32(chunks), np.int32(flags & SX_ASSIGN), np.int32(v), np.int32(j),
+        launch_1d(dev, k, chunks, np.int32(chunks), np.int32(flags), np.int32(v), np.int32(j),
                   np.int32(i), np.int32(skip), idx.data, src.data, out.data)
         return out
     if out.size * j <= WALK_MAX:
