@@ -106,12 +106,11 @@ def _scatter(src: Tensor, idx: Tensor, shape: tuple[int, ...], ovi: tuple[int, i
              strides: tuple[int, int, int], base: Tensor | None = None, flags: int = 0, skip: int = -1,
              out: Tensor | None = None) -> Tensor:
     """``out`` (O, V, I) = base (or 0) plus src (O, J, I) scattered by ``idx``: either one index list
-    (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). On the device types of
-    tuning's ``scatter`` COLS_VW (CPUs) one index list of float32/64 into zeros or in place (``out`` is the base)
-    is walked once per chunk of columns (``scatter_cols``). Otherwise short index
-    lists are walked by every output (``index.cl``'s scatter); longer ones are sorted by destination first, so
-    each output reads only its own contributions (scatter_sorted). All add in increasing index position: the
-    same bits."""
+    (strides (0, 1, 0)) or one index per src element (``idx`` shaped as src). Where tuning's ``scatter`` COLS_VW
+    is set (CPUs), one index list of float32/64 into zeros or in place (``out`` is the base) is walked once per
+    chunk of columns (``scatter_cols``). Otherwise short index lists are walked by every output (``index.cl``'s
+    scatter); longer ones are sorted by destination first, so each output reads only its own contributions
+    (scatter_sorted). All add in increasing index position: the same bits."""
     out = empty(shape, src.dtype, src.device) if out is None else out
     o, v, i = ovi
     flags |= SX_BASE if base is not None else 0
