@@ -367,7 +367,12 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # without a test of their index (optim.cl's STATIC_OP, MT_WHOLE): PoCL vectorizes the update across work-items
     # only so (Adam over 16M floats 22 ms, 17.5 with the op built in, 7.4 with both); Intel's runtime vectorizes it
     # as it is, and lost by the untested groups (7.6 -> 9.9 ms)
-    "foreach": {"default": {"TENSORS": 8, "READ_VW": 4, "STATIC": 0}, "cpu": {"TENSORS": 1, "READ_VW": 16},
+    # SMALL: the most elements a tensor may have to share a launch of MT_SLOTS where TENSORS is 1: the time of an
+    # update of a few thousand elements is its launch's. AdamW over 8 tensors, us a step, one per launch / eight:
+    # 32 elements each PoCL 317 / 76, Intel's runtime 193 / 48; 4096: 299 / 133, 190 / 57; 16384: 293 / 306,
+    # 191 / 144; 65536: 371 / 1027, 240 / 499
+    "foreach": {"default": {"TENSORS": 8, "READ_VW": 4, "STATIC": 0, "SMALL": 0},
+                "cpu": {"TENSORS": 1, "READ_VW": 16, "SMALL": 8192},
                 "portable computing language": {"STATIC": 1}},
     # MMA 1: float16 and bfloat16 products (matmul, convolutions, Winograd's) multiply in gemm.h's warp-wide 16x8x16
     # products, laid over each tile kind where its tile allows (matmul.gemm_config), with the row's tile keys

@@ -28,6 +28,15 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     return float(diff / denom) if denom else float(diff)
 
 
+def multi_tensor_launches(dev: clnn.Device, sizes: list[int]) -> int:
+    """The launches a multi-tensor op (``clnn.ops.foreach``) takes for tensors of ``sizes`` elements sharing their
+    key: small ones (tuning's ``foreach`` SMALL) ``MT`` a launch, the others ``per_launch`` a launch."""
+    from clnn.ops import foreach
+
+    small = sum(size <= tuning.params(dev, "foreach")["SMALL"] for size in sizes)
+    return -(-small // foreach.MT) + -(-(len(sizes) - small) // foreach.per_launch(dev))
+
+
 def assert_close(out, ref, tol: float = F32_TOL, what: str = "") -> None:
     err = rel_err(np.asarray(out), np.asarray(ref))
     assert err < tol, f"{what} relative error {err:.3e} >= {tol:.1e}"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
-from helpers import set_direct_conv_max_k, set_winograd
+from helpers import multi_tensor_launches, set_direct_conv_max_k, set_winograd
 
 import clnn
 from clnn import functional as F
@@ -362,7 +362,7 @@ def test_grad_scaler_unscales_in_place_in_multi_tensor_launches_and_one_read(dev
         monkeypatch.setattr(dev, "download", lambda *a: reads.append(1) or download(*a))
         scaler.unscale_(opt)
         monkeypatch.undo()
-        runs = -(-(len(shapes) + 1) // foreach.per_launch(dev))
+        runs = multi_tensor_launches(dev, [math.prod(s) for s in (*shapes, shapes[0])])
         assert launches == ["scale_multi"] * runs and len(reads) == 1, launches
         assert all(p.grad.data is m for p, m in zip(params, memory))
         for p, e in zip([*params, shared], [*expect, expect[0]]):
@@ -436,7 +436,7 @@ def test_grad_scaler_step_unscales_in_the_update(dev, rng, monkeypatch, make, dt
         monkeypatch.setattr(dev, "download", lambda *a: reads.append(1) or download(*a))
         assert fused_scaler.step(fused_opt) is None
         monkeypatch.undo()
-        runs = -(-len(shapes) // foreach.per_launch(dev))
+        runs = multi_tensor_launches(dev, [math.prod(s) for s in shapes])
         assert launches == ["check_multi"] * runs + ["optim_multi"] * runs * (bad is None), launches
         assert len(reads) == 1
         for p, q, a, g in zip(params, fused, init, grads):

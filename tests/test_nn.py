@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import rel_err
+from helpers import multi_tensor_launches, rel_err
 
 import clnn
 from clnn import nn
@@ -203,7 +203,6 @@ def test_clip_grad_norm_matches_torch(dev, rng, norm_type, max_norm, dtype, monk
     """In place, in two multi-tensor passes whatever the number of gradients; a gradient shared by two leaves is
     scaled once."""
     from clnn import kernels
-    from clnn.ops import foreach
 
     grads = [rng.standard_normal(s).astype(dtype) for s in CLIP_SHAPES]
     params = [clnn.zeros(s, dtype=dtype, device=dev, requires_grad=True) for s in CLIP_SHAPES]
@@ -222,9 +221,9 @@ def test_clip_grad_norm_matches_torch(dev, rng, norm_type, max_norm, dtype, monk
     tshared = torch.zeros(CLIP_SHAPES[0], dtype=tparams[0].dtype, requires_grad=True)
     tshared.grad = tparams[0].grad.clone()  # counted twice in the norm, like clnn's, and scaled once
     ttotal = torch.nn.utils.clip_grad_norm_([*tparams, tshared], max_norm, norm_type)
-    per = foreach.per_launch(dev)  # the norm counts the shared gradient twice, as torch; the scale takes it once
-    assert launches.count("norm_multi") == -(-(len(CLIP_SHAPES) + 1) // per), launches
-    assert launches.count("scale_multi") == -(-len(CLIP_SHAPES) // per), launches
+    sizes = [math.prod(s) for s in CLIP_SHAPES]  # the norm counts the shared gradient twice, as torch; the scale once
+    assert launches.count("norm_multi") == multi_tensor_launches(dev, [*sizes, sizes[0]]), launches
+    assert launches.count("scale_multi") == multi_tensor_launches(dev, sizes), launches
     assert total.dtype == dtype and rel_err(total.numpy(), ttotal.numpy()) < 1e-5
     assert all(p.grad.data is m for p, m in zip(params, memory))
     for p, tp in zip([*params, shared], [*tparams, tshared]):

@@ -5,13 +5,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import rel_err
+from helpers import multi_tensor_launches, rel_err
 
 import clnn
 from clnn import optim
 
-# more parameters than one multi-tensor launch updates (clnn.ops.foreach.MT), sizes 1 and primes
-SHAPES = [(1,), (7, 93), (3, 5, 4), *((k,) for k in (2, 3, 5, 11, 13, 17, 19))]
+# more parameters than one multi-tensor launch updates (clnn.ops.foreach.MT), sizes 1 and primes, and two past
+# tuning's foreach SMALL on CPUs (launched one by one there, the small ones together)
+SHAPES = [(1,), (7, 93), (3, 5, 4), (97, 89), *((k,) for k in (2, 3, 5, 11, 13, 17, 19, 8209))]
 
 # (clnn class, torch class, kwargs)
 OPTIMIZERS = [
@@ -50,6 +51,24 @@ def test_optimizer_matches_torch(dev, rng, cls, tcls, kwargs):
         assert rel_err(ours, ref) < 1e-6
     opt.zero_grad()
     assert all(p.grad is None for p in params)
+
+
+@pytest.mark.parametrize("cls, kwargs", [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.AdamW, dict(lr=1e-2))],
+                         ids=["sgd", "adamw"])
+def test_update_launches(dev, rng, monkeypatch, cls, kwargs):
+    """A step launches once per foreach.MT small parameters and once per foreach.per_launch others."""
+    from clnn import kernels
+
+    params = [clnn.tensor(rng.standard_normal(s).astype(np.float32), device=dev, requires_grad=True) for s in SHAPES]
+    opt = cls(params, **kwargs)
+    for p in params:
+        p.grad = clnn.tensor(rng.standard_normal(p.shape).astype(np.float32), device=dev)
+    opt.step()  # SGD's first step differs in its flags, not its launches
+    launches = []
+    launch = kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+    opt.step()
+    assert launches == ["optim_multi"] * multi_tensor_launches(dev, [p.size for p in params])
 
 
 def test_param_groups_and_skipped_grads(dev, rng):

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pyopencl as cl
 import pytest
+from helpers import multi_tensor_launches
 
 import clnn
 import clnn.functional as F
@@ -58,8 +59,6 @@ def launches(monkeypatch):
 
 
 def test_training_step_records_every_launch(dev, step, launches):
-    from clnn.ops import foreach
-
     plain = dev.queue
     with profiler.profile(dev) as prof:
         assert dev.queue.properties & PROFILING
@@ -84,7 +83,8 @@ def test_training_step_records_every_launch(dev, step, launches):
     assert sum(s.kernels for s in stats.values()) == len(launches)
     assert sum(s.device_ns for s in stats.values()) == sum(k.device_ns for k in prof.kernels)
     assert sum(s.calls for s in stats.values()) == len(prof.ops)
-    assert stats["SGD.step"].kernels == -(-6 // foreach.per_launch(dev))  # one update per launch's worth of params
+    sizes = [p.size for p in _model(dev).parameters()]  # one update per launch's worth of params
+    assert stats["SGD.step"].kernels == multi_tensor_launches(dev, sizes)
 
 
 def test_profiling_changes_no_result(dev, rng):

@@ -5,8 +5,9 @@ tensors as ``MT`` buffer arguments per role, their sizes and the running totals 
 worth of elements) as ``int8``s; each work-group finds its tensor and block from those. An optimizer
 step, GradScaler's unscale and ``clip_grad_norm_`` then cost a launch per ``MT`` tensors instead of one (or
 four) per tensor: on GPUs, where each launch costs the host tens of microseconds, that is most of a small
-model's step. CPUs, whose launches are cheap and whose compilers vectorize only the one-tensor kernel, take a
-tensor per launch (:func:`per_launch`, tuning's ``foreach`` row).
+model's step. CPUs, whose compilers vectorize only the one-tensor kernel, take a big tensor per launch
+(:func:`per_launch`, tuning's ``foreach`` row) and share launches among small ones (its SMALL), whose time is the
+launch's.
 """
 
 from __future__ import annotations
@@ -34,12 +35,20 @@ def per_launch(dev: Device) -> int:
     return tuning.memoized(dev, ("foreach", id(dev)), lambda: min(MT, int(tuning.params(dev, "foreach")["TENSORS"])))
 
 
-def kernel(dev: Device, name: str, dtype: np.dtype, **extra: object) -> cl.Kernel:
-    """``optim.cl``'s multi-tensor kernel ``name`` for ``dtype``, built for ``dev``'s tensors per launch."""
-    key = ("foreach kernel", id(dev), name, np.dtype(dtype), *extra.items())
+def _small(dev: Device) -> int:
+    """The most elements a tensor may have to share a launch on a device of one tensor per launch (tuning's
+    ``foreach`` SMALL)."""
+    return tuning.memoized(dev, ("foreach small", id(dev)), lambda: int(tuning.params(dev, "foreach")["SMALL"]))
+
+
+def kernel(dev: Device, name: str, dtype: np.dtype, tensors: int, **extra: object) -> cl.Kernel:
+    """``optim.cl``'s multi-tensor kernel ``name`` for ``dtype``, built for a launch of ``tensors`` tensors: the
+    one-tensor kernel for one on a device of one tensor per launch, else ``MT`` slots."""
+    single = tensors == 1 == per_launch(dev)
+    key = ("foreach kernel", id(dev), name, np.dtype(dtype), single, *extra.items())
     return tuning.memoized(dev, key, lambda: kernels.kernel(
-        dev, "optim.cl", name, kernels.defines(dtype, MT_TENSORS=per_launch(dev), MT_WHOLE_GROUPS=int(static(dev)),
-                                               **extra)))
+        dev, "optim.cl", name, kernels.defines(dtype, MT_TENSORS=1 if single else MT,
+                                               MT_WHOLE_GROUPS=int(single and static(dev)), **extra)))
 
 
 def static(dev: Device) -> bool:
@@ -48,16 +57,23 @@ def static(dev: Device) -> bool:
                            lambda: per_launch(dev) == 1 and bool(tuning.params(dev, "foreach")["STATIC"]))
 
 
-def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]]) -> Iterator[tuple[Device, Any, list[T]]]:
-    """``items`` in runs of at most :func:`per_launch` that agree on ``key(item)``, a (device, rest) pair:
-    (device, rest, run) in order of first appearance of each key."""
-    by_key: dict[tuple[Device, Any], list[T]] = {}
+def groups(items: Sequence[T], key: Callable[[T], tuple[Device, Any]],
+           elements: Callable[[T], int]) -> Iterator[tuple[Device, Any, list[T]]]:
+    """``items`` in runs that agree on ``key(item)``, a (device, rest) pair: (device, rest, run) in order of first
+    appearance of each key and size class: at most :func:`per_launch` items a run, or ``MT`` small ones (of at
+    most tuning's ``foreach`` SMALL ``elements(item)``)."""
+    by_key: dict[tuple[Device, Any, bool], list[T]] = {}
     for item in items:
-        by_key.setdefault(key(item), []).append(item)
-    for (dev, rest), run in by_key.items():
-        size = per_launch(dev)
+        dev, rest = key(item)
+        by_key.setdefault((dev, rest, elements(item) <= _small(dev)), []).append(item)
+    for (dev, rest, small), run in by_key.items():
+        size = MT if small else per_launch(dev)
         for i in range(0, len(run), size):
             yield dev, rest, run[i : i + size]
+
+
+def _size(t: Tensor) -> int:
+    return t.size
 
 
 def sizes(tensors: Sequence[Tensor], wg: int, per_item: int = 1) -> tuple[np.generic, np.generic, int]:
@@ -75,7 +91,7 @@ def launch(dev: Device, k: cl.Kernel, roles: Sequence[Sequence[Tensor]], *args: 
     """Launch ``k(*before, sizes, ends, *buffers, *args)`` over the tensors of ``roles[0]`` (at most
     :func:`per_launch`), ``buffers`` each role's tensors in the kernel's slots (unused ones repeating the role's
     first); ``counted``: ``sizes(roles[0], group_size(dev))`` when the caller has it. Returns the work-groups."""
-    wg, width = kernels.group_size(dev), per_launch(dev)
+    wg, width = kernels.group_size(dev), 1 if len(roles[0]) == 1 == per_launch(dev) else MT
     n, ends, blocks = counted or sizes(roles[0], wg)
     buffers = [b for role in roles for b in [t.data for t in role] + [role[0].data] * (width - len(role))]
     kernels.launch(dev, k, (blocks * wg,), (wg,), *before, n, ends, *buffers, *args)
@@ -88,11 +104,11 @@ def scale_(tensors: Sequence[Tensor], factor: float, coef: Tensor | None = None,
     0-d device scalar ``coef`` when given); with ``found`` (an int32 tensor of one element), set it to 1 when an
     element was inf or NaN before the multiply."""
     coefs = {}  # coef in each tensor's `real` type, as the kernel reads it
-    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
+    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype), _size):
         spare = run[0].data  # stands for the coefficient or the flag where there is none: never read
         if coef is not None and (real := kernels.real_dtype(dtype)) not in coefs:
             coefs[real] = coef if coef.dtype == real else coef.astype(real)
-        launch(dev, kernel(dev, "scale_multi", dtype), [run], kernels.real_scalar(dtype, factor),
+        launch(dev, kernel(dev, "scale_multi", dtype, len(run)), [run], kernels.real_scalar(dtype, factor),
                np.int32(coef is not None), spare if coef is None else coefs[kernels.real_dtype(dtype)].data,
                np.int32(found is not None), spare if found is None else found.data)
 
@@ -106,9 +122,9 @@ def _read_width(dev: Device) -> int:
 def check_finite(tensors: Sequence[Tensor], found: Tensor) -> None:
     """Set ``found`` (an int32 tensor of one element) to 1 when an element of ``tensors`` (contiguous) is inf or NaN,
     reading them only."""
-    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
+    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype), _size):
         vw = _read_width(dev)
-        launch(dev, kernel(dev, "check_multi", dtype, READ_VW=vw), [run], found.data,
+        launch(dev, kernel(dev, "check_multi", dtype, len(run), READ_VW=vw), [run], found.data,
                counted=sizes(run, kernels.group_size(dev), vw))
 
 
@@ -116,17 +132,17 @@ def norm_partials(tensors: Sequence[Tensor], power: float) -> list[Tensor]:
     """Per (device, dtype) of ``tensors``, the partial sums of ``|x| ** power`` (``power`` math.inf: partial
     maxima of ``|x|``) over those tensors, in a 1-D tensor of their ``real`` type for the caller to sum (or max)."""
     runs: dict[tuple[Device, np.dtype], list[list[Tensor]]] = {}
-    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype)):
+    for dev, dtype, run in groups(tensors, lambda t: (t.device, t.dtype), _size):
         runs.setdefault((dev, dtype), []).append(run)
     out = []
     for (dev, dtype), these in runs.items():
         wg, vw = kernels.group_size(dev), _read_width(dev)
         counted = [sizes(run, wg, vw) for run in these]
         partials = empty((sum(c[2] for c in counted),), kernels.real_dtype(dtype), dev)
-        k = kernel(dev, "norm_multi", dtype, MT_WG=wg, READ_VW=vw)
         code = kernels.real_scalar(dtype, 0.0 if power == math.inf else power)
         base = 0
         for run, c in zip(these, counted):
+            k = kernel(dev, "norm_multi", dtype, len(run), MT_WG=wg, READ_VW=vw)
             base += launch(dev, k, [run], code, partials.data, np.int32(base), counted=c)
         out.append(partials)
     return out

@@ -1,7 +1,7 @@
 """Optimizers with ``torch.optim``'s arguments and arithmetic; every update runs on the device.
 
 Updates run as ``optim_multi`` in ``kernels_cl/optim.cl``, one launch per group of up to
-``foreach.per_launch`` parameters (8 on GPUs, 1 on CPUs) that share their dtype, device and update
+``foreach.per_launch`` parameters (8 on GPUs; 1 on CPUs, 8 small ones) that share their dtype, device and update
 (hyperparameters, step count, flags): it reads the gradients and the state buffers and writes the parameters
 and the state in place, so no value crosses to the host. Hyperparameters are kernel arguments, so changing the
 learning rate never recompiles.
@@ -113,7 +113,8 @@ class Optimizer:
         """Advance the state of each (parameter, gradient, group) of ``grads`` and launch their updates."""
         with profiler.scope(f"{type(self).__name__}.step"):
             updates = [(p, g, self._update(p, group, self.state.setdefault(id(p), {}))) for p, g, group in grads]
-            for dev, (dtype, _), run in foreach.groups(updates, lambda u: (u[0].device, (u[0].dtype, u[2].key))):
+            for dev, (dtype, _), run in foreach.groups(updates, lambda u: (u[0].device, (u[0].dtype, u[2].key)),
+                                                     lambda u: u[0].size):
                 _launch(dev, dtype, run, unscale)
 
     def _update(self, p: Tensor, group: dict[str, Any], state: dict[str, Any]) -> _Update:
@@ -224,8 +225,9 @@ def _launch(dev: Device, dtype: np.dtype, run: list[tuple[Tensor, Tensor, _Updat
     ``foreach.groups``), reading the gradients times ``unscale``."""
     params, u = [p for p, _, _ in run], run[0][2]
     states = [[u.state[j] if j < len(u.state) else p for p, _, u in run] for j in range(3)]  # unused: p, untouched
-    built_in = {"STATIC_OP": _OPS[u.op], "STATIC_FLAGS": u.flags} if foreach.static(dev) else {}
-    k = foreach.kernel(dev, "optim_multi", dtype, **built_in)
+    single = len(run) == 1 == foreach.per_launch(dev)
+    built_in = {"STATIC_OP": _OPS[u.op], "STATIC_FLAGS": u.flags} if single and foreach.static(dev) else {}
+    k = foreach.kernel(dev, "optim_multi", dtype, len(run), **built_in)
     foreach.launch(dev, k, [params, [g for _, g, _ in run], *states],
                    *(real_scalar(dtype, v) for v in (unscale, u.lr, *u.h) + (0.0,) * (6 - len(u.h))),
                    before=(np.int32(_OPS[u.op]), np.int32(u.flags)))
