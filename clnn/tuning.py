@@ -394,6 +394,19 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # row's 64x32 warp blocks where its lanes' own take 32 (215 registers). ASYNC 1 with PF 0 (gemm.h's cp.async
     # staging, any tile row too): 158 registers, 128 capped without spills. All three unmeasured on a GPU
     "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 32, "DB": 1, "PF": 2}},
+    # gemm.cl's gemm_rows, the CPUs' kernel for float32 and float64 products (matmul.rows_config): WM x WN outputs a
+    # work-item in VW-wide vectors, LY work-items a group sharing their columns, k in chunks whose rows of B span at
+    # most SPAN bytes; MIN_M_COPY: the fewest rows for which a B of non-contiguous columns (x @ W^T) is copied to
+    # rows for it (matmul.copies_b_rows); LY 0: the tiled kernel.
+    # GFLOP/s against the tile (the `gemm` rows above) on AVX-512 (Zen 4, 2026-12-06, bests of 25), PoCL / Intel's
+    # runtime: 2048x512x128 211-216 / 179 against 116-120 / 86-134; 128x512x2048 (A transposed) 199-200 / 187
+    # against 135 / 84-125; 1024^3 214-216 / 220 against 150 / 145-220 (NumPy 180-210). 2048^3 in one chunk ran
+    # 99-104 (16 MiB of B's rows), in chunks of 512 rows (4 MiB) 194-199, of 256 194
+    "gemm_rows": {
+        "default": {"WM": 4, "WN": 16, "VW": 8, "LY": 0, "SPAN": 1 << 22, "MIN_M_COPY": 128},
+        "cpu": {"LY": 8},
+        "cpu simd16": {"WN": 64, "VW": 16},
+    },
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},
         "cpu": {"MAX_MACS": 1 << 12},  # measured: tiles win from 64x64x64 up on CPUs (vectors across the tile)

@@ -67,6 +67,42 @@ inline void stage(__local local_t *as, __local local_t *bs, stage_run *ra, stage
     stage_b(bs, rb, mode, k0, kend, N, col0, B, b_rs, b_cs, b_vec, lid);
 }
 
+/* STORE_BLOCK(ROW, COL, INSIDE): the store of a work-item's block acc[WM][NV] (rows ROW(i), increasing, columns
+ * COL(v) .. + VW: expressions of i and v), C = act(alpha * acc + beta * D) (with keep, P the value before act): whole
+ * VW-vectors where INSIDE (every column of the block lies inside C) and C's (D's, P's) rows are vector-aligned,
+ * else lane by lane; rows past M store nothing. Uses the kernel's M, N, alpha, beta, D, d_rs, d_cs, act, keep, P, C */
+#if VW > 1
+#define WHOLE_STORES(INSIDE)                                                                                \
+    ((INSIDE) && stores_aligned(C, N) && (!keep || stores_aligned(P, N)) &&                                  \
+     (beta == 0 || (d_cs == 1 && stores_aligned(D, d_rs))))
+#define STORE_WHOLE(at, gi, gj)                                                                             \
+    if (whole) {                                                                                            \
+        const realv d = beta != 0 ? beta * LOAD_D_VEC(D + (size_t)(gi) * d_rs + (gj)) : (realv)0;          \
+        store_act_vec(C + (at), P + (at), alpha * acc[i][v] + d, act, keep);                                \
+        continue;                                                                                           \
+    }
+#else
+#define WHOLE_STORES(INSIDE) false
+#define STORE_WHOLE(at, gi, gj)
+#endif
+#define STORE_BLOCK(ROW, COL, INSIDE)                                                                       \
+    const bool whole = WHOLE_STORES(INSIDE);                                                                \
+    _Pragma("unroll") for (int i = 0; i < WM; ++i) {                                                        \
+        const int gi = (ROW);                                                                               \
+        if (gi >= M) break;                                                                                 \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) {                                                    \
+            const int gj = (COL);                                                                           \
+            const size_t at = (size_t)gi * N + gj;                                                          \
+            STORE_WHOLE(at, gi, gj)                                                                         \
+            union { realv v; real s[VW]; } d = {(realv)0};                                                  \
+            if (beta != 0) {                                                                                \
+                LANES_UNROLL for (int q = 0; q < VW; ++q)                                                   \
+                    if (gj + q < N) d.s[q] = beta * LOAD_D(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs); \
+            }                                                                                               \
+            STORE_ACT_LANES(C, P, alpha * acc[i][v] + d.v, act, keep, at + q, gj + q < N);                  \
+        }                                                                                                   \
+    }
+
 #ifdef KERNEL_gemm
 TILED_KERNEL
 void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
@@ -122,34 +158,90 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #endif
 #undef STAGE_AT
 
-#if VW > 1 /* whole vectors where the tile's columns lie inside C, all rows aligned */
-    const bool whole = col0 + TN <= N && stores_aligned(C, N) && (!keep || stores_aligned(P, N)) &&
-                       (beta == 0 || (d_cs == 1 && stores_aligned(D, d_rs)));
-#endif
-#pragma unroll
-    for (int i = 0; i < WM; ++i) {
-        const int gi = row0 + ACC_ROW(i);
-        if (gi >= M) break;
-#pragma unroll
-        for (int v = 0; v < NV; ++v) {
-            const int gj = col0 + ACC_COL(v);
-            const size_t at = (size_t)gi * N + gj;
-#if VW > 1
-            if (whole) {
-                const realv d = beta != 0 ? beta * LOAD_D_VEC(D + (size_t)gi * d_rs + gj) : (realv)0;
-                store_act_vec(C + at, P + at, alpha * acc[i][v] + d, act, keep);
-                continue;
-            }
-#endif
-            union { realv v; real s[VW]; } d = {(realv)0};
-            if (beta != 0) {
-                LANES_UNROLL for (int q = 0; q < VW; ++q)
-                    if (gj + q < N) d.s[q] = beta * LOAD_D(D, (size_t)gi * d_rs + (size_t)(gj + q) * d_cs);
-            }
-            STORE_ACT_LANES(C, P, alpha * acc[i][v] + d.v, act, keep, at + q, gj + q < N);
-        }
-    }
+    STORE_BLOCK(row0 + ACC_ROW(i), col0 + ACC_COL(v), col0 + TN <= N);
 }
+#endif
+
+/* gemm_rows (CPUs; float and double): a work-item computes WM rows x WN columns of C (NV vectors of VW) from global
+ * memory over the k range [k0, K): per k, WM elements of A broadcast and NV vectors of B's row (B's columns
+ * contiguous: b_cs = 1; unaligned vector loads), WM * NV vector FMAs. No local memory and no barrier: PoCL keeps a
+ * barrier-free kernel's accumulators in registers across the whole k loop (a tile's went to per-work-item arrays
+ * and back at each k-slice's barrier), and the caches tile: a work-group's ROWS_LY work-items share their columns,
+ * run one after another on one core, and so find B's panel in its cache. The host runs a long k in chunks (tuning's
+ * gemm_rows SPAN: a panel over more pages than the TLB holds ran 2048^3 at half speed): a chunk with k0 > 0 starts
+ * from the partial sums in S, every chunk but the last (last = 0) stores its sums there, unscaled, and the last
+ * stores C through STORE_BLOCK. Rows past M read row M - 1 and store nothing; a block reaching past N reads its
+ * vectors through `lanes` (a block-uniform branch). Launch: work-group (1, ROWS_LY, 1), global (ceil(N/WN),
+ * ceil(M/WM) rounded up to ROWS_LY, batch). */
+#ifdef KERNEL_gemm_rows
+typedef realv realv_u __attribute__((aligned(sizeof(real)))); /* a vector at any element's address */
+#define B_WHOLE(b, v) (*(__global const realv_u *)((b) + (v) * VW))
+inline realv lanes(__global const real *p, int n) { /* the first n elements of a vector at p (all from VW), zeros after */
+    if (n >= VW) return *(__global const realv_u *)p;
+    union { realv v; real s[VW]; } t = {(realv)0};
+    for (int q = 0; q < n; ++q) t.s[q] = p[q];
+    return t.v;
+}
+#define B_EDGE(b, v) lanes((b) + (v) * VW, N - c0 - (v) * VW)
+/* the k loop, B's vector v of row p loaded by LOAD_BV(b, v) */
+#define ROWS_LOOP(LOAD_BV)                                                                                  \
+    for (int p = k0; p < K; ++p) {                                                                          \
+        realv bv[NV];                                                                                       \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] = LOAD_BV(b, v);                              \
+        _Pragma("unroll") for (int i = 0; i < WM; ++i) {                                                    \
+            const real av = *a[i];                                                                           \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] += av * bv[v];                         \
+        }                                                                                                   \
+        b += b_rs;                                                                                          \
+        _Pragma("unroll") for (int i = 0; i < WM; ++i) a[i] += a_cs;                                        \
+    }
+#ifdef cl_intel_vec_len_hint /* each work-item on its explicit vectors (gemm.h's TILED_KERNEL) */
+__kernel __attribute__((reqd_work_group_size(1, ROWS_LY, 1), intel_vec_len_hint(1)))
+#else
+__kernel __attribute__((reqd_work_group_size(1, ROWS_LY, 1)))
+#endif
+void gemm_rows(int M, int N, int K, int k0, int last, real alpha, real beta,
+               __global const real *restrict A, int a_bs, int a_rs, int a_cs,
+               __global const real *restrict B, int b_bs, int b_rs,
+               __global const real *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
+               __global real *S, __global real *P, __global real *C) {
+    const int c0 = get_global_id(0) * WN, r0 = get_global_id(1) * WM, z = get_global_id(2);
+    if (r0 >= M) return;
+    const size_t mn = (size_t)M * N;
+    A += (size_t)z * a_bs;
+    B += (size_t)z * b_bs + c0 + (size_t)k0 * b_rs;
+    D += (size_t)z * d_bs;
+    C += z * mn;
+    P += z * mn;
+    S += z * mn;
+    __global const real *a[WM];
+    realv acc[WM][NV];
+    _Pragma("unroll") for (int i = 0; i < WM; ++i) {
+        const int row = min(r0 + i, M - 1);
+        a[i] = A + (size_t)row * a_rs + (size_t)k0 * a_cs;
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] = k0 > 0 ? lanes(S + (size_t)row * N + c0 + v * VW,
+                                                                                  N - c0 - v * VW) : (realv)0;
+    }
+    __global const real *b = B;
+    if (c0 + WN <= N) {
+        ROWS_LOOP(B_WHOLE)
+    } else {
+        ROWS_LOOP(B_EDGE)
+    }
+    if (!last) { /* a chunk's partial sums, unscaled */
+        _Pragma("unroll") for (int i = 0; i < WM; ++i) {
+            if (r0 + i >= M) break;
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) {
+                union { realv v; real s[VW]; } t = {acc[i][v]};
+                const size_t at = (size_t)(r0 + i) * N + c0 + v * VW;
+                for (int q = 0; q < VW && c0 + v * VW + q < N; ++q) S[at + q] = t.s[q];
+            }
+        }
+        return;
+    }
+    STORE_BLOCK(r0 + i, c0 + v * VW, c0 + WN <= N);
+}
+#undef ROWS_LOOP
 #endif
 
 /* out[b][r][c] = alpha * (sum over s of part[b][s][r][c]) + beta * D[b*d_bs + r*d_rs + c*d_cs] for the

@@ -399,7 +399,7 @@ def test_direct_products_of_any_shape_launch_one_work_group_size(dev, rng, monke
 
 def test_planner_picks_by_shape(dev):
     """On a GPU the issue's 127x253x61 takes the direct kernel and a big square product the GPU row's
-    tile; a long k over few outputs splits; on the CPU the small product stays tiled."""
+    tile; a long k over few outputs splits; on the CPU the small product takes gemm_rows, or without it a tile."""
     gpu = dataclasses.replace(dev, type="gpu", max_work_group_size=1024, local_mem_size=49152, compute_units=132)
     f32 = np.dtype("float32")
     assert plan(gpu, f32, 1, 127, 253, 61).kernel == "direct"
@@ -408,7 +408,8 @@ def test_planner_picks_by_shape(dev):
     assert plan(gpu, f32, 1, 64, 64, 100352).splits > 1
     assert plan(dev, f32, 1, 1, 1, 1).kernel == "direct"
     if dev.type == "cpu":
-        assert plan(dev, f32, 1, 127, 253, 61).kernel == "tiled"
+        assert plan(dev, f32, 1, 127, 253, 61).kernel == "rows"
+        assert plan(dev, f32, 1, 127, 253, 61, rows=False).kernel == "tiled"
 
 
 def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
@@ -426,13 +427,13 @@ def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
     assert [c["TM"] for c in _fewer_rows(row, 16, 300)] == [128, 64]
     assert [c["TM"] for c in _fewer_rows(row, 16, 20)] == [128, 64]  # the quarter holds them: no tile of 32 rows
     assert [c["TM"] for c in _fewer_rows(row, 128, 96)] == [128]
-    assert plan(cpu, f32, 1, 64, 4096, 512).cfg == {**OPTIONAL_KEYS, **row, "TM": 64}
-    assert plan(cpu, f32, 1, 96, 4096, 512).cfg == {**OPTIONAL_KEYS, **row, "TM": 96}
+    assert plan(cpu, f32, 1, 64, 4096, 512, rows=False).cfg == {**OPTIONAL_KEYS, **row, "TM": 64}
+    assert plan(cpu, f32, 1, 96, 4096, 512, rows=False).cfg == {**OPTIONAL_KEYS, **row, "TM": 96}
     # 3 tiles of 256 x 64 over a long k on 2 units: a split in two evens the units out unless it costs too much
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1.0, "FILL": 0}})
-    assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits > 1
+    assert plan(cpu, f32, 1, 256, 192, 1 << 16, rows=False).splits > 1
     monkeypatch.setitem(tuning.TABLE, "plan", {"default": {"STAGE": 0.5, "SPLIT": 1e9, "FILL": 0}})
-    assert plan(cpu, f32, 1, 256, 192, 1 << 16).splits == 1
+    assert plan(cpu, f32, 1, 256, 192, 1 << 16, rows=False).splits == 1
 
 
 def test_narrow_products_weigh_a_tile_of_their_columns():
@@ -458,7 +459,7 @@ def test_a_tile_of_the_products_rows_computes_it(dev, rng):
     fits = [o.how for o in plan_options(dev, f32, 1, m, n, k) if o.how.cfg["TM"] == fit and o.how.splits == 1]
     assert fits
     if dev.type == "cpu" and not dev.real:
-        assert plan(dev, f32, 1, m, n, k).cfg["TM"] == fit
+        assert plan(dev, f32, 1, m, n, k, rows=False).cfg["TM"] == fit
     a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
     out = gemm_raw(clnn.tensor(a), (0, k, 1), clnn.tensor(b), (0, n, 1), 1, m, n, k, how=fits[0])
     wide = [torch.tensor(v.astype(np.float64)) for v in (a, b)]
@@ -471,15 +472,15 @@ def test_big_short_products_take_a_short_k_slice(dev, rng):
     tile's VWG), a smaller one keeps the tile's own (no program built for it), and the cut tile computes the
     product (against torch in float64)."""
     f32 = np.dtype("float32")
-    tile = plan(dev, f32, 1, 64, 64, 64).cfg
+    tile = plan(dev, f32, 1, 64, 64, 64, rows=False).cfg
     if tile["TK"] <= max(16, tile["VWG"]):
         pytest.skip(f"{dev}'s tile's k-slice is already {tile['TK']}")
     n = -(-SHORT_K_MACS // (64 * 9))
-    short = plan(dev, f32, 1, 64, n, 9)
+    short = plan(dev, f32, 1, 64, n, 9, rows=False)
     assert short.kernel == "tiled" and short.cfg["TK"] == max(16, short.cfg["VWG"])
-    assert plan(dev, f32, 1, 64, n // 4, 9).cfg["TK"] > 16
+    assert plan(dev, f32, 1, 64, n // 4, 9, rows=False).cfg["TK"] > 16
     a, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 9), (9, n)))
-    out = clnn.tensor(a) @ clnn.tensor(b)
+    out = gemm_raw(clnn.tensor(a), (0, 9, 1), clnn.tensor(b), (0, n, 1), 1, 64, n, 9, how=short)[0]
     wide = [torch.tensor(v.astype(np.float64)) for v in (a, b)]
     ref, mag = wide[0] @ wide[1], wide[0].abs() @ wide[1].abs()
     assert_sum_close(out.numpy(), ref.numpy(), mag.numpy(), TOL["float32"], "short k")

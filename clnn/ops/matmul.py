@@ -20,7 +20,7 @@ from ._core import autocast_loads, empty, record, view_as
 from .creation import tensor
 from .elementwise import UNARY, unary_grad
 from .reduce import broadcast_to, sum_to_shape
-from .shape import reshape
+from .shape import reshape, strided_copy
 
 FUSED_ACTS = ("relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu")  # activations a GEMM or conv store applies
 _KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "VWG", "VWA", "APAD", "DB", "PF", "KU")
@@ -141,8 +141,9 @@ def warp_product_misfits(dev: Device) -> list[tuple[str, np.dtype, dict[str, int
 
 @dataclass(frozen=True)
 class GemmPlan:
-    """How one product runs: ``kernel`` ``"direct"`` (one work-item per output) or ``"tiled"`` with
-    tile ``cfg`` (its defines also build the direct kernel), ``splits`` k-ranges of ``ks`` each."""
+    """How one product runs: ``kernel`` ``"direct"`` (one work-item per output), ``"tiled"`` with
+    tile ``cfg`` (its defines also build the direct kernel), ``splits`` k-ranges of ``ks`` each, or ``"rows"``
+    (CPUs: :func:`rows_plan`) with its block ``cfg``."""
 
     kernel: str
     cfg: dict[str, int]
@@ -156,7 +157,7 @@ SHORT_K_MACS = 1 << 22  # products from this many multiply-adds get a k-slice cu
 
 
 def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1],
-         big: str = "gemm", cfgs: Sequence[dict[str, int]] | None = None) -> GemmPlan:
+         big: str = "gemm", cfgs: Sequence[dict[str, int]] | None = None, rows: bool = True) -> GemmPlan:
     """The kernel, tile and k-splits (at most ``max_splits``) for one product; depends only on shapes and the device.
 
     The tiles weighed are ``big``'s (a convolution passes its kernel's tuning kind), the same with a half and a
@@ -164,7 +165,9 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     ``gemm_small``'s,
     or ``cfgs`` (a tuner's candidate: then the tiled kernel, whatever the size). Products of at most
     ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their time is the launch's, and
-    tiles would be mostly padding. Otherwise a rough cost model in cycles:
+    tiles would be mostly padding. On CPUs the others take gemm_rows (:func:`rows_config`; with ``rows`` and
+    ``big`` one of ROWS_KINDS) where it makes a work-group for each compute unit. Otherwise a rough cost model in
+    cycles:
     each work-group costs ``KS * (TM*TN/16 + STAGE*(TM+TN))`` (vector FMAs and staging; ``tuning``'s
     ``plan`` row), groups run in
     waves of ``compute_units``, and split partials cost ``SPLIT`` per element and split. Few output tiles over a
@@ -176,15 +179,19 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     measured plans (:func:`plan_options`, :func:`choose`).
     """
     if cfgs is None:  # a product's plan depends on its shape, the device (memoized follows its limits) and tuning
-        key = ("plan", id(dev), np.dtype(dtype).str, batch, m, n, k, max_splits, big)
-        return tuning.memoized(dev, key, lambda: _plan(dev, dtype, batch, m, n, k, max_splits, big, None))
-    return _plan(dev, dtype, batch, m, n, k, max_splits, big, cfgs)
+        key = ("plan", id(dev), np.dtype(dtype).str, batch, m, n, k, max_splits, big, rows)
+        return tuning.memoized(dev, key, lambda: _plan(dev, dtype, batch, m, n, k, max_splits, big, None, rows))
+    return _plan(dev, dtype, batch, m, n, k, max_splits, big, cfgs, rows)
 
 
 def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int, big: str,
-          cfgs: Sequence[dict[str, int]] | None) -> GemmPlan:
+          cfgs: Sequence[dict[str, int]] | None, rows: bool) -> GemmPlan:
     if cfgs is None and batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
         return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
+    if cfgs is None and rows and big in ROWS_KINDS and (block := rows_config(dev, dtype)):
+        groups = batch * _ceil(n, block["WN"]) * _ceil(_ceil(m, block["WM"]), block["LY"])
+        if groups >= dev.compute_units:  # else a tile over k-splits keeps every unit busy
+            return GemmPlan("rows", block)
     return choose(plan_options(dev, dtype, batch, m, n, k, max_splits, big, cfgs), tuning.params(dev, "plan"),
                   dev.compute_units)
 
@@ -200,6 +207,32 @@ class PlanOption:
     macs: float
     staged: float
     partial: float
+
+
+ROWS_KEYS = ("WM", "WN", "VW", "LY", "SPAN")
+ROWS_KINDS = ("gemm", "attention")  # the tile kinds whose products plan weighs gemm_rows for
+
+
+def rows_config(dev: Device, dtype: np.dtype) -> dict[str, int] | None:
+    """gemm.cl's gemm_rows block for ``dtype`` products on ``dev`` (tuning's ``gemm_rows``: WM x WN outputs a
+    work-item in VW-wide vectors, LY work-items a group, k in chunks whose rows of B span at most SPAN bytes;
+    float64 in half the columns, the same registers), or None where the row has none (LY 0: GPUs) or ``dtype`` is
+    a half type."""
+    p = tuning.params(dev, "gemm_rows")
+    if not p["LY"] or np.dtype(dtype) in HALF_DTYPES:
+        return None
+    cfg = {key: int(p[key]) for key in ROWS_KEYS}
+    if np.dtype(dtype) == np.float64:
+        cfg["WN"] //= 2
+        cfg["VW"] = min(cfg["VW"], cfg["WN"])
+    return cfg
+
+
+def copies_b_rows(dev: Device, m: int, b_cs: int) -> bool:
+    """Whether gemm_rows, which reads B's rows as vectors, takes a product of ``m`` rows whose B's columns lie
+    ``b_cs`` apart on ``dev``: a B of non-contiguous columns is copied to rows first, which products of fewer than
+    tuning's gemm_rows MIN_M_COPY rows do not pay back."""
+    return b_cs == 1 or m >= int(tuning.params(dev, "gemm_rows")["MIN_M_COPY"])
 
 
 def plan_options(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_splits: int = _SPLITS[-1],
@@ -383,6 +416,8 @@ def gemm_raw(
     flags = {**rounding(dtype, A=a, B=b, D=c, C=out), **act_defines(dev, act, pre)}  # the program's, beside its tile
     if how is None:  # planned here (plan keeps its plans): the launch's kernel and geometry are kept with the plan
         how = plan(dev, dtype, batch, m, n, k)
+        if how.kernel == "rows" and not copies_b_rows(dev, m, b_strides[2]):
+            how = plan(dev, dtype, batch, m, n, k, rows=False)
         launch = tuning.memoized(dev, ("gemm_raw", id(dev), dtype, tuple(flags.items()), batch, m, n, id(how)),
                                  lambda: _launch_plan(dev, dtype, flags, a, b, batch, m, n, how))
         if launch[3] is not how:  # another plan that had the same id
@@ -391,6 +426,10 @@ def gemm_raw(
         launch = _launch_plan(dev, dtype, flags, a, b, batch, m, n, how)
     kernel, global_size, local_size, _ = launch
     fused = epilogue(act, out, pre)
+    if how.kernel == "rows":
+        _rows(kernel, global_size, local_size, how.cfg["SPAN"], a, a_strides, b, b_strides, batch, m, n, k,
+              alpha, beta, d_args, fused, out)
+        return out
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
         kernels.launch(dev, kernel, global_size, local_size, np.int32(m), np.int32(n), np.int32(k), np.int32(batch),
@@ -418,6 +457,12 @@ def _launch_plan(dev: Device, dtype: np.dtype, flags: dict[str, int], a: Tensor,
     if how.kernel == "direct":
         untiled = defines(dtype, **flags)  # gemm_direct's: no tile
         return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (batch * m * n,), (group_size(dev),), how
+    if how.kernel == "rows":
+        cfg = how.cfg
+        block = {"WM": cfg["WM"], "WN": cfg["WN"], "VW": cfg["VW"], "ROWS_LY": cfg["LY"]}
+        k_rows = kernels.kernel(dev, "gemm.cl", "gemm_rows", defines(dtype, **block, **flags))
+        items = kernels.round_up(-(-m // cfg["WM"]), cfg["LY"])
+        return k_rows, (-(-n // cfg["WN"]), items, batch), (1, cfg["LY"], 1), how
     cfg, splits = how.cfg, how.splits
     rtm, rtn = cfg["TM"] // cfg["WM"], cfg["TN"] // cfg["WN"]
     groups_n, groups_m = -(-n // cfg["TN"]), -(-m // cfg["TM"])
@@ -425,6 +470,31 @@ def _launch_plan(dev: Device, dtype: np.dtype, flags: dict[str, int], a: Tensor,
     into_part = flags if splits == 1 else {**rounding(dtype, A=a, B=b), **_partials_defines(dtype)}
     k_tiled = kernels.kernel(dev, "gemm.cl", "gemm", defines(dtype, **cfg, **into_part))
     return k_tiled, (groups_n * rtn, groups_m * rtm, batch * splits), (rtn, rtm, 1), how
+
+
+ROWS_LEAST_CHUNK = 64  # gemm_rows' shortest k chunk, whatever B's row stride
+
+
+def _rows(kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...], span: int, a: Tensor,
+          a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], batch: int, m: int, n: int,
+          k: int, alpha: float, beta: float, d_args: tuple[Any, ...], fused: tuple[Any, ...], out: Tensor) -> None:
+    """gemm_raw's product by gemm_rows into ``out``: B copied to rows first where its columns are not contiguous, k
+    in chunks whose rows of B span at most ``span`` bytes (at least ROWS_LEAST_CHUNK rows), their partial sums kept
+    in a buffer between them (the same sums in the same order)."""
+    dev, dtype = out.device, out.dtype
+    if b_strides[2] != 1:  # B's rows as contiguous (K, N) matrices, one per batch (or one shared)
+        shared = b_strides[0] == 0 and batch > 1
+        rows = empty(((1 if shared else batch), k, n), dtype, dev)
+        strided_copy(b, rows, rows.shape, (b_strides[0], b_strides[1], b_strides[2]), (k * n, n, 1))
+        b, b_strides = rows, (0 if shared else k * n, n, 1)
+    chunk = max(ROWS_LEAST_CHUNK, span // (max(b_strides[1], 1) * dtype.itemsize))
+    sums = out if k <= chunk else empty((batch, m, n), dtype, dev)
+    for k0 in range(0, max(k, 1), chunk):
+        last = k0 + chunk >= k
+        kernels.launch(dev, kernel, global_size, local_size, np.int32(m), np.int32(n), np.int32(min(k, k0 + chunk)),
+                       np.int32(k0), np.int32(last), real_scalar(dtype, alpha), real_scalar(dtype, beta), a.data,
+                       *(np.int32(s) for s in a_strides), b.data, np.int32(b_strides[0]), np.int32(b_strides[1]),
+                       *d_args, *fused, sums.data, out.data)
 
 
 def sum_partials(part: Tensor, out: Tensor, splits: int, m: int, n: int, defs: dict[str, object], alpha: float = 1.0,

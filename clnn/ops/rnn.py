@@ -105,8 +105,9 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
     vw = _units(dev, dt, hid)
     items = batch * hid // vw  # the gate kernels' work-items
     step = kernels.kernel(dev, "rnn.cl", f"{mode}_step", defines(dt, RNN_VW=vw))
-    how = plan(dev, dt, 1, batch, gh, r, max_splits=1)  # one launch per recurrent GEMM
-    how_p = plan(dev, dt, 1, batch, r, hid, max_splits=1) if proj else None
+    # one launch per recurrent GEMM (of a transposed weight: not gemm_rows, which would copy it to rows each step)
+    how = plan(dev, dt, 1, batch, gh, r, max_splits=1, rows=False)
+    how_p = plan(dev, dt, 1, batch, r, hid, max_splits=1, rows=False) if proj else None
     state_bytes = batch * r * dt.itemsize  # of one (B, R) state
     saved = []
     for d, (w_ih, w_hh, b_ih, b_hh, w_hr) in enumerate(weights):
