@@ -204,7 +204,7 @@ void gemm_rows(int M, int N, int K, int k0, int last, real alpha, real beta,
                __global const real *restrict A, int a_bs, int a_rs, int a_cs,
                __global const real *restrict B, int b_bs, int b_rs,
                __global const real *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
-               __global real *S, __global real *P, __global real *C) {
+               __global real *P, __global real *S, __global real *C) {
     const int c0 = get_global_id(0) * WN, r0 = get_global_id(1) * WM, z = get_global_id(2);
     if (r0 >= M) return;
     const size_t mn = (size_t)M * N;

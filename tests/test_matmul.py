@@ -301,6 +301,7 @@ def test_other_tunings_are_correct(dev, rng, monkeypatch, row):
 
 
 GPU_ROW = tuning.TABLE["gemm"]["gpu"]  # 128x128, 8x8 per work-item
+ROWS_BLOCK = {"WM": 4, "WN": 64, "VW": 16, "LY": 8, "SPAN": 1 << 22}
 SMALL_DB = {"TM": 32, "TN": 32, "TK": 8, "WM": 4, "WN": 4, "VW": 2, "VWG": 4, "APAD": 1, "DB": 1}  # fits wg=64
 FORCED = {  # name: (kind, tile, k-splits); the tile also builds the direct kernel
     "direct": ("direct", SMALL_DB, 1),
@@ -319,6 +320,10 @@ FORCED = {  # name: (kind, tile, k-splits); the tile also builds the direct kern
     # a full slice's k-loop unrolled (gemm.h's KU; the GPU row's 16 in its 32-deep slices), by a count that does
     # not divide the slice's 8 steps
     "small-db-unrolled-by-3": ("tiled", {**SMALL_DB, "KU": 3}, 1),
+    # gemm_rows (CPUs' products): AVX-512's block, and an odd one (3 rows, 3 vectors of 8) over k chunks of
+    # ROWS_LEAST_CHUNK (SPAN 1 byte) whose partial sums go through their buffer
+    "rows": ("rows", ROWS_BLOCK, 1),
+    "rows-odd-chunked": ("rows", {"WM": 3, "WN": 24, "VW": 8, "LY": 4, "SPAN": 1}, 1),
 }
 FORCED_SHAPES = [  # (a shape, b shape): batches broadcast as in matmul
     ((127, 61), (61, 253)),  # the issue's small product
@@ -330,7 +335,7 @@ FORCED_SHAPES = [  # (a shape, b shape): batches broadcast as in matmul
 
 def _force(dev, how):
     kind, cfg, splits = FORCED[how]
-    problem = config_problem(cfg, dev)
+    problem = None if kind == "rows" else config_problem(cfg, dev)
     if problem:
         pytest.skip(f"{how} does not fit {dev}: {problem}")
     return kind, cfg, splits
@@ -357,9 +362,14 @@ def test_forced_plans_match_torch(dev, rng, how, ta, tb, sa, sb):
     b_st = (k * n, 1, k) if tb else (k * n, n, 1)
     if len(sa) == 2 and batch > 1:
         ta_np, a_st = ta_np[:1], (0, *a_st[1:])
+    if len(sb) == 2 and batch > 1:  # one B for every batch (a shared weight; copied to rows once by gemm_rows)
+        tb_np, b_st = tb_np[:1], (0, *b_st[1:])
     c = _rand(rng, (batch, m, n))
-    ks = max(cfg["TK"], kernels.round_up(-(-k // splits), cfg["TK"]))
-    forced = GemmPlan(kind, cfg, -(-k // ks), ks)
+    if kind == "rows":
+        forced = GemmPlan(kind, cfg)
+    else:
+        ks = max(cfg["TK"], kernels.round_up(-(-k // splits), cfg["TK"]))
+        forced = GemmPlan(kind, cfg, -(-k // ks), ks)
     out = gemm_raw(clnn.tensor(ta_np, device=dev), a_st, clnn.tensor(tb_np, device=dev), b_st, batch, m, n, k,
                    alpha=-0.5, beta=2.0, c=clnn.tensor(c, device=dev), how=forced)
     ref = -0.5 * _ref(ab) @ _ref(bb) + 2.0 * _ref(c)
@@ -410,6 +420,41 @@ def test_planner_picks_by_shape(dev):
     if dev.type == "cpu":
         assert plan(dev, f32, 1, 127, 253, 61).kernel == "rows"
         assert plan(dev, f32, 1, 127, 253, 61, rows=False).kernel == "tiled"
+
+
+def test_cpu_products_take_gemm_rows(dev, rng, monkeypatch):
+    """On a CPU, float32 and float64 products take gemm_rows (float64 in half the columns), B of non-contiguous
+    columns copied to rows where there are MIN_M_COPY rows or more; a transposed B of fewer rows, a product of fewer
+    work-groups than compute units (a tile splits k instead) and half types take the tiled kernel; off CPUs
+    nothing does. Each against torch in float64."""
+    cpu = dataclasses.replace(dev, type="cpu", compute_units=2)
+    if tuning.params(cpu, "gemm_rows")["LY"] == 0:
+        pytest.skip(f"{dev} has no gemm_rows")
+    assert plan(cpu, np.dtype("float64"), 1, 64, 64, 64).cfg["WN"] * 2 == plan(cpu, np.dtype("float32"), 1, 64, 64,
+                                                                                    64).cfg["WN"]
+    assert plan(cpu, np.dtype("float16"), 1, 64, 64, 64).kernel == "tiled"
+    assert plan(cpu, np.dtype("float32"), 1, 8, 9, 100000).kernel == "tiled"  # one work-group: k splits instead
+    gpu = dataclasses.replace(dev, type="gpu", max_work_group_size=1024, local_mem_size=49152, compute_units=132)
+    assert plan(gpu, np.dtype("float32"), 1, 4096, 4096, 4096).kernel == "tiled"
+    monkeypatch.setattr(dev, "compute_units", 2)
+    copy_from = int(tuning.params(dev, "gemm_rows")["MIN_M_COPY"])
+    launches = []
+    launch = kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
+    for dtype in ("float32", "float64"):
+        _skip_unsupported(dev, dtype)
+        for m, tb in ((copy_from + 3, False), (copy_from + 3, True), (copy_from - 1, True)):
+            n, k = 67, 131
+            a, b = _rand(rng, (m, k), dtype), _rand(rng, (n, k) if tb else (k, n), dtype)
+            launches.clear()
+            out = clnn.gemm(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), trans_b=tb)
+            rows = m >= copy_from or not tb
+            if rows:  # B's rows copied first (a copy kernel: which one depends on the device)
+                assert launches[-1] == "gemm_rows" and len(launches) == 1 + tb, launches
+            else:
+                assert "gemm_rows" not in launches and all(k.startswith("gemm") for k in launches), launches
+            ref, mag = _ref(a) @ (_ref(b).T if tb else _ref(b)), _ref(a).abs() @ (_ref(b).T if tb else _ref(b)).abs()
+            assert_sum_close(out.numpy(), ref.numpy(), mag.numpy(), TOL[dtype], f"{dtype} {m} rows tb={tb}")
 
 
 def test_planner_fills_fewer_rows_and_prices_splits(dev, monkeypatch):
@@ -577,19 +622,19 @@ def test_validation_errors(dev, call, exc, pattern):
 
 
 @pytest.mark.parametrize("addend", ["row", "column", "full"])
-@pytest.mark.parametrize("kind, splits", [("direct", 1), ("tiled", 1), ("tiled", 3)])
+@pytest.mark.parametrize("kind, splits", [("direct", 1), ("tiled", 1), ("tiled", 3), ("rows", 1)])
 @pytest.mark.parametrize("n", [29, 128])
 def test_strided_addend_in_the_store(dev, rng, addend, kind, splits, n):
     """beta * C read through strides in the store of every kernel (a Linear bias is a row of zero stride):
-    the direct kernel, the tiled one, and a k-split whose gemm_sum adds it; 128 columns are whole tiles, which
-    the tiled kernel stores as whole vectors (with whole vectors of a row-contiguous C)."""
+    the direct kernel, the tiled one, a k-split whose gemm_sum adds it, and gemm_rows; 128 columns are whole
+    tiles, which the tiled kernel stores as whole vectors (with whole vectors of a row-contiguous C)."""
     batch, m, k = 2, 37, 70
     shape, strides = {"row": ((n,), (0, 0, 1)), "column": ((m,), (0, 1, 0)), "full": ((batch, m, n), (m * n, n, 1))}[
         addend]
     a, b, c = _rand(rng, (batch, m, k)), _rand(rng, (batch, k, n)), _rand(rng, shape)
     cfg = gemm_config(dev, np.dtype("float32"), "gemm_small")
     ks = max(cfg["TK"], kernels.round_up(-(-k // splits), cfg["TK"]))
-    how = GemmPlan(kind, cfg, -(-k // ks), ks)
+    how = GemmPlan(kind, cfg, -(-k // ks), ks) if kind != "rows" else GemmPlan("rows", {**ROWS_BLOCK, "SPAN": 1})
     out = gemm_raw(clnn.tensor(a, device=dev), (m * k, k, 1), clnn.tensor(b, device=dev), (k * n, n, 1), batch, m,
                    n, k, alpha=0.5, beta=-2.0, c=clnn.tensor(c, device=dev), c_strides=strides, how=how)
     c_full = {"row": c[None, None, :], "column": c[None, :, None], "full": c}[addend]
@@ -605,10 +650,13 @@ TORCH_ACTS = {"relu": torch.relu, "gelu": torch.nn.functional.gelu,
 
 
 def _linear_plan(dev, path, k):
-    """The forward product's plan for ``path``: the direct kernel, one tile, or k split in 3 ranges."""
+    """The forward product's plan for ``path``: the direct kernel, one tile, k split in 3 ranges, or gemm_rows (in
+    k chunks)."""
     cfg = gemm_config(dev, np.dtype("float32"))
     if path == "direct":
         return GemmPlan("direct", cfg)
+    if path == "rows":
+        return GemmPlan("rows", {**ROWS_BLOCK, "SPAN": 1})
     if path == "tiled":
         return tiled_plan(cfg, k)
     cfg = {**cfg, "TK": min(cfg["TK"], 64)}  # slices short enough for 3 ranges of 131
@@ -618,7 +666,7 @@ def _linear_plan(dev, path, k):
 
 # every activation in the tiled product's store; relu (its output's mask) and gelu (its kept pre-activation) in every
 # kernel that stores (on GPUs each activation is a program of its own, gemm.h's ACT_CODE: built per kernel and tile)
-FUSED_PATHS = [(act, path) for act in matmul_mod.FUSED_ACTS for path in ("direct", "tiled", "split")
+FUSED_PATHS = [(act, path) for act in matmul_mod.FUSED_ACTS for path in ("direct", "tiled", "split", "rows")
                if act in ("relu", "gelu") or path == "tiled"]
 
 
@@ -670,7 +718,7 @@ def test_fused_linear_activation(dev, rng, monkeypatch, act, path, bias, fout):
         assert_sum_close(got, want.numpy(), mag.numpy(), 1e-5, f"fused {what} gradient")
 
 
-@pytest.mark.parametrize("path", ["direct", "tiled", "split"])
+@pytest.mark.parametrize("path", ["direct", "tiled", "split", "rows"])
 def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
     """Plain products build their stores without activations (gemm.h's FUSED_ACT: faster builds); a fused Linear ->
     tanh builds them into the kernel that stores (the product's, or gemm_sum after a k-split) alone: off CPUs tanh
@@ -690,10 +738,9 @@ def test_only_fused_stores_build_the_activation_in(dev, rng, monkeypatch, path):
     matmul_mod.linear_act(x, w, None)
     assert built and all(fused == 0 for _, fused in built), built
     built.clear()
-    matmul_mod.linear_act(x, w, None, "tanh")
-    *others, (last, fused) = built
-    assert fused == 1 and last == {"direct": "gemm_direct", "tiled": "gemm", "split": "gemm_sum"}[path], built
-    assert all(fused == 0 for _, fused in others), built
+    matmul_mod.linear_act(x, w, None, "tanh")  # gemm_rows copies w's rows first: the copy is built after it
+    assert [name for name, fused in built if fused] == [{"direct": "gemm_direct", "tiled": "gemm", "split": "gemm_sum",
+                                                         "rows": "gemm_rows"}[path]], built
 
 
 def test_products_fused_with_different_activations_apply_their_own(dev, rng):
