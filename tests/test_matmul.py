@@ -436,6 +436,8 @@ def test_cpu_products_take_gemm_rows(dev, rng, monkeypatch):
     assert plan(cpu, np.dtype("float32"), 1, 8, 9, 100000).kernel == "tiled"  # one work-group: k splits instead
     gpu = dataclasses.replace(dev, type="gpu", max_work_group_size=1024, local_mem_size=49152, compute_units=132)
     assert plan(gpu, np.dtype("float32"), 1, 4096, 4096, 4096).kernel == "tiled"
+    if tuning.params(dev, "gemm_rows")["LY"] == 0:
+        return  # (a GPU pose) the products below take its tiles
     monkeypatch.setattr(dev, "compute_units", 2)
     copy_from = int(tuning.params(dev, "gemm_rows")["MIN_M_COPY"])
     launches = []
