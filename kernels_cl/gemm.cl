@@ -176,8 +176,9 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 #ifdef KERNEL_gemm_rows
 typedef realv realv_u __attribute__((aligned(sizeof(real)))); /* a vector at any element's address */
 #define B_WHOLE(b, v) (*(__global const realv_u *)((b) + (v) * VW))
-inline realv lanes(__global const real *p, int n) { /* the first n elements of a vector at p (all from VW), zeros after */
-    if (n >= VW) return *(__global const realv_u *)p;
+/* the vector of the first n elements at p (all of them from VW on), zeros after */
+inline realv lanes(__global const real *p, int n) {
+    if (n >= VW) return B_WHOLE(p, 0);
     union { realv v; real s[VW]; } t = {(realv)0};
     for (int q = 0; q < n; ++q) t.s[q] = p[q];
     return t.v;
