@@ -6,11 +6,12 @@ candidates that are invalid or exceed the device's limits or fail to build, sayi
 remaining candidate against NumPy in float64 before timing it, re-times the fastest few against the current
 choice in interleaved rounds (a timing slowed by other load on the machine is not the last word), and stores
 the fastest correct one in the database of :mod:`clnn.tuning`, which the planners then consult before the
-built-in table. Families: ``gemm`` (the ``gemm`` and ``gemm_small`` tiles) and ``conv`` (the implicit-GEMM
-convolution kernels' tiles, ``conv_fwd`` (which also runs the input gradients) and ``conv_bwd_weight``, each timed
-at a representative layer, and ``winograd``, the tile of Winograd's batched product of that layer's planes, then
-whether Winograd pays at all: 3x3 layers timed with and without it decide its ``MIN_INTENSITY``), and ``plan``
-(``matmul.plan``'s costs, fitted to every tile and k-split it weighs, timed on a few products).
+built-in table. Families: ``gemm`` (the ``gemm`` and ``gemm_small`` tiles), ``rows`` (CPUs' ``gemm_rows`` block,
+which takes their float32 and float64 products), ``conv`` (the implicit-GEMM convolution kernels' tiles,
+``conv_fwd`` (which also runs the input gradients) and ``conv_bwd_weight``, each timed at a representative layer,
+and ``winograd``, the tile of Winograd's batched product of that layer's planes, then whether Winograd pays at all:
+3x3 layers timed with and without it decide its ``MIN_INTENSITY``), and ``plan`` (``matmul.plan``'s costs, fitted
+to every tile and k-split it weighs, timed on a few products).
 """
 
 from __future__ import annotations
@@ -41,13 +42,16 @@ from .ops.creation import tensor
 from .ops.matmul import (
     _KEYS,
     OPTIONAL_KEYS,
+    ROWS_KEYS,
     TILE_EXTRAS,
+    GemmPlan,
     PlanOption,
     choose,
     config_problem,
     gemm_config,
     gemm_raw,
     plan_options,
+    rows_config,
     tiled_plan,
 )
 from .tensor import Tensor
@@ -274,7 +278,9 @@ def _conv_ref(kind: str, x: np.ndarray, w: np.ndarray, gy: np.ndarray) -> np.nda
 
 
 def _brief(cfg: dict[str, int]) -> str:
-    return " ".join(f"{k}={cfg[k]}" for k in (*_KEYS, *TILE_EXTRAS) if k in _KEYS or cfg.get(k))
+    """A tile's (or gemm_rows block's) keys and values, in gemm.h's order of tile keys, extras only where set."""
+    order = (*_KEYS, *TILE_EXTRAS, *ROWS_KEYS)
+    return " ".join(f"{k}={cfg[k]}" for k in dict.fromkeys(order) if k in cfg and (k not in TILE_EXTRAS or cfg[k]))
 
 
 def builders(dev: Device) -> int:
@@ -579,8 +585,91 @@ def tune_plan(dev: Device, budget: float, path: Path | None, out: Printer) -> di
     return {"plan": entry}
 
 
+class _RowsProblem(_Problem):
+    """gemm_rows (CPUs' float32 products) at a square product and at a GPT layer's, summed; an odd-shaped check
+    (a transposed B, copied to rows) past any block."""
+
+    def __init__(self, dev: Device, rng: np.random.Generator) -> None:
+        self.dev, self.products = dev, ((512, 512, 512), (1024, 256, 64))
+        self.shape, self.flops = self.products[0], 2.0 * sum(m * n * k for m, n, k in self.products)
+        self.operands = [tuple(tensor(rng.standard_normal(s).astype(np.float32), device=dev) for s in ((m, k), (k, n)))
+                         for m, n, k in self.products]
+        sa, sb = rng.standard_normal((131, 67)), rng.standard_normal((137, 67))
+        self.sa, self.sb = (tensor(x.astype(np.float32), device=dev) for x in (sa, sb))
+        self.refs = (self.operands[0][0].numpy().astype(np.float64) @ self.operands[0][1].numpy(),
+                     sa.astype(np.float32).astype(np.float64) @ sb.astype(np.float32).astype(np.float64).T)
+
+    def program_of(self, cfg: dict[str, int]) -> tuple[str, str, dict[str, object]]:
+        return "gemm.cl", "gemm_rows", kernels.defines(np.float32, WM=cfg["WM"], WN=cfg["WN"], VW=cfg["VW"],
+                                                        ROWS_LY=cfg["LY"])
+
+    def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
+        how = GemmPlan("rows", cfg)
+        if which:
+            return gemm_raw(self.sa, (0, 67, 1), self.sb, (0, 1, 67), 1, 131, 137, 67, how=how)
+        for (m, n, k), (a, b) in zip(self.products[1:], self.operands[1:]):
+            gemm_raw(a, (0, k, 1), b, (0, n, 1), 1, m, n, k, how=how)
+        (m, n, k), (a, b) = self.products[0], self.operands[0]
+        return gemm_raw(a, (0, k, 1), b, (0, n, 1), 1, m, n, k, how=how)
+
+
+def rows_candidates(dev: Device) -> list[dict[str, int]]:
+    """gemm_rows blocks worth timing on ``dev``: the current one first, then WM rows x NV of its VW-wide vectors whose
+    accumulators, B's NV vectors and a broadcast fit the CPU's vector registers, with LY work-items a group and
+    SPAN bytes of B's rows a chunk, nearest the current first; none where gemm_rows is not used."""
+    current = rows_config(dev, np.float32)
+    if current is None:
+        return []
+    registers, vw = _registers(dev) or 16, current["VW"]
+    blocks = [{"WM": wm, "WN": nv * vw, "VW": vw, "LY": ly, "SPAN": span}
+              for wm, nv, ly, span in itertools.product((2, 3, 4, 6, 8), (1, 2, 3, 4, 6), (4, 8, 16),
+                                                        (1 << 21, 1 << 22, 1 << 23))
+              if wm * nv + nv + 1 <= registers]
+
+    def distance(cfg: dict[str, int]) -> float:
+        return sum(abs(math.log2(cfg[key] / current[key])) for key in ROWS_KEYS)
+
+    return [current, *sorted((b for b in blocks if b != current), key=distance)]
+
+
+def tune_rows(dev: Device, budget: float, path: Path | None, out: Printer) -> dict[str, dict[str, Any]]:
+    """Tune gemm_rows' block (WM, WN, LY, SPAN) within ``budget`` seconds on a CPU: each candidate checked against
+    NumPy in float64, timed, the fastest re-timed against the current choice; store and return the winner."""
+    candidates = rows_candidates(dev)
+    if not candidates:
+        out(f"rows: {dev} takes no gemm_rows (tuning's gemm_rows LY 0); nothing to tune")
+        return {}
+    problem, end = _RowsProblem(dev, np.random.default_rng(0)), time.perf_counter() + budget
+    deadline = end - _CONFIRM_SHARE * budget
+    out(f"rows: timing {' + '.join('x'.join(map(str, p)) for p in problem.products)} float32 on {dev}")
+    timed: list[tuple[float, dict[str, int]]] = []
+    for tried, cfg in enumerate(candidates, 1):
+        if timed and time.perf_counter() > deadline:
+            break
+        try:
+            problem_text = problem.check(cfg)
+        except kernels.KernelBuildError as err:
+            problem_text = _build_failure(err)
+        if problem_text is not None:
+            out(f"  skip {_brief(cfg)}: {problem_text}")
+            continue
+        timed.append((problem.seconds(cfg, max(0.05, deadline - time.perf_counter()) / 8), cfg))
+        out(f"  [{tried}] {_brief(cfg)}: {problem.flops / timed[-1][0] / 1e9:.1f} GFLOP/s "
+            f"(best {problem.flops / min(t for t, _ in timed) / 1e9:.1f})")
+    if not timed:
+        out("rows: no candidate ran; nothing stored")
+        return {}
+    secs, best = _confirm(problem, timed, end, out)
+    entry = {"params": best, "gflops": round(problem.flops / secs / 1e9, 2), "tried": len(timed),
+             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    tuning.store(dev, "gemm_rows", entry, path)
+    out(f"rows: stored {_brief(best)} ({entry['gflops']} GFLOP/s, {len(timed)} candidates)")
+    return {"gemm_rows": entry}
+
+
 TUNERS: dict[str, Callable[[Device, float, Path | None, Printer], dict[str, dict[str, Any]]]] = {
     "gemm": tune_gemm,
+    "rows": tune_rows,
     "conv": tune_conv,
     "plan": tune_plan,  # after gemm: it weighs the stored tiles
 }

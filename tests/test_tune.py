@@ -27,6 +27,7 @@ from clnn.ops.matmul import (
     gemm_config,
     plan,
     plan_options,
+    rows_config,
 )
 
 
@@ -61,25 +62,66 @@ def test_tune_stores_shows_is_used_and_resets(dev, db, capsys, small_products):
     f32 = np.dtype("float32")
     assert tuning.params(dev, "gemm") == {**tuning.params(dev, "gemm"), **stored["gemm"]["params"]}
     big, small = stored["gemm"]["params"], stored["gemm_small"]["params"]  # weighed: these and big, fewer rows
-    assert plan(dev, f32, 1, 512, 512, 512).cfg in (big, *_fewer_rows(big, small["TM"], 512), small)
+    assert plan(dev, f32, 1, 512, 512, 512, rows=False).cfg in (big, *_fewer_rows(big, small["TM"], 512), small)
 
     assert cli.main(["tune", "--reset"]) == 0
     assert not db.exists() and "removed" in capsys.readouterr().out
     assert tuning.load_db() == {}
 
 
+def test_tune_rows_stores_a_checked_block_and_matmul_runs_it(dev, db, monkeypatch, rng):
+    """On a CPU, `clnn tune --kernels rows` times gemm_rows blocks (the current one first, every one within the
+    vector registers), checks each, stores the winner, and products then run in that block (a stored odd one:
+    3 rows of 2 vectors, 4 work-items a group); on a GPU it says there is nothing to tune."""
+    monkeypatch.setattr(tune._RowsProblem, "__init__", _small_rows_problem)
+    current, candidates = rows_config(dev, np.float32), tune.rows_candidates(dev)
+    lines: list[str] = []
+    stored = tune.tune_rows(dev, 2.0, None, lines.append)
+    if current is None:
+        assert stored == {} and candidates == [] and "nothing to tune" in lines[0], lines
+        return
+    assert candidates[0] == current and len({tuple(c.items()) for c in candidates}) == len(candidates)
+    assert all(c["WM"] * (c["WN"] // c["VW"]) + c["WN"] // c["VW"] + 1 <= tune._registers(dev) for c in candidates)
+    assert "rows: stored WM=" in lines[-1] and stored["gemm_rows"]["params"] in candidates, lines
+    assert not any("skip" in ln for ln in lines), lines
+    odd = {"WM": 3, "WN": 2 * current["VW"], "VW": current["VW"], "LY": 4, "SPAN": 1 << 20}
+    tuning.store(dev, "gemm_rows", {"params": odd})
+    assert plan(dev, np.dtype("float32"), 1, 300, 200, 150) == GemmPlan("rows", odd)
+    launches = []
+    real = kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda d, k, g, lo, *a: launches.append((k.function_name, lo)) or
+                        real(d, k, g, lo, *a))
+    a, b = rng.standard_normal((300, 150)).astype(np.float32), rng.standard_normal((150, 200)).astype(np.float32)
+    out = clnn.matmul(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
+    assert launches == [("gemm_rows", (1, 4, 1))], launches
+    ref = torch.from_numpy(a).double() @ torch.from_numpy(b).double()
+    assert_close(out.numpy(), ref.numpy(), 1e-5, "gemm with the stored block")
+
+
+def _small_rows_problem(self, dev, rng):
+    """tune's _RowsProblem at a 40x64x24 product: microseconds a candidate."""
+    self.dev, self.products = dev, ((40, 64, 24),)
+    self.shape, self.flops = self.products[0], 2.0 * 40 * 64 * 24
+    a, b = rng.standard_normal((40, 24)).astype(np.float32), rng.standard_normal((24, 64)).astype(np.float32)
+    self.operands = [(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))]
+    sa, sb = rng.standard_normal((131, 67)).astype(np.float32), rng.standard_normal((137, 67)).astype(np.float32)
+    self.sa, self.sb = clnn.tensor(sa, device=dev), clnn.tensor(sb, device=dev)
+    self.refs = (a.astype(np.float64) @ b, sa.astype(np.float64) @ sb.astype(np.float64).T)
+
+
 def test_a_stored_entry_decides_the_tile(dev, db, rng):
     """An odd tile no table row has (A's tile k-major, its multiply unrolled by 3), stored for this device, is what
-    gemm then runs, correctly."""
+    gemm then runs, correctly (on a CPU without its gemm_rows, which takes float32 products there)."""
     odd = {"TM": 16, "TN": 24, "TK": 8, "WM": 2, "WN": 3, "VW": 1, "VWG": 2, "VWA": 2, "APAD": 1, "DB": 1, "PF": 1,
            "KU": 3}
     f32 = np.dtype("float32")
+    tuning.store(dev, "gemm_rows", {"params": {"LY": 0}})
     before = plan(dev, f32, 1, 300, 200, 150).cfg
     tuning.store(dev, "gemm", {"params": odd})
     tuning.store(dev, "gemm_small", {"params": odd})
     assert plan(dev, f32, 1, 300, 200, 150).cfg == odd != before
     other = dataclasses.replace(dev, name=dev.name + " (another device)")
-    assert plan(other, f32, 1, 300, 200, 150).cfg == before  # keyed by device name
+    assert plan(other, f32, 1, 300, 200, 150, rows=False).cfg == before  # keyed by device name
     a, b = rng.standard_normal((300, 150)).astype(np.float32), rng.standard_normal((150, 200)).astype(np.float32)
     out = clnn.matmul(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev))
     ref = torch.from_numpy(a).double() @ torch.from_numpy(b).double()
@@ -209,7 +251,8 @@ def test_cpu_space_counts_vector_registers_and_gpu_space_scalar_accumulators():
 
 
 @pytest.mark.parametrize("argv, pattern", [
-    (["tune", "--kernels", "winograd"], r"--kernels expects names from \['conv', 'gemm', 'plan'\]; got 'winograd'"),
+    (["tune", "--kernels", "winograd"],
+     r"--kernels expects names from \['conv', 'gemm', 'plan', 'rows'\]; got 'winograd'"),
     (["tune", "--budget", "0"], r"--budget expects a positive number of seconds; got 0.0"),
 ])
 def test_bad_arguments(db, argv, pattern):
@@ -243,11 +286,11 @@ def test_kept_parameters_and_plans_follow_every_change_of_the_table(dev, monkeyp
     rows = tuning.TABLE["gemm_direct"]
     key = max((k for k in rows if k in ("default", dev.type)), key=lambda k: k != "default")  # the row that applies
     monkeypatch.setitem(rows[key], "MAX_MACS", 0)  # in place, inside a row
-    assert tuning.params(dev, "gemm_direct")["MAX_MACS"] == 0 and plan(dev, f32, 1, 1, 1, 1).kernel == "tiled"
+    assert tuning.params(dev, "gemm_direct")["MAX_MACS"] == 0 and plan(dev, f32, 1, 1, 1, 1).kernel != "direct"
     monkeypatch.setitem(rows, key, {"MAX_MACS": 1 << 30})  # a row replaced
     assert plan(dev, f32, 1, 64, 64, 64).kernel == "direct"
     monkeypatch.setitem(rows, f"{dev.type} {dev.vendor.lower()}", {"MAX_MACS": 0})  # a row added, for this device
-    assert plan(dev, f32, 1, 64, 64, 64).kernel == "tiled"
+    assert plan(dev, f32, 1, 64, 64, 64).kernel != "direct"
 
 
 @pytest.mark.parametrize("wins, least", [
