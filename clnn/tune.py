@@ -601,7 +601,7 @@ class _RowsProblem(_Problem):
 
     def program_of(self, cfg: dict[str, int]) -> tuple[str, str, dict[str, object]]:
         return "gemm.cl", "gemm_rows", kernels.defines(np.float32, WM=cfg["WM"], WN=cfg["WN"], VW=cfg["VW"],
-                                                        ROWS_LY=cfg["LY"])
+                                                        TN=cfg["WN"], TM=cfg["WM"] * cfg["LY"])
 
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
         how = GemmPlan("rows", cfg)

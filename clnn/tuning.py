@@ -397,13 +397,14 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # gemm.cl's gemm_rows, the CPUs' kernel for float32 and float64 products (matmul.rows_config): WM x WN outputs a
     # work-item in VW-wide vectors, LY work-items a group sharing their columns, k in chunks whose rows of B span at
     # most SPAN bytes; MIN_M_COPY: the fewest rows for which a B of non-contiguous columns (x @ W^T) is copied to
-    # rows for it (matmul.copies_b_rows); LY 0: the tiled kernel.
+    # rows for it (matmul.copies_b_rows: not the CPU attention's blocks of 128 query rows, each of which would copy
+    # the same keys); LY 0: the tiled kernel.
     # GFLOP/s against the tile (the `gemm` rows above) on AVX-512 (Zen 4, 2026-12-06, bests of 25), PoCL / Intel's
     # runtime: 2048x512x128 211-216 / 179 against 116-120 / 86-134; 128x512x2048 (A transposed) 199-200 / 187
     # against 135 / 84-125; 1024^3 214-216 / 220 against 150 / 145-220 (NumPy 180-210). 2048^3 in one chunk ran
     # 99-104 (16 MiB of B's rows), in chunks of 512 rows (4 MiB) 194-199, of 256 194
     "gemm_rows": {
-        "default": {"WM": 4, "WN": 16, "VW": 8, "LY": 0, "SPAN": 1 << 22, "MIN_M_COPY": 128},
+        "default": {"WM": 4, "WN": 16, "VW": 8, "LY": 0, "SPAN": 1 << 22, "MIN_M_COPY": 256},
         "cpu": {"LY": 8},
         "cpu simd16": {"WN": 64, "VW": 16},
     },

@@ -166,13 +166,14 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
  * memory over the k range [k0, K): per k, WM elements of A broadcast and NV vectors of B's row (B's columns
  * contiguous: b_cs = 1; unaligned vector loads), WM * NV vector FMAs. No local memory and no barrier: PoCL keeps a
  * barrier-free kernel's accumulators in registers across the whole k loop (a tile's went to per-work-item arrays
- * and back at each k-slice's barrier), and the caches tile: a work-group's ROWS_LY work-items share their columns,
+ * and back at each k-slice's barrier), and the caches tile: a work-group's RTM work-items share their columns,
  * run one after another on one core, and so find B's panel in its cache. The host runs a long k in chunks (tuning's
  * gemm_rows SPAN: a panel over more pages than the TLB holds ran 2048^3 at half speed): a chunk with k0 > 0 starts
  * from the partial sums in S, every chunk but the last (last = 0) stores its sums there, unscaled, and the last
  * stores C through STORE_BLOCK. Rows past M read row M - 1 and store nothing; a block reaching past N reads its
- * vectors through `lanes` (a block-uniform branch). Launch: work-group (1, ROWS_LY, 1), global (ceil(N/WN),
- * ceil(M/WM) rounded up to ROWS_LY, batch). */
+ * vectors through `lanes` (a block-uniform branch). Defines: WM, WN, VW as gemm's, TN = WN, TM = WM * LY (the
+ * work-items a group: RTM). Launch: work-group (1, RTM, 1), global (ceil(N/WN), ceil(M/WM) rounded up to RTM,
+ * batch). */
 #ifdef KERNEL_gemm_rows
 typedef realv realv_u __attribute__((aligned(sizeof(real)))); /* a vector at any element's address */
 #define B_WHOLE(b, v) (*(__global const realv_u *)((b) + (v) * VW))
@@ -196,11 +197,7 @@ inline realv lanes(__global const real *p, int n) {
         b += b_rs;                                                                                          \
         _Pragma("unroll") for (int i = 0; i < WM; ++i) a[i] += a_cs;                                        \
     }
-#ifdef cl_intel_vec_len_hint /* each work-item on its explicit vectors (gemm.h's TILED_KERNEL) */
-__kernel __attribute__((reqd_work_group_size(1, ROWS_LY, 1), intel_vec_len_hint(1)))
-#else
-__kernel __attribute__((reqd_work_group_size(1, ROWS_LY, 1)))
-#endif
+TILED_KERNEL
 void gemm_rows(int M, int N, int K, int k0, int last, real alpha, real beta,
                __global const real *restrict A, int a_bs, int a_rs, int a_cs,
                __global const real *restrict B, int b_bs, int b_rs,

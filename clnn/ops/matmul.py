@@ -459,7 +459,7 @@ def _launch_plan(dev: Device, dtype: np.dtype, flags: dict[str, int], a: Tensor,
         return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (batch * m * n,), (group_size(dev),), how
     if how.kernel == "rows":
         cfg = how.cfg
-        block = {"WM": cfg["WM"], "WN": cfg["WN"], "VW": cfg["VW"], "ROWS_LY": cfg["LY"]}
+        block = {"WM": cfg["WM"], "WN": cfg["WN"], "VW": cfg["VW"], "TN": cfg["WN"], "TM": cfg["WM"] * cfg["LY"]}
         k_rows = kernels.kernel(dev, "gemm.cl", "gemm_rows", defines(dtype, **block, **flags))
         items = kernels.round_up(-(-m // cfg["WM"]), cfg["LY"])
         return k_rows, (-(-n // cfg["WN"]), items, batch), (1, cfg["LY"], 1), how
