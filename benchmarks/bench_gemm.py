@@ -133,10 +133,13 @@ def main() -> None:
             kernel_ns.append(sum(k.device_ns for k in prof.kernels))
         kernel_rate = flops / (min(kernel_ns) / 1e9) / 1e9
         how = plan(dev, np.dtype(dtype), 1, m, n, k)
-        options = [f"VWA {how.cfg['VWA']}"] * (how.cfg["VWA"] > 1) + ["PF"] * how.cfg["PF"] + ["DB"] * how.cfg["DB"]
-        options += ["MMA"] * how.cfg.get("MMA", 0)
-        tile = f"{how.cfg['TM']}x{how.cfg['TN']}x{how.cfg['TK']} in {how.cfg['WM']}x{how.cfg['WN']}" + (
-            f" ({', '.join(options)})" if options else "")
+        if how.kernel == "rows":  # gemm_rows: a block per work-item, no tile
+            tile = f"{how.cfg['WM']}x{how.cfg['WN']} blocks"
+        else:
+            options = [f"VWA {how.cfg['VWA']}"] * (how.cfg["VWA"] > 1) + ["PF"] * how.cfg["PF"] + ["DB"] * how.cfg[
+                "DB"] + ["MMA"] * how.cfg.get("MMA", 0)
+            tile = f"{how.cfg['TM']}x{how.cfg['TN']}x{how.cfg['TK']} in {how.cfg['WM']}x{how.cfg['WN']}" + (
+                f" ({', '.join(options)})" if options else "")
         r = rates["clnn"]
         peers = ("numpy", "torch", "clblast")
         print(
@@ -144,7 +147,7 @@ def main() -> None:
             + "".join(f"{rates[c]:>9.1f}" for c in ("clnn", *peers))
             + "".join(f"{r / rates[c]:>9.2f}" for c in peers)
             + f"{kernel_rate:>9.1f}  {how.kernel}"
-            + (f" {tile}, {how.splits} k-ranges" if how.kernel == "tiled" else "")
+            + {"tiled": f" {tile}, {how.splits} k-ranges", "rows": f" {tile}"}.get(how.kernel, "")
         )
     for note in sorted(notes):
         print("note:", note)
