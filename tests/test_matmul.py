@@ -22,6 +22,7 @@ from clnn.ops.matmul import (
     OPTIONAL_KEYS,
     PF_MAX_FETCHED,
     ROW_FIT,
+    ROWS_MOST_WM,
     SHORT_K_MACS,
     GemmPlan,
     _fewer_cols,
@@ -433,6 +434,9 @@ def test_cpu_products_take_gemm_rows(dev, rng, monkeypatch):
     assert plan(cpu, np.dtype("float64"), 1, 64, 64, 64).cfg["WN"] * 2 == plan(cpu, np.dtype("float32"), 1, 64, 64,
                                                                                     64).cfg["WN"]
     assert plan(cpu, np.dtype("float16"), 1, 64, 64, 64).kernel == "tiled"
+    wide = plan(cpu, np.dtype("float32"), 1, 64, 512, 64).cfg
+    narrow = plan(cpu, np.dtype("float32"), 1, 512, wide["VW"] + 3, 64).cfg  # two vectors' columns, more rows
+    assert (narrow["WN"], narrow["WM"]) == (2 * wide["VW"], min(ROWS_MOST_WM, wide["WM"] * wide["WN"] // narrow["WN"]))
     assert plan(cpu, np.dtype("float32"), 1, 8, 9, 100000).kernel == "tiled"  # one work-group: k splits instead
     gpu = dataclasses.replace(dev, type="gpu", max_work_group_size=1024, local_mem_size=49152, compute_units=132)
     assert plan(gpu, np.dtype("float32"), 1, 4096, 4096, 4096).kernel == "tiled"
@@ -445,8 +449,9 @@ def test_cpu_products_take_gemm_rows(dev, rng, monkeypatch):
     monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
     for dtype in ("float32", "float64"):
         _skip_unsupported(dev, dtype)
-        for m, tb in ((copy_from + 3, False), (copy_from + 3, True), (copy_from - 1, True)):
-            n, k = 67, 131
+        for m, n, tb in ((copy_from + 3, 67, False), (copy_from + 3, 67, True), (copy_from - 1, 67, True),
+                         (300, 19, False)):  # the last in a narrow block
+            k = 131
             a, b = _rand(rng, (m, k), dtype), _rand(rng, (n, k) if tb else (k, n), dtype)
             launches.clear()
             out = clnn.gemm(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), trans_b=tb)

@@ -189,6 +189,9 @@ def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_
     if cfgs is None and batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
         return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
     if cfgs is None and rows and big in ROWS_KINDS and (block := rows_config(dev, dtype)):
+        if n < block["WN"]:  # narrower blocks of more rows (as many accumulators): no lanes past n to walk
+            wn = kernels.round_up(n, block["VW"])
+            block = {**block, "WN": wn, "WM": min(ROWS_MOST_WM, block["WM"] * block["WN"] // wn)}
         groups = batch * _ceil(n, block["WN"]) * _ceil(_ceil(m, block["WM"]), block["LY"])
         if groups >= dev.compute_units:  # else a tile over k-splits keeps every unit busy
             return GemmPlan("rows", block)
@@ -211,6 +214,7 @@ class PlanOption:
 
 ROWS_KEYS = ("WM", "WN", "VW", "LY", "SPAN")
 ROWS_KINDS = ("gemm", "attention")  # the tile kinds whose products plan weighs gemm_rows for
+ROWS_MOST_WM = 8  # the most rows plan gives a narrow product's gemm_rows block
 
 
 def rows_config(dev: Device, dtype: np.dtype) -> dict[str, int] | None:
