@@ -175,6 +175,9 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
  * work-items a group: RTM). Launch: work-group (1, RTM, 1), global (ceil(N/WN), ceil(M/WM) rounded up to RTM,
  * batch). */
 #ifdef KERNEL_gemm_rows
+#if STORE_HALF || STORE_BF16
+#error "gemm_rows: float and double storage only (half products take the tiles)"
+#endif
 typedef realv realv_u __attribute__((aligned(sizeof(real)))); /* a vector at any element's address */
 #define B_WHOLE(b, v) (*(__global const realv_u *)((b) + (v) * VW))
 /* the vector of the first n elements at p (all of them from VW on), zeros after */
@@ -185,16 +188,16 @@ inline realv lanes(__global const real *p, int n) {
     return t.v;
 }
 #define B_EDGE(b, v) lanes((b) + (v) * VW, N - c0 - (v) * VW)
-/* the k loop, B's vector v of row p loaded by LOAD_BV(b, v) */
+/* the k loop, B's vector v of row p loaded by LOAD_BV(B, v) */
 #define ROWS_LOOP(LOAD_BV)                                                                                  \
     for (int p = k0; p < K; ++p) {                                                                          \
         realv bv[NV];                                                                                       \
-        _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] = LOAD_BV(b, v);                              \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] = LOAD_BV(B, v);                              \
         _Pragma("unroll") for (int i = 0; i < WM; ++i) {                                                    \
             const real av = *a[i];                                                                           \
             _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] += av * bv[v];                         \
         }                                                                                                   \
-        b += b_rs;                                                                                          \
+        B += b_rs;                                                                                          \
         _Pragma("unroll") for (int i = 0; i < WM; ++i) a[i] += a_cs;                                        \
     }
 TILED_KERNEL
@@ -220,7 +223,6 @@ void gemm_rows(int M, int N, int K, int k0, int last, real alpha, real beta,
         _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] = k0 > 0 ? lanes(S + (size_t)row * N + c0 + v * VW,
                                                                                   N - c0 - v * VW) : (realv)0;
     }
-    __global const real *b = B;
     if (c0 + WN <= N) {
         ROWS_LOOP(B_WHOLE)
     } else {

@@ -143,7 +143,7 @@ def warp_product_misfits(dev: Device) -> list[tuple[str, np.dtype, dict[str, int
 class GemmPlan:
     """How one product runs: ``kernel`` ``"direct"`` (one work-item per output), ``"tiled"`` with
     tile ``cfg`` (its defines also build the direct kernel), ``splits`` k-ranges of ``ks`` each, or ``"rows"``
-    (CPUs: :func:`rows_plan`) with its block ``cfg``."""
+    (CPUs' gemm_rows) with its block ``cfg`` (:func:`rows_config`)."""
 
     kernel: str
     cfg: dict[str, int]
@@ -233,8 +233,8 @@ def rows_config(dev: Device, dtype: np.dtype) -> dict[str, int] | None:
 
 
 def copies_b_rows(dev: Device, m: int, b_cs: int) -> bool:
-    """Whether gemm_rows, which reads B's rows as vectors, takes a product of ``m`` rows whose B's columns lie
-    ``b_cs`` apart on ``dev``: a B of non-contiguous columns is copied to rows first, which products of fewer than
+    """Whether gemm_rows may take a product of ``m`` rows whose B's columns lie ``b_cs`` apart on ``dev``: it reads
+    B's rows as vectors, so a B of non-contiguous columns is copied to rows first, which products of fewer than
     tuning's gemm_rows MIN_M_COPY rows do not pay back."""
     return b_cs == 1 or m >= int(tuning.params(dev, "gemm_rows")["MIN_M_COPY"])
 
