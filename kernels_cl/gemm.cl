@@ -162,39 +162,44 @@ void gemm(int M, int N, int K, int KS, int S, real alpha, real beta,
 }
 #endif
 
-/* gemm_rows (CPUs; float and double): a work-item computes WM rows x WN columns of C (NV vectors of VW) from global
- * memory over the k range [k0, K): per k, WM elements of A broadcast and NV vectors of B's row (B's columns
- * contiguous: b_cs = 1; unaligned vector loads), WM * NV vector FMAs. No local memory and no barrier: PoCL keeps a
- * barrier-free kernel's accumulators in registers across the whole k loop (a tile's went to per-work-item arrays
- * and back at each k-slice's barrier), and the caches tile: a work-group's RTM work-items share their columns,
- * run one after another on one core, and so find B's panel in its cache. The host runs a long k in chunks (tuning's
- * gemm_rows SPAN: a panel over more pages than the TLB holds ran 2048^3 at half speed): a chunk with k0 > 0 starts
- * from the partial sums in S, every chunk but the last (last = 0) stores its sums there, unscaled, and the last
- * stores C through STORE_BLOCK. Rows past M read row M - 1 and store nothing; a block reaching past N reads its
- * vectors through `lanes` (a block-uniform branch). Defines: WM, WN, VW as gemm's, TN = WN, TM = WM * LY (the
- * work-items a group: RTM). Launch: work-group (1, RTM, 1), global (ceil(N/WN), ceil(M/WM) rounded up to RTM,
- * batch). */
+/* gemm_rows (CPUs): a work-item computes WM rows x WN columns of C (NV vectors of VW) from global memory over the
+ * k range [k0, K): per k, WM elements of A broadcast and NV vectors of B's row (B's columns contiguous: b_cs = 1;
+ * unaligned vector loads, widened or rounded as gemm.h's staging does: half and bf16 storage, A_F32, B_F32), WM * NV
+ * vector FMAs. No local memory and no barrier: PoCL keeps a barrier-free kernel's accumulators in registers across
+ * the whole k loop (a tile's went to per-work-item arrays and back at each k-slice's barrier), and the caches
+ * tile: a work-group's RTM work-items share their columns, run one after another on one core, and so find B's
+ * panel in its cache. The host runs a long k in chunks (tuning's gemm_rows SPAN: a panel over more pages than the
+ * TLB holds ran 2048^3 at half speed): a chunk with k0 > 0 starts from the partial sums in S (`real`), every chunk
+ * but the last (last = 0) stores its sums there, unscaled, and the last stores C through STORE_BLOCK. Rows past M
+ * read row M - 1 and store nothing; a block reaching past N reads its vectors lane by lane (a block-uniform
+ * branch). Defines: WM, WN, VW as gemm's, TN = WN, TM = WM * LY (the work-items a group: RTM). Launch: work-group
+ * (1, RTM, 1), global (ceil(N/WN), ceil(M/WM) rounded up to RTM, batch). */
 #ifdef KERNEL_gemm_rows
-#if STORE_HALF || STORE_BF16
-#error "gemm_rows: float and double storage only (half products take the tiles)"
-#endif
-typedef realv realv_u __attribute__((aligned(sizeof(real)))); /* a vector at any element's address */
-#define B_WHOLE(b, v) (*(__global const realv_u *)((b) + (v) * VW))
-/* the vector of the first n elements at p (all of them from VW on), zeros after */
-inline realv lanes(__global const real *p, int n) {
+typedef CAT(B_RAW_T, VW) b_run_u __attribute__((aligned(sizeof(B_RAW_T)))); /* VW of B's at any element's address */
+typedef realv realv_u __attribute__((aligned(sizeof(real))));
+#define B_WHOLE(b, v) B_STAGE_RAW(*(__global const b_run_u *)((b) + (v) * VW))
+/* the vector of B's first n elements at p (all of them from VW on), zeros after */
+inline realv b_lanes(__global const b_t *p, int n) {
     if (n >= VW) return B_WHOLE(p, 0);
+    union { realv v; real s[VW]; } t = {(realv)0};
+    for (int q = 0; q < n; ++q) t.s[q] = LOAD_B(p, q);
+    return t.v;
+}
+/* likewise of the partial sums at p */
+inline realv sum_lanes(__global const real *p, int n) {
+    if (n >= VW) return *(__global const realv_u *)p;
     union { realv v; real s[VW]; } t = {(realv)0};
     for (int q = 0; q < n; ++q) t.s[q] = p[q];
     return t.v;
 }
-#define B_EDGE(b, v) lanes((b) + (v) * VW, N - c0 - (v) * VW)
+#define B_EDGE(b, v) b_lanes((b) + (v) * VW, N - c0 - (v) * VW)
 /* the k loop, B's vector v of row p loaded by LOAD_BV(B, v) */
 #define ROWS_LOOP(LOAD_BV)                                                                                  \
     for (int p = k0; p < K; ++p) {                                                                          \
         realv bv[NV];                                                                                       \
         _Pragma("unroll") for (int v = 0; v < NV; ++v) bv[v] = LOAD_BV(B, v);                              \
         _Pragma("unroll") for (int i = 0; i < WM; ++i) {                                                    \
-            const real av = *a[i];                                                                           \
+            const real av = LOAD_A(a[i], 0);                                                                \
             _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] += av * bv[v];                         \
         }                                                                                                   \
         B += b_rs;                                                                                          \
@@ -202,10 +207,10 @@ inline realv lanes(__global const real *p, int n) {
     }
 TILED_KERNEL
 void gemm_rows(int M, int N, int K, int k0, int last, real alpha, real beta,
-               __global const real *restrict A, int a_bs, int a_rs, int a_cs,
-               __global const real *restrict B, int b_bs, int b_rs,
-               __global const real *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
-               __global real *P, __global real *S, __global real *C) {
+               __global const a_t *restrict A, int a_bs, int a_rs, int a_cs,
+               __global const b_t *restrict B, int b_bs, int b_rs,
+               __global const d_t *restrict D, int d_bs, int d_rs, int d_cs, int act, int keep,
+               __global c_t *P, __global real *S, __global c_t *C) {
     const int c0 = get_global_id(0) * WN, r0 = get_global_id(1) * WM, z = get_global_id(2);
     if (r0 >= M) return;
     const size_t mn = (size_t)M * N;
@@ -215,13 +220,13 @@ void gemm_rows(int M, int N, int K, int k0, int last, real alpha, real beta,
     C += z * mn;
     P += z * mn;
     S += z * mn;
-    __global const real *a[WM];
+    __global const a_t *a[WM];
     realv acc[WM][NV];
     _Pragma("unroll") for (int i = 0; i < WM; ++i) {
         const int row = min(r0 + i, M - 1);
         a[i] = A + (size_t)row * a_rs + (size_t)k0 * a_cs;
-        _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[i][v] = k0 > 0 ? lanes(S + (size_t)row * N + c0 + v * VW,
-                                                                                  N - c0 - v * VW) : (realv)0;
+        _Pragma("unroll") for (int v = 0; v < NV; ++v)
+            acc[i][v] = k0 > 0 ? sum_lanes(S + (size_t)row * N + c0 + v * VW, N - c0 - v * VW) : (realv)0;
     }
     if (c0 + WN <= N) {
         ROWS_LOOP(B_WHOLE)

@@ -424,16 +424,16 @@ def test_planner_picks_by_shape(dev):
 
 
 def test_cpu_products_take_gemm_rows(dev, rng, monkeypatch):
-    """On a CPU, float32 and float64 products take gemm_rows (float64 in half the columns), B of non-contiguous
-    columns copied to rows where there are MIN_M_COPY rows or more; a transposed B of fewer rows, a product of fewer
-    work-groups than compute units (a tile splits k instead) and half types take the tiled kernel; off CPUs
-    nothing does. Each against torch in float64."""
+    """On a CPU, products take gemm_rows (float64 in half the columns; float16 widened in its loads), B of
+    non-contiguous columns copied to rows where there are MIN_M_COPY rows or more; a transposed B of fewer rows and a
+    product of fewer work-groups than compute units (a tile splits k instead) take the tiled kernel; off CPUs
+    nothing does. Each against torch in float64 (of the half inputs)."""
     cpu = dataclasses.replace(dev, type="cpu", compute_units=2)
     if tuning.params(cpu, "gemm_rows")["LY"] == 0:
         pytest.skip(f"{dev} has no gemm_rows")
     assert plan(cpu, np.dtype("float64"), 1, 64, 64, 64).cfg["WN"] * 2 == plan(cpu, np.dtype("float32"), 1, 64, 64,
                                                                                     64).cfg["WN"]
-    assert plan(cpu, np.dtype("float16"), 1, 64, 64, 64).kernel == "tiled"
+    assert plan(cpu, np.dtype("float16"), 1, 64, 64, 64).kernel == "rows"
     wide = plan(cpu, np.dtype("float32"), 1, 64, 512, 64).cfg
     narrow = plan(cpu, np.dtype("float32"), 1, 512, wide["VW"] + 3, 64).cfg  # two vectors' columns, more rows
     assert (narrow["WN"], narrow["WM"]) == (2 * wide["VW"], min(ROWS_MOST_WM, wide["WM"] * wide["WN"] // narrow["WN"]))
@@ -447,7 +447,7 @@ def test_cpu_products_take_gemm_rows(dev, rng, monkeypatch):
     launches = []
     launch = kernels.launch
     monkeypatch.setattr(kernels, "launch", lambda d, k, *a: launches.append(k.function_name) or launch(d, k, *a))
-    for dtype in ("float32", "float64"):
+    for dtype in ("float32", "float16", "float64"):
         _skip_unsupported(dev, dtype)
         for m, n, tb in ((copy_from + 3, 67, False), (copy_from + 3, 67, True), (copy_from - 1, 67, True),
                          (300, 19, False)):  # the last in a narrow block

@@ -220,10 +220,9 @@ ROWS_MOST_WM = 8  # the most rows plan gives a narrow product's gemm_rows block
 def rows_config(dev: Device, dtype: np.dtype) -> dict[str, int] | None:
     """gemm.cl's gemm_rows block for ``dtype`` products on ``dev`` (tuning's ``gemm_rows``: WM x WN outputs a
     work-item in VW-wide vectors, LY work-items a group, k in chunks whose rows of B span at most SPAN bytes;
-    float64 in half the columns, the same registers), or None where the row has none (LY 0: GPUs) or ``dtype`` is
-    a half type."""
+    float64 in half the columns, the same registers), or None where the row has none (LY 0: GPUs)."""
     p = tuning.params(dev, "gemm_rows")
-    if not p["LY"] or np.dtype(dtype) in HALF_DTYPES:
+    if not p["LY"]:
         return None
     cfg = {key: int(p[key]) for key in ROWS_KEYS}
     if np.dtype(dtype) == np.float64:
@@ -432,7 +431,7 @@ def gemm_raw(
     fused = epilogue(act, out, pre)
     if how.kernel == "rows":
         _rows(kernel, global_size, local_size, how.cfg["SPAN"], a, a_strides, b, b_strides, batch, m, n, k,
-              alpha, beta, d_args, fused, out)
+              dtype, alpha, beta, d_args, fused, out)
         return out
     strides = (*(np.int32(s) for s in a_strides), b.data, *(np.int32(s) for s in b_strides), *d_args)
     if how.kernel == "direct":
@@ -481,18 +480,19 @@ ROWS_LEAST_CHUNK = 64  # gemm_rows' shortest k chunk, whatever B's row stride
 
 def _rows(kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...], span: int, a: Tensor,
           a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], batch: int, m: int, n: int,
-          k: int, alpha: float, beta: float, d_args: tuple[Any, ...], fused: tuple[Any, ...], out: Tensor) -> None:
-    """gemm_raw's product by gemm_rows into ``out``: B copied to rows first where its columns are not contiguous, k
-    in chunks whose rows of B span at most ``span`` bytes (at least ROWS_LEAST_CHUNK rows), their partial sums kept
-    in a buffer between them (the same sums in the same order)."""
-    dev, dtype = out.device, out.dtype
+          k: int, dtype: np.dtype, alpha: float, beta: float, d_args: tuple[Any, ...], fused: tuple[Any, ...],
+          out: Tensor) -> None:
+    """gemm_raw's ``dtype`` product by gemm_rows into ``out``: B copied to rows first where its columns are not
+    contiguous, k in chunks whose rows of B span at most ``span`` bytes (at least ROWS_LEAST_CHUNK rows), their
+    partial sums kept in a buffer of ``real`` between them (the same sums in the same order)."""
+    dev = out.device
     if b_strides[2] != 1:  # B's rows as contiguous (K, N) matrices, one per batch (or one shared)
         shared = b_strides[0] == 0 and batch > 1
-        rows = empty(((1 if shared else batch), k, n), dtype, dev)
+        rows = empty(((1 if shared else batch), k, n), b.dtype, dev)
         strided_copy(b, rows, rows.shape, (b_strides[0], b_strides[1], b_strides[2]), (k * n, n, 1))
         b, b_strides = rows, (0 if shared else k * n, n, 1)
-    chunk = max(ROWS_LEAST_CHUNK, span // (max(b_strides[1], 1) * dtype.itemsize))
-    sums = out if k <= chunk else empty((batch, m, n), dtype, dev)
+    chunk = max(ROWS_LEAST_CHUNK, span // (max(b_strides[1], 1) * b.dtype.itemsize))
+    sums = out if k <= chunk else empty((batch, m, n), kernels.real_dtype(dtype), dev)
     for k0 in range(0, max(k, 1), chunk):
         last = k0 + chunk >= k
         kernels.launch(dev, kernel, global_size, local_size, np.int32(m), np.int32(n), np.int32(min(k, k0 + chunk)),

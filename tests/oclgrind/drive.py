@@ -304,8 +304,7 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
     k-split product (gemm_sum), all tiled; then the direct kernel and a double-buffered tile with vector
     loads, forced, transposed and batched; then that tile's staging variants (A's tile k-major, VWA, with a slice's
     loads before its stores, PF 1, and multiplies unrolled, KU; single-buffered, fetched a slice ahead, PF 2; staged
-    by ASYNC copies, A's tile row-major or k-major, float32's), one product each way; gemm_rows in float32 and
-    float64."""
+    by ASYNC copies, A's tile row-major or k-major, float32's), one product each way; gemm_rows."""
     saved = dict(tuning.TABLE["gemm_direct"]["default"])
     tuning.TABLE["gemm_direct"]["default"]["MAX_MACS"] = 0  # the planner would pick the direct kernel here
     try:
@@ -342,17 +341,22 @@ def gemm(dt: np.dtype, rng: np.random.Generator) -> None:
             out = gemm_raw(clnn.tensor(xn), (0, 16, 1), clnn.tensor(wn), (0, 1, 16), 1, 17, 20, 16, how=how,
                            dtype=dt, store=F32)  # a float32 parameter's gradient: dt's result stored float32
             check(f"gemm {how.kernel} stored float32", out, (xr @ wr.T)[None], dt)
-    if dt in (F32, F64):  # gemm_rows (CPUs): blocks past M and N, k in two chunks (SPAN 1: 64 rows each), B copied
-        rows = GemmPlan("rows", {"WM": 3, "WN": 16, "VW": 8, "LY": 2, "SPAN": 1})  # to rows when transposed
-        an, bn, cn = data(rng, (2, 7, 70), dt), data(rng, (70, 20), dt), data(rng, (2, 7, 20), dt)
-        ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
-        a, c = clnn.tensor(an), clnn.tensor(cn)
-        for b_st, y in (((0, 20, 1), clnn.tensor(bn)), ((0, 1, 70), _t(bn))):
-            pre = clnn.empty((2, 7, 20), dtype=dt)
-            out = gemm_raw(a, (490, 70, 1), y, b_st, 2, 7, 20, 70, alpha=0.5, beta=2.0, c=c, how=rows, act="relu",
-                           pre=pre)
-            check(f"gemm_rows B strides {b_st} + relu", out, np.maximum(ref, 0), dt)
-            check("gemm_rows pre-activation", pre, ref, dt)
+    # gemm_rows (CPUs): blocks past M and N, k in two chunks (SPAN 1: 64 rows each), B copied to rows when transposed
+    rows = GemmPlan("rows", {"WM": 3, "WN": 16, "VW": 8, "LY": 2, "SPAN": 1})
+    an, bn, cn = data(rng, (2, 7, 70), dt), data(rng, (70, 20), dt), data(rng, (2, 7, 20), dt)
+    ref = 0.5 * an.astype(np.float64) @ bn.astype(np.float64) + 2.0 * cn
+    a, c = clnn.tensor(an), clnn.tensor(cn)
+    for b_st, y in (((0, 20, 1), clnn.tensor(bn)), ((0, 1, 70), _t(bn))):
+        pre = clnn.empty((2, 7, 20), dtype=dt)
+        out = gemm_raw(a, (490, 70, 1), y, b_st, 2, 7, 20, 70, alpha=0.5, beta=2.0, c=c, how=rows, act="relu", pre=pre)
+        check(f"gemm_rows B strides {b_st} + relu", out, np.maximum(ref, 0), dt)
+        check("gemm_rows pre-activation", pre, ref, dt)
+    if dt in (F16, BF16):  # autocast's: float32 operands rounded in the loads, the result stored float32
+        xn, wn = data(rng, (7, 70), F32), data(rng, (70, 20), F32)
+        want = (xn.astype(dt).astype(np.float64) @ wn.astype(dt).astype(np.float64))[None]
+        out = gemm_raw(clnn.tensor(xn), (0, 70, 1), clnn.tensor(wn), (0, 20, 1), 1, 7, 20, 70, how=rows, dtype=dt,
+                       store=F32)
+        check("gemm_rows of float32 operands", out, want, dt)
     if dt in (F16, BF16):
         _gemm_mma(dt, rng)
     if dt in (F16, BF16):  # a half k-split: float32 partials (C_REAL), rounded once by gemm_sum, stored float32
