@@ -402,11 +402,14 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # GFLOP/s against the tile (the `gemm` rows above) on AVX-512 (Zen 4, 2026-12-06, bests of 25), PoCL / Intel's
     # runtime: 2048x512x128 211-216 / 179 against 116-120 / 86-134; 128x512x2048 (A transposed) 199-200 / 187
     # against 135 / 84-125; 1024^3 214-216 / 220 against 150 / 145-220 (NumPy 180-210). 2048^3 in one chunk ran
-    # 99-104 (16 MiB of B's rows), in chunks of 512 rows (4 MiB) 194-199, of 256 194
+    # 99-104 (16 MiB of B's rows), in chunks of 512 rows (4 MiB) 194-199, of 256 194. Half storage, widened in the
+    # loop: bfloat16 (shifts) 2048x512x128 / 1024^3 PoCL 195 / 206 against the tile's 141 / 167, Intel's runtime 206 /
+    # 213 against 185 / 190; float16 PoCL 192 against 139-141, Intel's runtime 141 against 189: there FLOAT16 0
     "gemm_rows": {
-        "default": {"WM": 4, "WN": 16, "VW": 8, "LY": 0, "SPAN": 1 << 22, "MIN_M_COPY": 256},
+        "default": {"WM": 4, "WN": 16, "VW": 8, "LY": 0, "SPAN": 1 << 22, "MIN_M_COPY": 256, "FLOAT16": 1},
         "cpu": {"LY": 8},
         "cpu simd16": {"WN": 64, "VW": 16},
+        "cpu intel": {"FLOAT16": 0},
     },
     "gemm_direct": {  # products of at most MAX_MACS multiply-adds take gemm.cl's direct kernel
         "default": {"MAX_MACS": 1 << 21},

@@ -433,7 +433,11 @@ def test_cpu_products_take_gemm_rows(dev, rng, monkeypatch):
         pytest.skip(f"{dev} has no gemm_rows")
     assert plan(cpu, np.dtype("float64"), 1, 64, 64, 64).cfg["WN"] * 2 == plan(cpu, np.dtype("float32"), 1, 64, 64,
                                                                                     64).cfg["WN"]
-    assert plan(cpu, np.dtype("float16"), 1, 64, 64, 64).kernel == "rows"
+    half = "rows" if tuning.params(cpu, "gemm_rows")["FLOAT16"] else "tiled"
+    assert plan(cpu, np.dtype("float16"), 1, 64, 64, 64).kernel == half
+    with tuning.override("gemm_rows", FLOAT16=0):
+        assert plan(cpu, np.dtype("float16"), 1, 64, 64, 64).kernel == "tiled"
+        assert plan(cpu, clnn.bfloat16, 1, 64, 64, 64).kernel == "rows"
     wide = plan(cpu, np.dtype("float32"), 1, 64, 512, 64).cfg
     narrow = plan(cpu, np.dtype("float32"), 1, 512, wide["VW"] + 3, 64).cfg  # two vectors' columns, more rows
     assert (narrow["WN"], narrow["WM"]) == (2 * wide["VW"], min(ROWS_MOST_WM, wide["WM"] * wide["WN"] // narrow["WN"]))
@@ -455,7 +459,7 @@ def test_cpu_products_take_gemm_rows(dev, rng, monkeypatch):
             a, b = _rand(rng, (m, k), dtype), _rand(rng, (n, k) if tb else (k, n), dtype)
             launches.clear()
             out = clnn.gemm(clnn.tensor(a, device=dev), clnn.tensor(b, device=dev), trans_b=tb)
-            rows = m >= copy_from or not tb
+            rows = (m >= copy_from or not tb) and (dtype != "float16" or tuning.params(dev, "gemm_rows")["FLOAT16"])
             if rows:  # B's rows copied first (a copy kernel: which one depends on the device)
                 assert launches[-1] == "gemm_rows" and len(launches) == 1 + tb, launches
             else:

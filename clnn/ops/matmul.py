@@ -220,9 +220,10 @@ ROWS_MOST_WM = 8  # the most rows plan gives a narrow product's gemm_rows block
 def rows_config(dev: Device, dtype: np.dtype) -> dict[str, int] | None:
     """gemm.cl's gemm_rows block for ``dtype`` products on ``dev`` (tuning's ``gemm_rows``: WM x WN outputs a
     work-item in VW-wide vectors, LY work-items a group, k in chunks whose rows of B span at most SPAN bytes;
-    float64 in half the columns, the same registers), or None where the row has none (LY 0: GPUs)."""
+    float64 in half the columns, the same registers), or None where the row has none (LY 0: GPUs) or leaves
+    float16 to the tiles (FLOAT16 0)."""
     p = tuning.params(dev, "gemm_rows")
-    if not p["LY"]:
+    if not p["LY"] or (np.dtype(dtype) == np.float16 and not p["FLOAT16"]):
         return None
     cfg = {key: int(p[key]) for key in ROWS_KEYS}
     if np.dtype(dtype) == np.float64:
