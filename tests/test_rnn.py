@@ -18,6 +18,7 @@ from helpers import F32_TOL, assert_close, assert_sum_close
 import clnn
 import clnn.functional as F
 from clnn import kernels, nn
+from clnn.ops.matmul import rows_config
 
 # mode, seq len, batch, input size, hidden size, layers, bidirectional, batch_first, initial states, bias
 CASES = [
@@ -290,7 +291,8 @@ def test_two_launches_per_step(mode, proj, monkeypatch, rng):
     """Within a layer and direction, consecutive steps' gate kernels (forward and backward) are separated by
     exactly one launch, the recurrent GEMM (never split into partials): two launches per step, three with
     a projection (its GEMM too, forward and backward). Posing as an H100 (CI's h100 part), these sizes would
-    otherwise take k-split tiled GEMMs plus their partial sums."""
+    otherwise take k-split tiled GEMMs plus their partial sums. On CPUs these GEMMs are gemm_rows' (the weights
+    copied to rows once, before a direction's first step)."""
     t_len, layers, dirs = 4, 2, 2
     net = getattr(nn, mode)(17, 128, num_layers=layers, bidirectional=True, **({"proj_size": proj} if proj else {}))
     x = clnn.tensor(rng.standard_normal((t_len, 64, 17)).astype(np.float32), requires_grad=True)
@@ -305,6 +307,8 @@ def test_two_launches_per_step(mode, proj, monkeypatch, rng):
         gemms = [b for b in between if len(b) == 1 + bool(proj) and all(n.startswith("gemm") and n != "gemm_sum"
                                                                         for n in b)]
         assert len(gemms) == (t_len - 1) * layers * dirs, f"{step}: launches between steps {between}"
+        rows = rows_config(clnn.default_device(), np.dtype(np.float32)) is not None
+        assert all((n == "gemm_rows") == rows for b in gemms for n in b), gemms
 
 
 @pytest.mark.parametrize("mode", ["LSTM", "GRU"])

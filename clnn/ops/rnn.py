@@ -27,7 +27,7 @@ from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
 from ._core import empty, record
 from .creation import zeros
-from .matmul import gemm_raw, plan
+from .matmul import GemmPlan, gemm_raw, plan
 from .norm import channel_sum
 from .shape import cat, getitem, strided_copy
 
@@ -82,6 +82,17 @@ def _units(dev: Device, dtype: np.dtype, hidden: int) -> int:
 
 
 @profiled
+def _as_rows(w: Tensor, how: GemmPlan) -> tuple[Tensor, tuple[int, int, int]]:
+    """The operand ``w^T`` of a recurrent step's product ``h @ w^T`` planned ``how``, and its strides: for gemm_rows
+    (CPUs), which reads B's rows as vectors, w^T copied to rows once for all the steps; else ``w`` read transposed."""
+    out_features, in_features = w.shape
+    if how.kernel != "rows":
+        return w, (0, 1, in_features)
+    rows = empty((in_features, out_features), w.dtype, w.device)
+    strided_copy(w, rows, rows.shape, (1, in_features), (out_features, 1))
+    return rows, (0, out_features, 1)
+
+
 def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weights: Sequence[Weights]
               ) -> tuple[Tensor, Tensor, Tensor | None]:
     """One ``mode`` ("lstm" or "gru") layer over the sequence ``x``, as PyTorch's, in each direction given.
@@ -105,12 +116,13 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
     vw = _units(dev, dt, hid)
     items = batch * hid // vw  # the gate kernels' work-items
     step = kernels.kernel(dev, "rnn.cl", f"{mode}_step", defines(dt, RNN_VW=vw))
-    # one launch per recurrent GEMM (of a transposed weight: not gemm_rows, which would copy it to rows each step)
-    how = plan(dev, dt, 1, batch, gh, r, max_splits=1, rows=False)
-    how_p = plan(dev, dt, 1, batch, r, hid, max_splits=1, rows=False) if proj else None
+    how = plan(dev, dt, 1, batch, gh, r, max_splits=1)  # one launch per recurrent GEMM
+    how_p = plan(dev, dt, 1, batch, r, hid, max_splits=1) if proj else None
     state_bytes = batch * r * dt.itemsize  # of one (B, R) state
     saved = []
     for d, (w_ih, w_hh, b_ih, b_hh, w_hr) in enumerate(weights):
+        w_hh_t, hh_strides = _as_rows(w_hh, how)  # W_hh^T (and W_hr^T) for every step's product
+        w_hr_t, hr_strides = _as_rows(w_hr, how_p) if proj else (None, None)
         xp = gemm_raw(x, (0, n_in, 1), w_ih, (0, 1, n_in), 1, t_len * batch, gh, n_in,
                       beta=float(b_ih is not None), c=b_ih, c_strides=(0, 0, 1))
         h = _state(h0, d, batch, r, x)
@@ -126,14 +138,14 @@ def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weight
             hs, at = empty((t_len + 1, batch, r), dt, dev), int(d == 0)  # h_t in row t + at, h_0 first or last
             dev.copy(hs.data, h.data, state_bytes, dst_offset=(1 - at) * t_len * state_bytes)
         for s, t in enumerate(order):
-            hp = gemm_raw(h, (0, r, 1), w_hh, (0, 1, r), 1, batch, gh, r,
+            hp = gemm_raw(h, (0, r, 1), w_hh_t, hh_strides, 1, batch, gh, r,
                           beta=float(b_hh is not None), c=b_hh, c_strides=(0, 0, 1), how=how)
             flags = np.int32((RNN_SAVE if save else 0) | (RNN_LAST if s == t_len - 1 else 0))
             sizes = (np.int32(batch), np.int32(hid), np.int32(t), *where, flags)
             if proj:
                 launch_1d(dev, step, items, *sizes, xp.data, hp.data, hf_t.data, c.data, hf.data, hf_t.data,
                           c.data, act.data, hf.data, cprev.data)
-                h = gemm_raw(hf_t, (0, hid, 1), w_hr, (0, 1, hid), 1, batch, r, hid, how=how_p)
+                h = gemm_raw(hf_t, (0, hid, 1), w_hr_t, hr_strides, 1, batch, r, hid, how=how_p)
                 dev.copy(hs.data, h.data, state_bytes, dst_offset=(t + at) * state_bytes)
             elif lstm:
                 launch_1d(dev, step, items, *sizes, xp.data, hp.data, h.data, c.data, y.data, hn.data,
