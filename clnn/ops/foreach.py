@@ -41,10 +41,16 @@ def _small(dev: Device) -> int:
     return tuning.memoized(dev, ("foreach small", id(dev)), lambda: int(tuning.params(dev, "foreach")["SMALL"]))
 
 
+def one_tensor(dev: Device, tensors: int) -> bool:
+    """Whether a launch of ``tensors`` tensors on ``dev`` takes the one-tensor kernel (MT_TENSORS 1: one tensor on a
+    device of one tensor per launch), not ``MT`` slots."""
+    return tensors == 1 == per_launch(dev)
+
+
 def kernel(dev: Device, name: str, dtype: np.dtype, tensors: int, **extra: object) -> cl.Kernel:
-    """``optim.cl``'s multi-tensor kernel ``name`` for ``dtype``, built for a launch of ``tensors`` tensors: the
-    one-tensor kernel for one on a device of one tensor per launch, else ``MT`` slots."""
-    single = tensors == 1 == per_launch(dev)
+    """``optim.cl``'s multi-tensor kernel ``name`` for ``dtype``, built for a launch of ``tensors`` tensors
+    (:func:`one_tensor`)."""
+    single = one_tensor(dev, tensors)
     key = ("foreach kernel", id(dev), name, np.dtype(dtype), single, *extra.items())
     return tuning.memoized(dev, key, lambda: kernels.kernel(
         dev, "optim.cl", name, kernels.defines(dtype, MT_TENSORS=1 if single else MT,
@@ -88,10 +94,10 @@ def sizes(tensors: Sequence[Tensor], wg: int, per_item: int = 1) -> tuple[np.gen
 
 def launch(dev: Device, k: cl.Kernel, roles: Sequence[Sequence[Tensor]], *args: object, before: Sequence[object] = (),
            counted: tuple[np.generic, np.generic, int] | None = None) -> int:
-    """Launch ``k(*before, sizes, ends, *buffers, *args)`` over the tensors of ``roles[0]`` (at most
-    :func:`per_launch`), ``buffers`` each role's tensors in the kernel's slots (unused ones repeating the role's
+    """Launch ``k(*before, sizes, ends, *buffers, *args)`` over the tensors of ``roles[0]`` (a run of
+    :func:`groups`), ``buffers`` each role's tensors in the kernel's slots (unused ones repeating the role's
     first); ``counted``: ``sizes(roles[0], group_size(dev))`` when the caller has it. Returns the work-groups."""
-    wg, width = kernels.group_size(dev), 1 if len(roles[0]) == 1 == per_launch(dev) else MT
+    wg, width = kernels.group_size(dev), 1 if one_tensor(dev, len(roles[0])) else MT
     n, ends, blocks = counted or sizes(roles[0], wg)
     buffers = [b for role in roles for b in [t.data for t in role] + [role[0].data] * (width - len(role))]
     kernels.launch(dev, k, (blocks * wg,), (wg,), *before, n, ends, *buffers, *args)

@@ -81,7 +81,6 @@ def _units(dev: Device, dtype: np.dtype, hidden: int) -> int:
     return vw if hidden % vw == 0 and np.dtype(dtype) in (np.float32, np.float64) else 1
 
 
-@profiled
 def _as_rows(w: Tensor, how: GemmPlan) -> tuple[Tensor, tuple[int, int, int]]:
     """The operand ``w^T`` of a recurrent step's product ``h @ w^T`` planned ``how``, and its strides: for gemm_rows
     (CPUs), which reads B's rows as vectors, w^T copied to rows once for all the steps; else ``w`` read transposed."""
@@ -93,6 +92,7 @@ def _as_rows(w: Tensor, how: GemmPlan) -> tuple[Tensor, tuple[int, int, int]]:
     return rows, (0, out_features, 1)
 
 
+@profiled
 def rnn_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, weights: Sequence[Weights]
               ) -> tuple[Tensor, Tensor, Tensor | None]:
     """One ``mode`` ("lstm" or "gru") layer over the sequence ``x``, as PyTorch's, in each direction given.
