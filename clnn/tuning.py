@@ -394,17 +394,16 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # row's 64x32 warp blocks where its lanes' own take 32 (215 registers). ASYNC 1 with PF 0 (gemm.h's cp.async
     # staging, any tile row too): 158 registers, 128 capped without spills. All three unmeasured on a GPU
     "mma": {"default": {"MMA": 0}, "gpu nvidia": {"MMA": 1, "TK": 32, "DB": 1, "PF": 2}},
-    # gemm.cl's gemm_rows, the CPUs' kernel for float32 and float64 products (matmul.rows_config): WM x WN outputs a
-    # work-item in VW-wide vectors, LY work-items a group sharing their columns, k in chunks whose rows of B span at
-    # most SPAN bytes; MIN_M_COPY: the fewest rows for which a B of non-contiguous columns (x @ W^T) is copied to
-    # rows for it (matmul.copies_b_rows: not the CPU attention's blocks of 128 query rows, each of which would copy
-    # the same keys); LY 0: the tiled kernel.
-    # GFLOP/s against the tile (the `gemm` rows above) on AVX-512 (Zen 4, 2026-12-06, bests of 25), PoCL / Intel's
-    # runtime: 2048x512x128 211-216 / 179 against 116-120 / 86-134; 128x512x2048 (A transposed) 199-200 / 187
-    # against 135 / 84-125; 1024^3 214-216 / 220 against 150 / 145-220 (NumPy 180-210). 2048^3 in one chunk ran
-    # 99-104 (16 MiB of B's rows), in chunks of 512 rows (4 MiB) 194-199, of 256 194. Half storage, widened in the
-    # loop: bfloat16 (shifts) 2048x512x128 / 1024^3 PoCL 195 / 206 against the tile's 141 / 167, Intel's runtime 206 /
-    # 213 against 185 / 190; float16 PoCL 192 against 139-141, Intel's runtime 141 against 189: there FLOAT16 0
+    # gemm.cl's gemm_rows, the CPUs' kernel for matrix products (matmul.rows_config): WM x WN outputs a work-item in
+    # VW-wide vectors, LY work-items a group sharing their columns, k in chunks whose rows of B span at most SPAN
+    # bytes; MIN_M_COPY: the fewest rows for which a B of non-contiguous columns (x @ W^T) is copied to rows for it
+    # (matmul.copies_b_rows: not the CPU attention's blocks of 128 query rows, each of which would copy the same
+    # keys); FLOAT16 0: float16 products take the tiles; LY 0: every product does. Kernel GFLOP/s, tile -> gemm_rows
+    # (Zen 4, 2026-12-06, alternated in one process), PoCL / Intel's runtime: 2048x512x128 129-136 -> 203-211 /
+    # 184 -> 221; 128x512x2048 (A transposed) 147-155 -> 166-218 / 175 -> 228; 1024^3 158-160 -> 214-217 / 184-186
+    # -> 220-224 (NumPy 180-210); 2048^3 153 -> 197-199 / 184 -> 202 in chunks of 512 rows (4 MiB), 99-104 in one
+    # (16 MiB). Half storage widened in the loop: bfloat16 (shifts) 2048x512x128 / 1024^3 PoCL 141 / 167 -> 195 /
+    # 206, Intel's runtime 185 / 190 -> 206 / 213; float16 PoCL 139-141 -> 192, Intel's runtime 189 -> 141
     "gemm_rows": {
         "default": {"WM": 4, "WN": 16, "VW": 8, "LY": 0, "SPAN": 1 << 22, "MIN_M_COPY": 256, "FLOAT16": 1},
         "cpu": {"LY": 8},
