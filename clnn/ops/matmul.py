@@ -479,6 +479,16 @@ def _launch_plan(dev: Device, dtype: np.dtype, flags: dict[str, int], a: Tensor,
 ROWS_LEAST_CHUNK = 64  # gemm_rows' shortest k chunk, whatever B's row stride
 
 
+def b_as_rows(b: Tensor, b_strides: tuple[int, int, int], batch: int, k: int, n: int
+              ) -> tuple[Tensor, tuple[int, int, int]]:
+    """B (``batch`` K x N matrices read through ``b_strides``) copied to contiguous rows, as gemm_rows reads it, and
+    its strides: one matrix where the batch shares it (batch stride 0)."""
+    shared = b_strides[0] == 0
+    rows = empty((1 if shared else batch, k, n), b.dtype, b.device)
+    strided_copy(b, rows, rows.shape, b_strides, (k * n, n, 1))
+    return rows, (0 if shared else k * n, n, 1)
+
+
 def _rows(kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...], span: int, a: Tensor,
           a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], batch: int, m: int, n: int,
           k: int, dtype: np.dtype, alpha: float, beta: float, d_args: tuple[Any, ...], fused: tuple[Any, ...],
@@ -487,11 +497,8 @@ def _rows(kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...]
     contiguous, k in chunks whose rows of B span at most ``span`` bytes (at least ROWS_LEAST_CHUNK rows), their
     partial sums kept in a buffer of ``real`` between them (the same sums in the same order)."""
     dev = out.device
-    if b_strides[2] != 1:  # B's rows as contiguous (K, N) matrices, one per batch (or one shared)
-        shared = b_strides[0] == 0 and batch > 1
-        rows = empty(((1 if shared else batch), k, n), b.dtype, dev)
-        strided_copy(b, rows, rows.shape, (b_strides[0], b_strides[1], b_strides[2]), (k * n, n, 1))
-        b, b_strides = rows, (0 if shared else k * n, n, 1)
+    if b_strides[2] != 1:
+        b, b_strides = b_as_rows(b, b_strides, batch, k, n)
     chunk = max(ROWS_LEAST_CHUNK, span // (max(b_strides[1], 1) * b.dtype.itemsize))
     sums = out if k <= chunk else empty((batch, m, n), kernels.real_dtype(dtype), dev)
     for k0 in range(0, max(k, 1), chunk):

@@ -27,7 +27,7 @@ from ..profiler import profiled
 from ..tensor import Tensor, is_grad_enabled
 from ._core import empty, record
 from .creation import zeros
-from .matmul import GemmPlan, gemm_raw, plan
+from .matmul import GemmPlan, b_as_rows, gemm_raw, plan
 from .norm import channel_sum
 from .shape import cat, getitem, strided_copy
 
@@ -85,11 +85,8 @@ def _as_rows(w: Tensor, how: GemmPlan) -> tuple[Tensor, tuple[int, int, int]]:
     """The operand ``w^T`` of a recurrent step's product ``h @ w^T`` planned ``how``, and its strides: for gemm_rows
     (CPUs), which reads B's rows as vectors, w^T copied to rows once for all the steps; else ``w`` read transposed."""
     out_features, in_features = w.shape
-    if how.kernel != "rows":
-        return w, (0, 1, in_features)
-    rows = empty((in_features, out_features), w.dtype, w.device)
-    strided_copy(w, rows, rows.shape, (1, in_features), (out_features, 1))
-    return rows, (0, out_features, 1)
+    transposed = (0, 1, in_features)
+    return b_as_rows(w, transposed, 1, in_features, out_features) if how.kernel == "rows" else (w, transposed)
 
 
 @profiled

@@ -225,8 +225,8 @@ def _launch(dev: Device, dtype: np.dtype, run: list[tuple[Tensor, Tensor, _Updat
     ``foreach.groups``), reading the gradients times ``unscale``."""
     params, u = [p for p, _, _ in run], run[0][2]
     states = [[u.state[j] if j < len(u.state) else p for p, _, u in run] for j in range(3)]  # unused: p, untouched
-    single = foreach.one_tensor(dev, len(run)) and foreach.static(dev)
-    built_in = {"STATIC_OP": _OPS[u.op], "STATIC_FLAGS": u.flags} if single else {}
+    static = foreach.one_tensor(dev, len(run)) and foreach.static(dev)  # the op built in (PoCL's vectorizer)
+    built_in = {"STATIC_OP": _OPS[u.op], "STATIC_FLAGS": u.flags} if static else {}
     k = foreach.kernel(dev, "optim_multi", dtype, len(run), **built_in)
     foreach.launch(dev, k, [params, [g for _, g, _ in run], *states],
                    *(real_scalar(dtype, v) for v in (unscale, u.lr, *u.h) + (0.0,) * (6 - len(u.h))),
