@@ -227,16 +227,25 @@ def test_checks_of_device_values_run_at_each_replay(dev, rng):
 
 @pytest.mark.parametrize("dtype", [np.float16, clnn.bfloat16])
 def test_half_losses_by_replay_match_eager(dev, rng, dtype):
-    """A half loss's mean divides by a device count in a replay: its 1/count rounds to the half type first."""
-    x = clnn.tensor(rng.standard_normal((37, 5)), dtype=dtype, device=dev)
+    """A half loss's mean divides by a device count in a replay: the loss equals eager's bit for bit (its float32
+    product with 1/count rounded once); the input's gradient reads 1/count rounded to the half type first, so it
+    is eager's within one rounding of that type."""
+    xs = rng.standard_normal((37, 5))
     y = clnn.tensor(rng.integers(0, 5, 37), device=dev)
+    x = clnn.tensor(xs, dtype=dtype, device=dev, requires_grad=True)
     g = clnn.Graph()
     with clnn.graph(g, dev):
         loss = F.cross_entropy(x, y)
+        loss.backward()
     g.replay()
-    want = F.cross_entropy(x, y)
+    eager_x = clnn.tensor(xs, dtype=dtype, device=dev, requires_grad=True)
+    want = F.cross_entropy(eager_x, y)
+    want.backward()
     assert loss.dtype == want.dtype == np.dtype(dtype)
-    np.testing.assert_allclose(loss.astype(np.float32).item(), want.astype(np.float32).item(), rtol=1e-2)
+    assert loss.astype(np.float32).item() == want.astype(np.float32).item()
+    got, ref = (t.grad.astype(np.float32).numpy() for t in (x, eager_x))
+    ulp = 2.0**-10 if dtype == np.float16 else 2.0**-7
+    np.testing.assert_allclose(got, ref, rtol=2 * ulp, atol=2.0**-24)
 
 
 def _sync(dev, x):

@@ -156,8 +156,17 @@ def _class_loss(op: str, x: Tensor, loss: Tensor, rowweight: Tensor, count: int 
         total = total / wsum
     elif reduction == "mean" and isinstance(count, Tensor):  # captured: the count lives on the device
         recip = 1.0 / count  # float32(1 / count), as the host's scale below: the same bits
-        recip = recip if recip.dtype == total.dtype else recip.astype(total.dtype)  # half losses: rounded to half
-        return record(total * recip, (x,), lambda g: (grad(g * recip, 1.0, 0),), op)
+        if recip.dtype == total.dtype:
+            return record(total * recip, (x,), lambda g: (grad(g * recip, 1.0, 0),), op)
+        # a half loss times 1 / count as the host's scale multiplies it (the same bits): in half arithmetic where the
+        # device's float16 maps run in it (elementwise's half_math), else in float32, rounded once. The gradient's
+        # scale is rounded to the half type before the backward's launch (the host's is not)
+        half = recip.astype(total.dtype)
+        if total.dtype == np.float16 and x.device.fp16:
+            scaled = total * half
+        else:
+            scaled = (total.astype(recip.dtype) * recip).astype(total.dtype)
+        return record(scaled, (x,), lambda g: (grad(g * half, 1.0, 0),), op)
     elif reduction == "mean":
         scale = 1.0 / count if count else math.nan
         total = total * scale
