@@ -327,7 +327,7 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
     # 32, 32) 5.1 / 1.4, (32, 4, 64, 32) 6.4 / 3.5, (32, 4, 128, 32) 19.0 / 11.9; (8, 8, 128, 64) 19.3 / 9.7. PoCL's
     # fused kernels were 4-5x slower than the blocked path at every size (Zen 5)
     "attention_rows": {
-        "default": {"MIN_KEYS": 0, "VW": 16},
+        "default": {"MIN_KEYS": 0, "VW": 16, "RB": 8},
         "cpu": {"MIN_KEYS": 1},
     },
     # COLS_VW: a float32/64 scatter with one index list walks it per chunk of COLS_VW columns (index.cl's

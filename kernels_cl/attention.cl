@@ -95,14 +95,6 @@
 #define ACC_ROW(a) ((int)get_local_id(1) + (a) / (ATT_D / ATT_X) * ATT_Y)
 #define ACC_COL(a) ((int)get_local_id(0) + (a) % (ATT_D / ATT_X) * ATT_X)
 
-#define ATT_ARGS int flags, int L, int S, int E, int Ev, real scale, real p_drop, uint2 seed, uint2 offset
-#define ATT_LAYOUT_ARGS int nh, long4 lq, long4 lk, long4 lv, long4 lo
-
-/* element offset of row r of batch b in layout lay */
-inline size_t at(long4 lay, int nh, int b, int r) {
-    return lay.w + (b / nh) * lay.x + (b % nh) * lay.y + r * lay.z;
-}
-
 /* the work-item's scores out[e] = a[r] . bt[:, c] over its entries (r, c) (a row-major, bt transposed), all
  * at once: independent sums for the pipeline; columns past the tile read column ATT_T - 1 */
 inline void dots(real *out, __local const real *a, __local const real *bt) {

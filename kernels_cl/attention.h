@@ -15,8 +15,16 @@
 #define ATT_F_CAUSAL 4
 #define ATT_F_DROPOUT 8
 
+#define ATT_ARGS int flags, int L, int S, int E, int Ev, real scale, real p_drop, uint2 seed, uint2 offset
+#define ATT_LAYOUT_ARGS int nh, long4 lq, long4 lk, long4 lv, long4 lo
 #define ATT_MASK_ARGS int mnb, int msb0, int msb1, int msl, int mss, \
     __global const store_t *fmask, __global const uchar *bmask
+
+/* element offset of row r of batch b in layout lay: lay.w + (b / nh) lay.x + (b % nh) lay.y + r lay.z (q, k, v
+ * and out read and written in the projections' layouts, attention.cl's header) */
+inline size_t at(long4 lay, int nh, int b, int r) {
+    return lay.w + (b / nh) * lay.x + (b % nh) * lay.y + r * lay.z;
+}
 
 /* offset of mask element (b, i, 0) */
 inline long mask_row(int b, int i, int mnb, int msb0, int msb1, int msl) {

@@ -10,6 +10,7 @@ from helpers import assert_sum_close, attention_path, rel_err  # noqa: F401 (a f
 
 import clnn
 import clnn.functional as F
+from clnn import tuning
 from clnn.ops import attention
 
 pytestmark = pytest.mark.usefixtures("attention_path")
@@ -137,18 +138,18 @@ def test_sdpa_dropout_matches_torch_with_its_mask():
 @pytest.mark.parametrize("lq", [64, 512])
 def test_sdpa_forward_memory_is_linear_in_length(lq):
     """Every byte the forward allocates. The fused kernels (GPUs): the output and one logsumexp per row, nothing
-    of size L x S. The CPU path: the logsumexps and, per block of ROW_BLOCK query rows, its ROW_BLOCK x S scores
-    and its output rows (the output itself where L is one block; else also the block's q rows, and the output
-    they are copied into). A block's buffers are dropped as the next block's are made, so the peak (the sum's
-    largest term) grows as ROW_BLOCK x S, linearly in the length; the sum below is over all blocks."""
+    of size L x S. The CPU path also k transposed, its rows padded to whole vectors of keys: linear in the length
+    too."""
     rng = np.random.default_rng()
     q, k, v = (clnn.tensor(rng.standard_normal((2, lq, 16)).astype(np.float32), requires_grad=True) for _ in range(3))
     with clnn.profiler.profile() as prof:
         F.scaled_dot_product_attention(q, k, v)
     out, lse = 2 * lq * 16 * 4, 2 * lq * 4
     expected = out + lse
-    if attention.rows_path(clnn.default_device(), lq):  # the blocked path
-        expected += 2 * lq * lq * 4 + (2 * out if lq > attention.ROW_BLOCK else 0)
+    dev = clnn.default_device()
+    if attention.rows_path(dev, lq):
+        vw = tuning.params(dev, "attention_rows")["VW"]
+        expected += 2 * 16 * -(-lq // vw) * vw * 4
     assert prof.bytes_allocated == expected
 
 

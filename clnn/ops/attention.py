@@ -1,5 +1,5 @@
 """Scaled dot-product attention: on GPUs fused kernels (``kernels_cl/attention.cl``) in which the L x S scores never
-exist; on CPUs blocks of query rows as batched GEMMs with the softmax passes of ``kernels_cl/attention_rows.cl``."""
+exist; on CPUs their computation by single work-items in explicit vectors (``kernels_cl/attention_rows.cl``)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ F_FLOAT_MASK, F_BOOL_MASK, F_CAUSAL, F_DROPOUT = (
 HEAD_MAX = 512  # the largest head dimension (E or Ev)
 TILE = 64  # rows per block and tile, at most
 WG = 128  # work-items per work-group, at most
-ROW_BLOCK = 128  # the CPU path's query rows per block (128 and 256 measured alike, 64 slower, on Intel)
 
 
 def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str, object]:
@@ -245,118 +244,50 @@ def _attend_fused(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, 
 def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, int, int], ...], nh: int,
                  nb: int, sizes: tuple[int, int, int, int], out_shape: tuple[int, ...], scale: float, flags: np.int32,
                  p: np.generic, seed: Any, offset: Any, mask_args: tuple[Any, ...]) -> tuple[Tensor, Any]:
-    """The CPU path: per block of ROW_BLOCK query rows of all nb batch elements, scores = q k^T (a batched GEMM),
-    ``attn_rows_fwd``'s softmax in place, out = p v; the backward likewise per block (the scores and dO v^T,
-    ``attn_rows_bwd``, then dv += (p z)^T dO, dk += dS^T q, dq = dS k), in `real` (float32 for half inputs), so
-    blocks and gradients add up in a fixed order. Operands not already contiguous `real` (B, rows, features),
-    each block's q and dO rows among them, are gathered by strided copies, results scattered into the layouts."""
+    """The CPU path (``kernels_cl/attention_rows.cl``): the fused kernels' computation by single work-items in
+    explicit vectors, ATT_RB query rows or ROW_VW keys a work-item, the scores ROW_VW keys at a time from k (and, in
+    the backward, v) transposed into (nb, width, S rounded up) `real` buffers: memory O(input) beyond the result."""
     q, k, v = qkv
     lq, s, e, ev = sizes
-    dev, lay_q, lay_k, lay_v, lay_o = q.device, *layouts
+    dev = q.device
+    knobs = tuning.params(dev, "attention_rows")
+    vw, rb = int(knobs["VW"]), int(knobs["RB"])
+    sp = -(-s // vw) * vw
+    d = defines(q.dtype, ROW_VW=vw, ATT_RB=rb, ATT_NE=max(1, -(-e // vw)), ATT_NEV=max(1, -(-ev // vw)))
+    lay = [kernels.cl_vector(cltypes.long4, *x) for x in layouts]
+    common = (flags, np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale), p, seed,
+              offset, *mask_args, np.int32(nh), *lay, np.int32(sp))
     acc = kernels.real_dtype(q.dtype)
-    causal = bool(int(flags) & F_CAUSAL)
-    d = defines(q.dtype, ROW_VW=int(tuning.params(dev, "attention_rows")["VW"]))
 
-    def rows(name: str, i0: int, nr: int, n: int, *buffers: Tensor) -> None:  # a work-item per row
-        kernels.launch(dev, kernels.kernel(dev, "attention_rows.cl", name, d), (nb * nr,), None, flags, np.int32(lq),
-                       np.int32(s), np.int32(i0), np.int32(nr), np.int32(n), p, seed, offset, *mask_args,
-                       *[b.data for b in buffers])
+    def launch(name: str, items: int, *args: Any) -> None:  # a work-item each, exactly (the kernels have no guard)
+        if items:
+            kernels.launch(dev, kernels.kernel(dev, "attention_rows.cl", name, d), (items,), None, *args)
 
-    def blocks() -> Any:  # one empty block where L = 0: k and v get zero gradients
-        for i0 in range(0, max(lq, 1), ROW_BLOCK):
-            yield i0, min(ROW_BLOCK, lq - i0)
+    def run(name: str, items: int, *buffers: Tensor) -> None:
+        launch(name, items, *common, *[b.data for b in buffers])
 
-    out: Tensor | None = None
+    def transposed(t: Tensor, which: int, width: int) -> Tensor:  # t's rows as (nb, width, sp) columns
+        xt = empty((nb, width, sp), acc, dev)
+        launch("attn_rows_t", nb * (sp // vw), np.int32(s), np.int32(sp), np.int32(width), np.int32(nh), lay[which],
+               t.data, xt.data)
+        return xt
+
+    out = empty(out_shape, q.dtype, dev)
     lse = empty((nb, lq), acc, dev)
-    kc, vc = _gather(k, lay_k, nh, nb, 0, s, e, acc), _gather(v, lay_v, nh, nb, 0, s, ev, acc)
-    for i0, nr in blocks():
-        n = min(s, i0 + nr) if causal else s  # the keys a causal block sees
-        qb = _gather(q, lay_q, nh, nb, i0, nr, e, acc)
-        sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, n, e, alpha=scale)  # (nb, nr, n)
-        rows("attn_rows_fwd", i0, nr, n, sc, lse)
-        ob = _head_product(sc, (nr * n, n, 1), vc, (s * ev, ev, 1), nb, nr, ev, n)
-        out = _place(ob, out, out_shape, q.dtype, lay_o, nh, i0)
+    query_blocks = nb * -(-lq // rb)
+    run("attn_rows_fwd", query_blocks, q, transposed(k, 1, e), v, out, lse)
+    saved = out.detach()
     packed = k is q
 
     def backward(g: Tensor) -> tuple[Tensor | None, ...]:
-        gq = empty(q.shape, q.dtype, dev) if packed else None
-        kc, vc = _gather(k, lay_k, nh, nb, 0, s, e, acc), _gather(v, lay_v, nh, nb, 0, s, ev, acc)
-        dk = dv = None
-        for i0, nr in reversed(list(blocks())):  # a causal block's keys n never grow: dk, dv's first n rows
-            n = min(s, i0 + nr) if causal else s
-            qb, gb = _gather(q, lay_q, nh, nb, i0, nr, e, acc), _gather(g, lay_o, nh, nb, i0, nr, ev, acc)
-            sc = gemm_raw(qb, (nr * e, e, 1), kc, (s * e, 1, e), nb, nr, n, e, alpha=scale)  # (nb, nr, n)
-            dp = gemm_raw(gb, (nr * ev, ev, 1), vc, (s * ev, 1, ev), nb, nr, n, ev)
-            rows("attn_rows_bwd", i0, nr, n, sc, dp, lse)
-            dv = _accumulate(dv, sc, gb, 1.0, nb, s, n, ev, nr)
-            dk = _accumulate(dk, dp, qb, scale, nb, s, n, e, nr)
-            dq = _head_product(dp, (nr * n, n, 1), kc, (s * e, e, 1), nb, nr, e, n, alpha=scale)
-            gq = _place(dq, gq, q.shape, q.dtype, lay_q, nh, i0)
-        into = gq if packed else None
-        gk, gv = _place(dk, into, k.shape, k.dtype, lay_k, nh, 0), _place(dv, into, v.shape, v.dtype, lay_v, nh, 0)
+        gq = empty(q.shape, q.dtype, dev)
+        gk, gv = (gq, gq) if packed else (empty(t.shape, t.dtype, dev) for t in (k, v))
+        dsum = empty((nb, lq), acc, dev)
+        launch("attn_rows_dot", nb * lq, np.int32(lq), np.int32(ev), np.int32(nh), lay[3], saved.data, g.data,
+               dsum.data)
+        kt, vt = transposed(k, 1, e), transposed(v, 2, ev)
+        run("attn_rows_bwd_q", query_blocks, q, kt, vt, k, lse, dsum, g, gq)
+        run("attn_rows_bwd_kv", nb * (sp // vw), q, kt, vt, lse, dsum, g, gk, gv)
         return (gq, None, None) if packed else (gq, gk, gv)
 
     return out, backward
-
-
-def _head_product(a: Tensor, a_strides: tuple[int, int, int], b: Tensor, b_strides: tuple[int, int, int], nb: int,
-                  m: int, n: int, k: int, **kw: Any) -> Tensor:
-    """:func:`gemm_raw` of a product with a head dimension of columns, planned with the ``attention`` tile."""
-    how = plan(a.device, a.dtype, nb, m, n, k, big="attention")
-    return gemm_raw(a, a_strides, b, b_strides, nb, m, n, k, how=how, **kw)
-
-
-def _accumulate(total: Tensor | None, w: Tensor, x: Tensor, alpha: float, nb: int, s: int, n: int, width: int,
-                nr: int) -> Tensor:
-    """``total`` (nb, s, width), zeros when None, plus ``alpha w^T x`` in its first n rows: w (nb, nr, n), x (nb, nr,
-    width) (a block's share of dk or dv)."""
-    if total is None and n == s:
-        return _head_product(w, (nr * n, 1, n), x, (nr * width, width, 1), nb, n, width, nr, alpha=alpha)
-    if total is None:
-        total = zeros((nb, s, width), dtype=w.dtype, device=w.device)
-    part = _head_product(w, (nr * n, 1, n), x, (nr * width, width, 1), nb, n, width, nr, alpha=alpha, beta=1.0,
-                         c=total, c_strides=(s * width, width, 1))
-    if n == s:
-        return part
-    strided_copy(part, total, part.shape, contiguous_strides(part.shape), (s * width, width, 1))
-    return total
-
-
-def _geometry(lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int,
-              width: int) -> tuple[tuple[int, ...], tuple[int, ...], int]:
-    """Rows r0 .. r0 + nr of a tensor in layout ``lay`` as a strided (nb / nh, nh, nr, width) view: shape, strides,
-    offset."""
-    return (nb // nh, nh, nr, width), (lay[0], lay[1], lay[2], 1), lay[3] + r0 * lay[2]
-
-
-def _dense(lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int, width: int) -> bool:
-    """Whether rows r0 .. r0 + nr of layout ``lay`` are a contiguous (nb, nr, width) block at offset 0."""
-    shape, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
-    return offset == 0 and all(a == b for n, a, b in zip(shape, strides, contiguous_strides(shape)) if n > 1)
-
-
-def _gather(t: Tensor, lay: tuple[int, int, int, int], nh: int, nb: int, r0: int, nr: int, width: int,
-            dtype: np.dtype) -> Tensor:
-    """Rows r0 .. r0 + nr of ``t`` (in layout ``lay``) as a contiguous (nb, nr, width) ``dtype`` buffer: ``t`` itself
-    where it already is one, else a copy."""
-    if t.dtype == dtype and t.size == nb * nr * width and _dense(lay, nh, nb, r0, nr, width):
-        return t
-    shape, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
-    out = empty((nb, nr, width), dtype, t.device)
-    strided_copy(t, out, shape, strides, contiguous_strides(shape), src_offset=offset)
-    return out
-
-
-def _place(src: Tensor, dst: Tensor | None, shape: tuple[int, ...], dtype: np.dtype, lay: tuple[int, int, int, int],
-           nh: int, r0: int) -> Tensor:
-    """A contiguous (nb, nr, width) ``src`` as rows r0 .. r0 + nr of a ``dtype`` result of ``shape`` in layout ``lay``:
-    copied (and cast) into ``dst``, or with ``dst`` None into a new tensor, or ``src`` itself where it already is the
-    whole result."""
-    nb, nr, width = src.shape
-    if dst is None:
-        if src.size == math.prod(shape) and src.dtype == dtype and _dense(lay, nh, nb, r0, nr, width):
-            return reshape(src, shape)
-        dst = empty(shape, dtype, src.device)
-    view, strides, offset = _geometry(lay, nh, nb, r0, nr, width)
-    strided_copy(src, dst, view, contiguous_strides(view), strides, dst_offset=offset)
-    return dst
