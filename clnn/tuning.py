@@ -308,24 +308,16 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu intel": {"WM": 8, "VT_STORE": 4},
         "cpu simd16 intel": {"WN": 32},  # 8x32 blocks: 16 accumulators (gemm's 4x64 would make them 32)
     },
-    # attention's CPU path: the big tile of its products with a head dimension of columns (out = p v, dq, dk, dv),
-    # weighed against gemm_small; an empty row takes gemm's. CPUs: 64 columns, all of a 64-wide head, where
-    # gemm's 128 would be half padding: 2048 keys, 8 x 8 heads of 64: p v 43 -> 37 ms, dv 45 -> 42 ms (Intel)
-    "attention": {
-        "default": {},
-        "cpu": {"TM": 64, "TN": 64, "TK": 64, "WM": 4, "WN": 16, "VW": 8, "VWG": 8, "APAD": 0, "DB": 0},
-    },
     "rnn": {  # VW: rnn.cl's units a work-item takes in vectors (where the hidden size is a multiple). Zen 4, LSTM / GRU
         # of 2 layers, 64 steps, batch 32, 128 -> 256, the gate kernels' ms in a training step, VW 1 -> 16: PoCL 48.7
         # / 30.7 -> 8.3 / 6.7 (PoCL called exp and tanh once an element), Intel's runtime 23.2 / 21.0 -> 12.4 / 12.0
         "default": {"VW": 1},
         "cpu": {"VW": 16},
     },
-    # attention on CPUs: the blocked GEMMs (ops/attention.py's _attend_rows) from MIN_KEYS keys on (0: never), else
-    # the fused kernels; VW, attention_rows.cl's vectors. Forward + backward, (batch, heads, keys, head width), ms
-    # fused / blocked, Zen 4, 2026-12-06, with attention_rows.cl's rows in vectors: Intel's runtime, causal (32, 4,
-    # 32, 32) 5.1 / 1.4, (32, 4, 64, 32) 6.4 / 3.5, (32, 4, 128, 32) 19.0 / 11.9; (8, 8, 128, 64) 19.3 / 9.7. PoCL's
-    # fused kernels were 4-5x slower than the blocked path at every size (Zen 5)
+    # attention on CPUs (ops/attention.py's _attend_rows, attention_rows.cl) from MIN_KEYS keys on (0: never), else
+    # the fused kernels; VW, its vectors; RB, query rows a work-item (4 / 8 / 16, forward and backward, Zen 4, ms:
+    # causal (32, 4, 64, 32) PoCL 2.6 / 2.6 / 2.8, Intel's runtime 2.1 / 2.1 / 2.2; (8, 8, 512, 64) PoCL 139 / 135 /
+    # 152, Intel's 132 / 120 / 154). The fused kernels ran 4-5x slower than the blocked GEMMs this path replaced (PoCL)
     "attention_rows": {
         "default": {"MIN_KEYS": 0, "VW": 16, "RB": 8},
         "cpu": {"MIN_KEYS": 1},

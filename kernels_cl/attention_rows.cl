@@ -12,8 +12,9 @@
  *   attn_rows_dot:    D_i = dO_i . out_i, a work-item per row.
  *   attn_rows_bwd_q:  the forward's grid: dq_i = scale sum_j dS_ij k_j, dS_ij = p_ij (z_ij dO_i . v_j - D_i).
  *   attn_rows_bwd_kv: a work-item per block of ROW_VW keys, over the query rows that see them:
- *                     dv_j = sum_i p_ij z_ij dO_i, dk_j = scale sum_i dS_ij q_i, kept transposed (a vector of the
- *                     block's keys per feature, which q's and dO's elements scale) and stored element by element.
+ *                     dv_j = sum_i p_ij z_ij dO_i, dk_j = sum_i dS_ij (scale q_i), ATT_RB query rows at a time, kept
+ *                     transposed (a vector of the block's keys per feature, which q's and dO's elements scale), stored
+ *                     element by element.
  * Every sum runs in a fixed order (reruns are bit-identical), and each kernel computes a score as the forward does:
  * (scale q_i) . k_j over d in order, plus the mask. Causal blocks stop at the last key their last row sees, the kv
  * kernel starts at its first key's row. A mask is added and dropout's factors taken lane by lane. Rows past L in a
@@ -41,6 +42,28 @@ typedef union { realrv v; real s[ROW_VW]; } lanes_u;
 typedef union { realrb v; real s[ATT_RB]; } rows_u;
 #define ATT_E (ATT_NE * ROW_VW)
 #define ATT_EV (ATT_NEV * ROW_VW)
+
+/* the largest and the sum of v's lanes, halves folded into halves: a fixed order in log2(ROW_VW) vector steps */
+#if ROW_VW == 16
+#define HALVE_TO_4(OP, v, b)                                      \
+    const CLNN_CAT(REAL_T, 8) a_ = OP((v).lo, (v).hi);            \
+    const real4 b = OP(a_.lo, a_.hi)
+#elif ROW_VW == 8
+#define HALVE_TO_4(OP, v, b) const real4 b = OP((v).lo, (v).hi)
+#else
+#define HALVE_TO_4(OP, v, b) const real4 b = (v)
+#endif
+#define PLUS(x, y) ((x) + (y))
+inline real lanes_max(realrv v) {
+    HALVE_TO_4(fmax, v, b);
+    const real2 c = fmax(b.lo, b.hi);
+    return fmax(c.x, c.y);
+}
+inline real lanes_sum(realrv v) {
+    HALVE_TO_4(PLUS, v, b);
+    const real2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
 
 /* 0, 1, .. ROW_VW - 1 */
 inline lane_idx lane_index(void) {
@@ -106,10 +129,10 @@ inline realrv dropped(realrv p, int flags, ulong e0, uint2 seed, uint2 offset, r
         }                                                                                 \
     } while (0)
 
-/* w[0..ATT_RB)[0..nk) weigh rows j0 .. j0 + nk of x (layout lay, width n, ATT_N vectors) into acc */
-#define WEIGH_ROWS(acc, w, x, lay, n, ATT_N)                                              \
+/* w[0..ATT_RB)[0..nk) weigh rows j0 .. j0 + nk of x (rows rs apart, width n, ATT_N vectors) into acc */
+#define WEIGH_ROWS(acc, w, x, rs, n, ATT_N)                                               \
     for (int t = 0; t < nk; ++t) {                                                        \
-        __global const store_t *xr_ = (x) + at(lay, nh, b, j0 + t);                       \
+        __global const store_t *xr_ = (x) + (size_t)(j0 + t) * (rs);                      \
         realrv xv_[ATT_N];                                                                \
         _Pragma("unroll") for (int e = 0; e < ATT_N; ++e) xv_[e] = row_vec(xr_ + e * ROW_VW, (n) - e * ROW_VW); \
         _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r)                                \
@@ -120,7 +143,8 @@ ROWS_KERNEL void attn_rows_t(int S, int SP, int width, int nh, long4 lay, __glob
                              __global real *xt) {
     const int blocks = SP / ROW_VW, g = get_global_id(0), b = g / blocks, j0 = g % blocks * ROW_VW;
     __global const store_t *rows[ROW_VW];
-    for (int q = 0; q < ROW_VW; ++q) rows[q] = x + at(lay, nh, b, min(j0 + q, S - 1));
+    const size_t x0 = at(lay, nh, b, 0);
+    for (int q = 0; q < ROW_VW; ++q) rows[q] = x + x0 + (size_t)min(j0 + q, S - 1) * lay.z;
     __global real *o = xt + (size_t)b * width * SP + j0;
     for (int d = 0; d < width; ++d) {
         lanes_u t;
@@ -146,15 +170,14 @@ ROWS_KERNEL void attn_rows_fwd(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, int SP,
         _Pragma("unroll") for (int e = 0; e < ATT_NEV; ++e) acc[r][e] = 0;
     }
     __global const real *kb = kt + (size_t)b * E * SP;
+    __global const store_t *vr = v + at(lv, nh, b, 0);
     for (int j0 = 0; j0 < seen; j0 += ROW_VW) {
         realrv s[ATT_RB];
         KEY_DOTS(s, qs, kb + j0, E);
         rows_u top, sum;
         _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r) {
             s[r] = SHOWN(s[r], min(i0 + r, L - 1), j0);
-            real most;
-            RV_FOLD(fmax, s[r], most);
-            top.s[r] = fmax(m.s[r], most);
+            top.s[r] = fmax(m.s[r], lanes_max(s[r]));
         }
         /* the rows' rescaling factors in one vector exp: 0 where nothing was summed yet (m -BIG) */
         const realrb grow = select(exp(m.v - top.v), (realrb)0, m.v == (realrb)(-BIG));
@@ -163,14 +186,14 @@ ROWS_KERNEL void attn_rows_fwd(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, int SP,
         _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r) {
             const int i = min(i0 + r, L - 1);
             const realrv p = EXP_SHOWN(s[r], top.s[r]);
-            RV_FOLD(add_, p, sum.s[r]);
+            sum.s[r] = lanes_sum(p);
             w[r].v = flags & ATT_F_DROPOUT ? dropped(p, flags, ((ulong)b * L + i) * S + j0, seed, offset, p_drop) : p;
             _Pragma("unroll") for (int e = 0; e < ATT_NEV; ++e) acc[r][e] *= f.s[r];
         }
         l.v = l.v * grow + sum.v;
         m.v = top.v;
         const int nk = min(ROW_VW, seen - j0);
-        WEIGH_ROWS(acc, w, v, lv, Ev, ATT_NEV)
+        WEIGH_ROWS(acc, w, vr, lv.z, Ev, ATT_NEV)
     }
     const realrb logs = select(m.v + log(l.v), (realrb)BIG, l.v == (realrb)0);
     const rows_u lse_r = {logs};
@@ -190,7 +213,7 @@ ROWS_KERNEL void attn_rows_dot(int L, int Ev, int nh, long4 lo, __global const s
     realrv acc = 0;
     _Pragma("unroll") for (int e = 0; e < ATT_NEV; ++e)
         acc += row_vec(gout + o + e * ROW_VW, Ev - e * ROW_VW) * row_vec(out + o + e * ROW_VW, Ev - e * ROW_VW);
-    RV_FOLD(add_, acc, dsum[g]);
+    dsum[g] = lanes_sum(acc);
 }
 
 ROWS_KERNEL void attn_rows_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, int SP, __global const store_t *q,
@@ -212,6 +235,7 @@ ROWS_KERNEL void attn_rows_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, int S
         _Pragma("unroll") for (int e = 0; e < ATT_NE; ++e) acc[r][e] = 0;
     }
     __global const real *kb = kt + (size_t)b * E * SP, *vb = vt + (size_t)b * Ev * SP;
+    __global const store_t *kr = k + at(lk, nh, b, 0);
     for (int j0 = 0; j0 < seen; j0 += ROW_VW) {
         realrv s[ATT_RB], dp[ATT_RB];
         KEY_DOTS(s, qs, kb + j0, E);
@@ -225,7 +249,7 @@ ROWS_KERNEL void attn_rows_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, int S
             w[r].v = p * (dpz - dd[r]);
         }
         const int nk = min(ROW_VW, seen - j0);
-        WEIGH_ROWS(acc, w, k, lk, E, ATT_NE)
+        WEIGH_ROWS(acc, w, kr, lk.z, E, ATT_NE)
     }
     _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r) {
         if (i0 + r >= L) break;
@@ -244,29 +268,51 @@ ROWS_KERNEL void attn_rows_bwd_kv(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, int 
     for (int d = 0; d < E; ++d) dkt[d] = 0;
     for (int d = 0; d < Ev; ++d) dvt[d] = 0;
     __global const real *kb = kt + (size_t)b * E * SP + j0, *vb = vt + (size_t)b * Ev * SP + j0;
-    for (int i = flags & ATT_F_CAUSAL ? j0 : 0; i < L; ++i) {
-        __global const store_t *qr = q + at(lq, nh, b, i), *gr = gout + at(lo, nh, b, i);
-        realrv s = 0, dp = 0;
-        for (int d = 0; d < E; ++d) s += scale * LOAD(qr, d) * RV_LOAD(0, kb + (size_t)d * SP);
-        for (int d = 0; d < Ev; ++d) dp += LOAD(gr, d) * RV_LOAD(0, vb + (size_t)d * SP);
-        const realrv p = EXP_SHOWN(SHOWN(s, i, j0), lse[(size_t)b * L + i]);
-        realrv pz = p;
-        if (flags & ATT_F_DROPOUT) {
-            const ulong e0 = ((ulong)b * L + i) * S + j0;
-            pz = dropped(p, flags, e0, seed, offset, p_drop);
-            dp = dropped(dp, flags, e0, seed, offset, p_drop);
+    __global const store_t *qb = q + at(lq, nh, b, 0), *gb = gout + at(lo, nh, b, 0);
+    for (int i0 = flags & ATT_F_CAUSAL ? j0 : 0; i0 < L; i0 += ATT_RB) {
+        real qs[ATT_RB][ATT_E], gs[ATT_RB][ATT_EV]; /* q scaled and dO; zeros past L */
+        _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r) {
+            const bool in = i0 + r < L;
+            __global const store_t *qr = qb + (size_t)(i0 + r) * lq.z, *gr = gb + (size_t)(i0 + r) * lo.z;
+            for (int d = 0; d < E; ++d) qs[r][d] = in ? scale * LOAD(qr, d) : 0;
+            for (int d = 0; d < Ev; ++d) gs[r][d] = in ? LOAD(gr, d) : 0;
         }
-        const realrv w = p * (dp - dsum[(size_t)b * L + i]);
-        for (int d = 0; d < E; ++d) dkt[d] += w * LOAD(qr, d);
-        for (int d = 0; d < Ev; ++d) dvt[d] += pz * LOAD(gr, d);
+        realrv s[ATT_RB], dp[ATT_RB], w[ATT_RB], pz[ATT_RB];
+        KEY_DOTS(s, qs, kb, E);
+        KEY_DOTS(dp, gs, vb, Ev);
+        _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r) {
+            const int i = min(i0 + r, L - 1);
+            const realrv p = EXP_SHOWN(SHOWN(s[r], i, j0), lse[(size_t)b * L + i]);
+            realrv dpz = dp[r];
+            pz[r] = p;
+            if (flags & ATT_F_DROPOUT) {
+                const ulong e0 = ((ulong)b * L + i) * S + j0;
+                pz[r] = dropped(p, flags, e0, seed, offset, p_drop);
+                dpz = dropped(dpz, flags, e0, seed, offset, p_drop);
+            }
+            const bool out = i0 + r >= L; /* rows past L weigh nothing */
+            w[r] = out ? (realrv)0 : p * (dpz - dsum[(size_t)b * L + i]);
+            pz[r] = out ? (realrv)0 : pz[r];
+        }
+        for (int d = 0; d < E; ++d) {
+            realrv a = dkt[d];
+            _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r) a += w[r] * qs[r][d];
+            dkt[d] = a;
+        }
+        for (int d = 0; d < Ev; ++d) {
+            realrv a = dvt[d];
+            _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r) a += pz[r] * gs[r][d];
+            dvt[d] = a;
+        }
     }
     const int nk = min(ROW_VW, S - j0);
+    __global store_t *kr = gk + at(lk, nh, b, j0), *vr = gv + at(lv, nh, b, j0);
     for (int d = 0; d < E; ++d) {
-        const lanes_u t = {dkt[d] * scale};
-        for (int c = 0; c < nk; ++c) STORE(gk + at(lk, nh, b, j0 + c), d, t.s[c]);
+        const lanes_u t = {dkt[d]};
+        for (int c = 0; c < nk; ++c) STORE(kr + (size_t)c * lk.z, d, t.s[c]);
     }
     for (int d = 0; d < Ev; ++d) {
         const lanes_u t = {dvt[d]};
-        for (int c = 0; c < nk; ++c) STORE(gv + at(lv, nh, b, j0 + c), d, t.s[c]);
+        for (int c = 0; c < nk; ++c) STORE(vr + (size_t)c * lv.z, d, t.s[c]);
     }
 }

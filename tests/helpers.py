@@ -90,7 +90,7 @@ def run_tests_script() -> ModuleType:
 
 @pytest.fixture(params=["fused", "rows"])
 def attention_path(request, monkeypatch) -> str:
-    """Runs a test on each of attention's paths: the fused kernels (every GPU's path) and, on CPUs, the blocked GEMMs
+    """Runs a test on each of attention's paths: the fused kernels (every GPU's path) and, on CPUs, attention_rows.cl's
     ("rows", which CPUs take from tuning's ``attention_rows`` MIN_KEYS keys on: one). The fused kernels run forced
     on Intel's runtime (its intel part, and as small GPUs in the limits parts, which pose no device type), not on
     PoCL: its builds of them took 7 of its 30 minutes (Zen 3), and the other parts and Oclgrind run them."""

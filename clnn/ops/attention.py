@@ -16,17 +16,17 @@ from ..profiler import profiled
 from ..tensor import Tensor
 from ..validation import require_float, require_number, require_tensor, same_device, same_dtype
 from ._core import autocast, empty, record
-from .creation import zeros
-from .matmul import gemm_raw, plan
 from .random import next_key
 from .reduce import broadcast_to
-from .shape import reshape, strided_copy
 
 F_FLOAT_MASK, F_BOOL_MASK, F_CAUSAL, F_DROPOUT = (
     kernels.op_codes("attention.h", "ATT_F_")[k] for k in ("float_mask", "bool_mask", "causal", "dropout"))
 HEAD_MAX = 512  # the largest head dimension (E or Ev)
 TILE = 64  # rows per block and tile, at most
 WG = 128  # work-items per work-group, at most
+# the CPU path's work-items a work-group, at most: with the runtime's choice PoCL crashed on 4096 work-items (8 x 8
+# heads, 512 queries; their private arrays take 5-12 KB each), out of stack
+ROWS_GROUP = 8
 
 
 def _plan(dev: Device, dtype: np.dtype, e: int, ev: int, rows: int) -> dict[str, object]:
@@ -176,8 +176,8 @@ def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, i
             attn_mask: Tensor | None, p: float, is_causal: bool, scale: float) -> Tensor:
     """Attention on q, k, v (k and v may be q itself: a packed buffer) in attention.cl's layouts (q's, k's, v's,
     out's: (batch stride, head stride, row stride, offset)), batch index b = (b / nh, b % nh). GPUs (every device
-    whose type is not ``"cpu"``) run the fused kernels; CPUs the blocked GEMMs of :func:`_attend_rows` in memory
-    O(ROW_BLOCK S) beyond the inputs' size where :func:`rows_path` says so."""
+    whose type is not ``"cpu"``) run the fused kernels; CPUs those of :func:`_attend_rows` where :func:`rows_path`
+    says so."""
     q, k, v = qkv
     lq, s = sizes[:2]
     dev, nb = q.device, math.prod(batch)
@@ -198,8 +198,8 @@ def _attend(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, i
 
 
 def rows_path(dev: Device, keys: int) -> bool:
-    """Whether attention over ``keys`` keys takes the blocked GEMMs of :func:`_attend_rows` (CPUs only): from
-    tuning's ``attention_rows`` MIN_KEYS keys on (0: never)."""
+    """Whether attention over ``keys`` keys takes the CPU path of :func:`_attend_rows` (CPUs only): from tuning's
+    ``attention_rows`` MIN_KEYS keys on (0: never)."""
     least = int(tuning.params(dev, "attention_rows")["MIN_KEYS"])
     return dev.type == "cpu" and least > 0 and keys >= least
 
@@ -261,7 +261,8 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
 
     def launch(name: str, items: int, *args: Any) -> None:  # a work-item each, exactly (the kernels have no guard)
         if items:
-            kernels.launch(dev, kernels.kernel(dev, "attention_rows.cl", name, d), (items,), None, *args)
+            kernels.launch(dev, kernels.kernel(dev, "attention_rows.cl", name, d), (items,),
+                           (math.gcd(items, ROWS_GROUP),), *args)
 
     def run(name: str, items: int, *buffers: Tensor) -> None:
         launch(name, items, *common, *[b.data for b in buffers])

@@ -166,7 +166,7 @@ def plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_s
     or ``cfgs`` (a tuner's candidate: then the tiled kernel, whatever the size). Products of at most
     ``gemm_direct``'s ``MAX_MACS`` multiply-adds take the direct kernel: their time is the launch's, and
     tiles would be mostly padding. On CPUs the others take gemm_rows (:func:`rows_config`; with ``rows`` and
-    ``big`` one of ROWS_KINDS) where it makes a work-group for each compute unit. Otherwise a rough cost model in
+    ``big`` gemm's) where it makes a work-group for each compute unit. Otherwise a rough cost model in
     cycles:
     each work-group costs ``KS * (TM*TN/16 + STAGE*(TM+TN))`` (vector FMAs and staging; ``tuning``'s
     ``plan`` row), groups run in
@@ -188,7 +188,7 @@ def _plan(dev: Device, dtype: np.dtype, batch: int, m: int, n: int, k: int, max_
           cfgs: Sequence[dict[str, int]] | None, rows: bool) -> GemmPlan:
     if cfgs is None and batch * m * n * k <= int(tuning.params(dev, "gemm_direct")["MAX_MACS"]):
         return GemmPlan("direct", gemm_config(dev, dtype, "gemm"))
-    if cfgs is None and rows and big in ROWS_KINDS and (block := rows_config(dev, dtype)):
+    if cfgs is None and rows and big == "gemm" and (block := rows_config(dev, dtype)):
         if n < block["WN"]:  # narrower blocks of more rows (as many accumulators): no lanes past n to walk
             wn = kernels.round_up(n, block["VW"])
             block = {**block, "WN": wn, "WM": min(ROWS_MOST_WM, block["WM"] * block["WN"] // wn)}
@@ -213,7 +213,6 @@ class PlanOption:
 
 
 ROWS_KEYS = ("WM", "WN", "VW", "LY", "SPAN")
-ROWS_KINDS = ("gemm", "attention")  # the tile kinds whose products plan weighs gemm_rows for
 ROWS_MOST_WM = 8  # the most rows plan gives a narrow product's gemm_rows block
 
 

@@ -490,15 +490,18 @@ def softmax(dt: np.dtype, rng: np.random.Generator) -> None:
 
 
 def attention(dt: np.dtype, rng: np.random.Generator) -> None:
-    """Attention on each path (on CPUs the blocked GEMMs too, forced for these few keys; other devices have only the
-    fused kernels): no mask, bool (a row with no key), broadcast float, causal with L > S, dropout; multi-head
+    """Attention on each path, the fused kernels (GPUs') and the CPUs' (attention_rows.cl), forced whatever the
+    device's type: no mask, bool (a row with no key), broadcast float, causal with L > S, dropout; multi-head
     layouts."""
-    from clnn import tuning
+    from clnn.ops import attention as att
 
-    row = tuning.TABLE["attention_rows"]["default"]
-    for min_keys in (0, 1) if clnn.device().type == "cpu" else (0,):  # fused, then blocked
-        tuning.TABLE["attention_rows"] = {"default": {**row, "MIN_KEYS": min_keys}}
-        _attention_cases(dt, rng)
+    rows_path = att.rows_path
+    try:
+        for rows in (False, True):
+            att.rows_path = lambda dev, keys, rows=rows: rows
+            _attention_cases(dt, rng)
+    finally:
+        att.rows_path = rows_path
 
 
 def _attention_cases(dt: np.dtype, rng: np.random.Generator) -> None:
