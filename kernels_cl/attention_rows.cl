@@ -13,8 +13,8 @@
  *   attn_rows_bwd_q:  the forward's grid: dq_i = scale sum_j dS_ij k_j, dS_ij = p_ij (z_ij dO_i . v_j - D_i).
  *   attn_rows_bwd_kv: a work-item per block of ROW_VW keys, over the query rows that see them:
  *                     dv_j = sum_i p_ij z_ij dO_i, dk_j = sum_i dS_ij (scale q_i), ATT_RB query rows at a time, kept
- *                     transposed (a vector of the block's keys per feature, which q's and dO's elements scale), stored
- *                     element by element.
+ *                     transposed (a vector of the block's keys per feature, which q's and dO's elements
+ *                     scale), stored element by element.
  * Every sum runs in a fixed order (reruns are bit-identical), and each kernel computes a score as the forward does:
  * (scale q_i) . k_j over d in order, plus the mask. Causal blocks stop at the last key their last row sees, the kv
  * kernel starts at its first key's row. A mask is added and dropout's factors taken lane by lane. Rows past L in a
@@ -102,7 +102,8 @@ inline realrv shown(realrv s, lane_idx lane, int flags, int b, int i, int j0, in
     if (flags & (ATT_F_FLOAT_MASK | ATT_F_BOOL_MASK)) {
         lanes_u t = {s};
         const long mo = mask_row(b, i, mnb, msb0, msb1, msl);
-        for (int q = 0; q < ROW_VW && j0 + q < seen; ++q) t.s[q] += mask_at(flags, fmask, bmask, mo + (long)(j0 + q) * mss);
+        for (int q = 0; q < ROW_VW && j0 + q < seen; ++q)
+            t.s[q] += mask_at(flags, fmask, bmask, mo + (long)(j0 + q) * mss);
         s = t.v;
     }
     return select(s, (realrv)(-BIG), lane >= (lane_idx)(seen - j0));
@@ -244,8 +245,8 @@ ROWS_KERNEL void attn_rows_bwd_q(ATT_ARGS, ATT_MASK_ARGS, ATT_LAYOUT_ARGS, int S
         _Pragma("unroll") for (int r = 0; r < ATT_RB; ++r) {
             const int i = min(i0 + r, L - 1);
             const realrv p = EXP_SHOWN(SHOWN(s[r], i, j0), ls[r]);
-            const realrv dpz =
-                flags & ATT_F_DROPOUT ? dropped(dp[r], flags, ((ulong)b * L + i) * S + j0, seed, offset, p_drop) : dp[r];
+            const ulong e0 = ((ulong)b * L + i) * S + j0;
+            const realrv dpz = flags & ATT_F_DROPOUT ? dropped(dp[r], flags, e0, seed, offset, p_drop) : dp[r];
             w[r].v = p * (dpz - dd[r]);
         }
         const int nk = min(ROW_VW, seen - j0);

@@ -1,8 +1,8 @@
 /* rowvec.h: a contiguous row walked by one work-item in explicit vectors of ROW_VW reals (CPUs: the compiler
  * keeps them as SIMD registers and calls its vector exp, where a work-group per row reduced through barriers and
  * a scalar walk waited on each operation). Rows of `real`: float32 or float64 storage, or a half program's `real`
- * buffers (attention_rows.cl's transposed keys). Included by a kernel file when the host defines ROW_VW (4, 8 or 16; tuning's
- * "softmax", "norm_rows" and "attention_rows" rows).
+ * buffers (attention_rows.cl's transposed keys). Included by a kernel file when the host defines ROW_VW (4, 8 or
+ * 16; tuning's "softmax", "norm_rows" and "attention_rows" rows).
  */
 #ifndef CLNN_ROWVEC_H
 #define CLNN_ROWVEC_H

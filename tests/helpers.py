@@ -96,7 +96,7 @@ def attention_path(request, monkeypatch) -> str:
     PoCL: its builds of them took 7 of its 30 minutes (Zen 3), and the other parts and Oclgrind run them."""
     dev = clnn.default_device()
     if request.param == "rows" and dev.type != "cpu":
-        pytest.skip("the blocked path runs on CPUs only")
+        pytest.skip("the rows path runs on CPUs only")
     if request.param == "fused" and "portable computing language" in dev.platform_name.lower():
         pytest.skip("PoCL's builds of the fused kernels are slow; the other parts and Oclgrind run them")
     for key, row in tuning.TABLE["attention_rows"].items():
