@@ -30,6 +30,12 @@ inline UNARY_T UNARY_FN(sigmoid)(UNARY_T x) {
     return x >= 0 ? 1 / (1 + e) : e / (1 + e);
 }
 
+/* s = sigmoid(x) and sn = sigmoid(-x) from one exp: e = exp(-|x|), 1 / (1 + e) the larger of the two, e / (1 + e)
+ * the smaller (the derivatives below: a second sigmoid's exp ran sigmoid's gradient at twice its forward's time) */
+#define SIGMOID_PAIR(x, s, sn)                                                               \
+    const UNARY_T s##_e = exp(-fabs(x)), s##_big = 1 / (1 + s##_e), s##_small = s##_e * s##_big; \
+    const UNARY_T s = (x) >= 0 ? s##_big : s##_small, sn = (x) >= 0 ? s##_small : s##_big
+
 inline UNARY_T UNARY_FN(apply_unary)(int op, UNARY_T x, real a, real b) {
     switch (op) {
     case U_NEG: return -x;
@@ -79,15 +85,15 @@ inline UNARY_T UNARY_FN(unary_derivative)(int op, UNARY_T x, UNARY_T y, real a, 
     case U_GELU_TANH: {
         const UNARY_T inner = (real)SQRT2_PI * (x + (real)0.044715 * x * x * x);
         /* (1 + tanh) / 2 and (1 - tanh) / 2 */
-        const UNARY_T s = UNARY_FN(sigmoid)(2 * inner), sn = UNARY_FN(sigmoid)(-2 * inner);
+        SIGMOID_PAIR(2 * inner, s, sn);
         const UNARY_T dinner = (real)SQRT2_PI * (1 + (real)(3 * 0.044715) * x * x);
         return s + 2 * x * s * sn * dinner;
     }
     /* from x, not y: 1 - y cancels when y is near 1 and loses the small derivatives' digits */
-    case U_SIGMOID: return UNARY_FN(sigmoid)(x) * UNARY_FN(sigmoid)(-x);
+    case U_SIGMOID: { SIGMOID_PAIR(x, s, sn); return s * sn; }
     case U_TANH: { const UNARY_T e = exp(-2 * fabs(x)); return 4 * e / ((1 + e) * (1 + e)); }
     case U_SOFTPLUS: return a * x > b ? (UNARY_T)1 : UNARY_FN(sigmoid)(a * x);
-    case U_SILU: return UNARY_FN(sigmoid)(x) * (1 + x * UNARY_FN(sigmoid)(-x));
+    case U_SILU: { SIGMOID_PAIR(x, s, sn); return s * (1 + x * sn); }
     case U_HARDSWISH: return x < -3 ? (UNARY_T)0 : (x > 3 ? (UNARY_T)1 : (2 * x + 3) / 6);
     case U_ADD_S: return (UNARY_T)1;
     case U_MUL_S: return (UNARY_T)a;
