@@ -315,11 +315,13 @@ TABLE: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"VW": 16},
     },
     # attention on CPUs (ops/attention.py's _attend_rows, attention_rows.cl) from MIN_KEYS keys on (0: never), else
-    # the fused kernels; VW, its vectors; RB, query rows a work-item (4 / 8 / 16, forward and backward, Zen 4, ms:
-    # causal (32, 4, 64, 32) PoCL 2.6 / 2.6 / 2.8, Intel's runtime 2.1 / 2.1 / 2.2; (8, 8, 512, 64) PoCL 139 / 135 /
-    # 152, Intel's 132 / 120 / 154). The fused kernels ran 4-5x slower than the blocked GEMMs this path replaced (PoCL)
+    # the fused kernels; VW, its vectors; RB, query rows a work-item at most (4 / 8 / 16, forward and backward, Zen 4,
+    # ms: causal (32, 4, 64, 32) PoCL 2.6 / 2.6 / 2.8, Intel's runtime 2.1 / 2.1 / 2.2; (8, 8, 512, 64) PoCL 139 / 135
+    # / 152, Intel's 132 / 120 / 154); ACC, the output accumulators' vectors a work-item at most (rows x a row's
+    # vectors: heads of 64, (8, 8, 128, 64), forward / dq at 8 rows PoCL 2.9 / 2.9 ms, at 4 rows 2.5 / 2.5; Intel's
+    # 2.2 / 2.4, 2.1 / 2.2). The fused kernels ran 4-5x slower than the blocked GEMMs this path replaced (PoCL)
     "attention_rows": {
-        "default": {"MIN_KEYS": 0, "VW": 16, "RB": 8},
+        "default": {"MIN_KEYS": 0, "VW": 16, "RB": 8, "ACC": 16},
         "cpu": {"MIN_KEYS": 1},
     },
     # COLS_VW: a float32/64 scatter with one index list walks it per chunk of COLS_VW columns (index.cl's

@@ -30,6 +30,7 @@ CASES = [
     ((2,), 29, 41, 6, 5, "float", False, 0.7),
     ((5, 2), 37, 41, 20, 9, "float-bcast", False, None),  # (2, 1, S): per head, every row and batch
     ((3,), 19, 23, 64, 64, "float", False, None),
+    ((2,), 9, 13, 150, 33, None, True, None),   # wide heads: the CPU path's work-items take 2 query rows
 ]
 
 

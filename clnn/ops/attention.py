@@ -245,15 +245,18 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
                  nb: int, sizes: tuple[int, int, int, int], out_shape: tuple[int, ...], scale: float, flags: np.int32,
                  p: np.generic, seed: Any, offset: Any, mask_args: tuple[Any, ...]) -> tuple[Tensor, Any]:
     """The CPU path (``kernels_cl/attention_rows.cl``): the fused kernels' computation by single work-items in
-    explicit vectors, ATT_RB query rows or ROW_VW keys a work-item, the scores ROW_VW keys at a time from k (and, in
+    explicit vectors, ATT_RB query rows (tuning's RB, fewer where their accumulators would pass ACC vectors: a power
+    of two, 2 at least) or ROW_VW keys a work-item, the scores ROW_VW keys at a time from k (and, in
     the backward, v) transposed into (nb, width, S rounded up) `real` buffers: memory O(input) beyond the result."""
     q, k, v = qkv
     lq, s, e, ev = sizes
     dev = q.device
     knobs = tuning.params(dev, "attention_rows")
-    vw, rb = int(knobs["VW"]), int(knobs["RB"])
+    vw = int(knobs["VW"])
     sp = -(-s // vw) * vw
-    d = defines(q.dtype, ROW_VW=vw, ATT_RB=rb, ATT_NE=max(1, -(-e // vw)), ATT_NEV=max(1, -(-ev // vw)))
+    ne, nev = max(1, -(-e // vw)), max(1, -(-ev // vw))
+    rb = max(2, min(int(knobs["RB"]), 1 << max(1, int(knobs["ACC"]) // max(ne, nev)).bit_length() - 1))
+    d = defines(q.dtype, ROW_VW=vw, ATT_RB=rb, ATT_NE=ne, ATT_NEV=nev)
     lay = [kernels.cl_vector(cltypes.long4, *x) for x in layouts]
     common = (flags, np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale), p, seed,
               offset, *mask_args, np.int32(nh), *lay, np.int32(sp))
