@@ -111,6 +111,23 @@ def test_sdpa_reruns_are_bit_identical():
         np.testing.assert_array_equal(a, b)
 
 
+def test_sdpa_gradients_with_far_negative_scores_match_torch():
+    """The last query row's scores are all near -200 (its logsumexp too), so exp(0 - logsumexp) overflows: a kernel
+    that lets the rows past L of a block of query rows (zeros in place of q and dO) weigh anything gets NaN in dk and
+    dv. Five query rows leave three of a block of 8 past L."""
+    rng = np.random.default_rng()
+    k = 1 + 0.01 * rng.standard_normal((2, 3, 4))
+    q = rng.standard_normal((2, 5, 4))
+    q[:, -1] = -100
+    v, g = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4))
+    cq, ck, cv = (clnn.tensor(a.astype(np.float32), requires_grad=True) for a in (q, k, v))
+    F.scaled_dot_product_attention(cq, ck, cv).backward(clnn.tensor(g.astype(np.float32)))
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(tq, tk, tv).backward(torch.tensor(g))
+    for c, t in ((cq, tq), (ck, tk), (cv, tv)):
+        assert rel_err(c.grad.numpy(), t.grad.numpy()) < 1e-4
+
+
 def test_sdpa_dropout_matches_torch_with_its_mask():
     """v = identity reveals the kept weights: out = P * keep / (1 - p). The same seed then reproduces that mask,
     and with a real v the forward and gradients equal torch's computation with the mask applied."""
