@@ -120,11 +120,12 @@ def test_sdpa_gradients_with_far_negative_scores_match_torch():
     q = rng.standard_normal((2, 5, 4))
     q[:, -1] = -100
     v, g = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4))
-    cq, ck, cv = (clnn.tensor(a.astype(np.float32), requires_grad=True) for a in (q, k, v))
-    F.scaled_dot_product_attention(cq, ck, cv).backward(clnn.tensor(g.astype(np.float32)))
-    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    torch.nn.functional.scaled_dot_product_attention(tq, tk, tv).backward(torch.tensor(g))
-    for c, t in ((cq, tq), (ck, tk), (cv, tv)):
+    q, k, v, g = (a.astype(np.float32) for a in (q, k, v, g))  # torch in float64 on the same values
+    cq, ck, cv = (clnn.tensor(a, requires_grad=True) for a in (q, k, v))
+    F.scaled_dot_product_attention(cq, ck, cv).backward(clnn.tensor(g))
+    tq, tk, tv = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(tq, tk, tv).backward(torch.tensor(g, dtype=torch.float64))
+    for c, t in ((cq, tq), (ck, tk), (cv, tv)):  # scores of -200 in float32 are good to ~1e-5 of a unit
         assert rel_err(c.grad.numpy(), t.grad.numpy()) < 1e-4
 
 
