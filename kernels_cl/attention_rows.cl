@@ -43,18 +43,34 @@ typedef union { realrb v; real s[ATT_RB]; } rows_u;
 #define ATT_E (ATT_NE * ROW_VW)
 #define ATT_EV (ATT_NEV * ROW_VW)
 
-/* the largest and the sum of v's lanes, in lane order (rowvec.h's RV_FOLD; folded in halves by .lo and .hi they ran
- * Intel's forward 0.54 -> 0.47 ms, but Oclgrind's uninitialized-value checker saw the swizzles' undefined halves) */
-inline real lanes_max(realrv v) {
-    real m;
-    RV_FOLD(fmax, v, m);
-    return m;
-}
-inline real lanes_sum(realrv v) {
-    real m;
-    RV_FOLD(add_, v, m);
-    return m;
-}
+/* the largest and the sum of v's lanes, halves folded into halves (a fixed order in log2(ROW_VW) vector steps), the
+ * halves taken through unions: `.lo` and `.hi` ran as fast, but Oclgrind's uninitialized-value checker reported
+ * their undefined halves (even of a constant vector) */
+typedef CLNN_CAT(REAL_T, 8) real8;
+typedef union { real8 v; real4 h[2]; } halves8;
+typedef union { real4 v; real2 h[2]; } halves4;
+typedef union { real2 v; real h[2]; } halves2;
+#if ROW_VW == 16
+typedef union { realrv v; real8 h[2]; } halves16;
+#define FOLD_TO_4(OP, x, out)                                  \
+    const halves16 x16_ = {x};                                 \
+    const halves8 x8_ = {OP(x16_.h[0], x16_.h[1])};            \
+    const real4 out = OP(x8_.h[0], x8_.h[1])
+#elif ROW_VW == 8
+#define FOLD_TO_4(OP, x, out)                                  \
+    const halves8 x8_ = {x};                                   \
+    const real4 out = OP(x8_.h[0], x8_.h[1])
+#else
+#define FOLD_TO_4(OP, x, out) const real4 out = (x)
+#endif
+#define PLUS(a, b) ((a) + (b))
+#define FOLD(OP, x)                                            \
+    FOLD_TO_4(OP, x, x4_);                                     \
+    const halves4 h4_ = {x4_};                                 \
+    const halves2 h2_ = {OP(h4_.h[0], h4_.h[1])};              \
+    return OP(h2_.h[0], h2_.h[1])
+inline real lanes_max(realrv v) { FOLD(fmax, v); }
+inline real lanes_sum(realrv v) { FOLD(PLUS, v); }
 
 /* 0, 1, .. ROW_VW - 1 */
 #if ROW_VW == 16
