@@ -18,7 +18,7 @@
  * Every sum runs in a fixed order (reruns are bit-identical), and each kernel computes a score as the forward does:
  * (scale q_i) . k_j over d in order, plus the mask. Causal blocks stop at the last key their last row sees, the kv
  * kernel starts at its first key's row. A mask is added and dropout's factors taken lane by lane. Rows past L in a
- * block compute row L - 1 again and store nothing.
+ * block compute row L - 1 again and store nothing (the kv kernel's: zeros for q and dO, weighing nothing).
  * Defines: the element type (clnn_dtype.h); ROW_VW; ATT_RB, query rows a work-item (2, 4, 8 or 16: one vector of
  * their running maxima); ATT_NE and ATT_NEV, vectors in a row of q or k and of v (E and Ev over ROW_VW, rounded up).
  */
@@ -44,8 +44,8 @@ typedef union { realrb v; real s[ATT_RB]; } rows_u;
 #define ATT_EV (ATT_NEV * ROW_VW)
 
 /* the largest and the sum of v's lanes, halves folded into halves (a fixed order in log2(ROW_VW) vector steps), the
- * halves taken through unions: `.lo` and `.hi` ran as fast, but Oclgrind's uninitialized-value checker reported
- * their undefined halves (even of a constant vector) */
+ * halves taken through unions: taken by `.lo` and `.hi`, they drew reports from Oclgrind's uninitialized-value
+ * checker (even of a constant vector) */
 typedef CLNN_CAT(REAL_T, 8) real8;
 typedef union { real8 v; real4 h[2]; } halves8;
 typedef union { real4 v; real2 h[2]; } halves4;
