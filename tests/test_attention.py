@@ -77,6 +77,23 @@ def _weights(q, k, mask, causal, scale):
 def test_sdpa_matches_torch(batch, lq, s, e, ev, mask_kind, causal, scale, dtype):
     if dtype == np.float64 and not clnn.default_device().fp64:
         pytest.skip("no fp64 on this device")
+    _check_sdpa(batch, lq, s, e, ev, mask_kind, causal, scale, dtype)
+
+
+@pytest.mark.parametrize("vw", [4, 8])
+@pytest.mark.parametrize("batch, lq, s, e, ev, mask_kind, causal", [((5, 2), 37, 41, 20, 9, "bool", False),
+                                                                    ((3,), 70, 37, 20, 9, None, True)])
+def test_sdpa_rows_path_in_narrower_vectors(vw, batch, lq, s, e, ev, mask_kind, causal):
+    """The CPU path's kernels built for 4- and 8-lane vectors (tuning's attention_rows VW; the table's CPUs take 16):
+    several key blocks, heads wider than the vectors, a mask or causal rows."""
+    if not attention.rows_path(clnn.default_device(), s):
+        pytest.skip("the CPU path's vector width")
+    with tuning.override("attention_rows", VW=vw):
+        _check_sdpa(batch, lq, s, e, ev, mask_kind, causal, None, np.float32)
+
+
+def _check_sdpa(batch, lq, s, e, ev, mask_kind, causal, scale, dtype):
+    """Attention's output and gradients against torch in float64, each element within its terms' sum."""
     rng = np.random.default_rng()
     q, k, v = rng.standard_normal((*batch, lq, e)), rng.standard_normal((*batch, s, e)), rng.standard_normal(
         (*batch, s, ev))
