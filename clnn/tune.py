@@ -52,6 +52,7 @@ from .ops.matmul import (
     gemm_raw,
     plan_options,
     rows_config,
+    rows_defines,
     tiled_plan,
 )
 from .tensor import Tensor
@@ -600,8 +601,7 @@ class _RowsProblem(_Problem):
                      sa.astype(np.float32).astype(np.float64) @ sb.astype(np.float32).astype(np.float64).T)
 
     def program_of(self, cfg: dict[str, int]) -> tuple[str, str, dict[str, object]]:
-        return "gemm.cl", "gemm_rows", kernels.defines(np.float32, WM=cfg["WM"], WN=cfg["WN"], VW=cfg["VW"],
-                                                        TN=cfg["WN"], TM=cfg["WM"] * cfg["LY"])
+        return "gemm.cl", "gemm_rows", kernels.defines(np.float32, **rows_defines(cfg))
 
     def run(self, cfg: dict[str, int], which: int = 0) -> Tensor:
         how = GemmPlan("rows", cfg)

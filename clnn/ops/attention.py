@@ -241,6 +241,15 @@ def _attend_fused(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, 
     return out, backward
 
 
+def _rows_plan(dev: Device, dtype: np.dtype, e: int, ev: int) -> tuple[int, int, dict[str, object]]:
+    """The CPU path's vector width, query rows a work-item and kernel defines for heads of width ``e`` and ``ev``."""
+    knobs = tuning.params(dev, "attention_rows")
+    vw = int(knobs["VW"])
+    ne, nev = max(1, -(-e // vw)), max(1, -(-ev // vw))
+    rb = max(2, min(int(knobs["RB"]), 1 << max(1, int(knobs["ACC"]) // max(ne, nev)).bit_length() - 1))
+    return vw, rb, defines(dtype, ROW_VW=vw, ATT_RB=rb, ATT_NE=ne, ATT_NEV=nev)
+
+
 def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, int, int, int], ...], nh: int,
                  nb: int, sizes: tuple[int, int, int, int], out_shape: tuple[int, ...], scale: float, flags: np.int32,
                  p: np.generic, seed: Any, offset: Any, mask_args: tuple[Any, ...]) -> tuple[Tensor, Any]:
@@ -251,12 +260,9 @@ def _attend_rows(qkv: tuple[Tensor, Tensor, Tensor], layouts: tuple[tuple[int, i
     q, k, v = qkv
     lq, s, e, ev = sizes
     dev = q.device
-    knobs = tuning.params(dev, "attention_rows")
-    vw = int(knobs["VW"])
+    key = ("attention rows", id(dev), q.dtype, e, ev)
+    vw, rb, d = tuning.memoized(dev, key, lambda: _rows_plan(dev, q.dtype, e, ev))
     sp = -(-s // vw) * vw
-    ne, nev = max(1, -(-e // vw)), max(1, -(-ev // vw))
-    rb = max(2, min(int(knobs["RB"]), 1 << max(1, int(knobs["ACC"]) // max(ne, nev)).bit_length() - 1))
-    d = defines(q.dtype, ROW_VW=vw, ATT_RB=rb, ATT_NE=ne, ATT_NEV=nev)
     lay = [kernels.cl_vector(cltypes.long4, *x) for x in layouts]
     common = (flags, np.int32(lq), np.int32(s), np.int32(e), np.int32(ev), real_scalar(q.dtype, scale), p, seed,
               offset, *mask_args, np.int32(nh), *lay, np.int32(sp))

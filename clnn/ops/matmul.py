@@ -231,6 +231,12 @@ def rows_config(dev: Device, dtype: np.dtype) -> dict[str, int] | None:
     return cfg
 
 
+def rows_defines(cfg: dict[str, int]) -> dict[str, int]:
+    """gemm.cl's defines for gemm_rows' block ``cfg`` (:func:`rows_config`'s keys): TILED_KERNEL's work-group is
+    TN = WN columns by TM = WM x LY rows."""
+    return {"WM": cfg["WM"], "WN": cfg["WN"], "VW": cfg["VW"], "TN": cfg["WN"], "TM": cfg["WM"] * cfg["LY"]}
+
+
 def copies_b_rows(dev: Device, m: int, b_cs: int) -> bool:
     """Whether gemm_rows may take a product of ``m`` rows whose B's columns lie ``b_cs`` apart on ``dev``: it reads
     B's rows as vectors, so a B of non-contiguous columns is copied to rows first, which products of fewer than
@@ -462,8 +468,7 @@ def _launch_plan(dev: Device, dtype: np.dtype, flags: dict[str, int], a: Tensor,
         return kernels.kernel(dev, "gemm.cl", "gemm_direct", untiled), (batch * m * n,), (group_size(dev),), how
     if how.kernel == "rows":
         cfg = how.cfg
-        block = {"WM": cfg["WM"], "WN": cfg["WN"], "VW": cfg["VW"], "TN": cfg["WN"], "TM": cfg["WM"] * cfg["LY"]}
-        k_rows = kernels.kernel(dev, "gemm.cl", "gemm_rows", defines(dtype, **block, **flags))
+        k_rows = kernels.kernel(dev, "gemm.cl", "gemm_rows", defines(dtype, **rows_defines(cfg), **flags))
         items = kernels.round_up(-(-m // cfg["WM"]), cfg["LY"])
         return k_rows, (-(-n // cfg["WN"]), items, batch), (1, cfg["LY"], 1), how
     cfg, splits = how.cfg, how.splits
